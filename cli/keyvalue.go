@@ -1,0 +1,31 @@
+package cli
+
+import (
+	"sort"
+	"strings"
+)
+
+// parseKeyValues turns ["k=v", ...] into a map; flag names the flag for errors.
+func parseKeyValues(flag string, in []string) (map[string]string, error) {
+	out := map[string]string{}
+	for _, kv := range in {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || k == "" {
+			return nil, usageErrorf("--%s %q must look like key=value", flag, kv)
+		}
+		if _, dup := out[k]; dup {
+			return nil, usageErrorf("--%s %s given twice", flag, k)
+		}
+		out[k] = v
+	}
+	return out, nil
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}

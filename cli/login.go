@@ -1,0 +1,168 @@
+package cli
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"airgapcoder/coderd/codersdk"
+)
+
+var loginOptions = options{
+	{flag: "first-user-username", env: "CODER_FIRST_USER_USERNAME"},
+	{flag: "first-user-email", env: "CODER_FIRST_USER_EMAIL"},
+	{flag: "first-user-password", env: "CODER_FIRST_USER_PASSWORD"},
+	{flag: "email", env: "CODER_EMAIL"},
+	{flag: "password", env: "CODER_PASSWORD"},
+}
+
+func (inv *invocation) loginCmd() *cobra.Command {
+	var first codersdk.CreateFirstUserRequest
+	var email, password string
+	cmd := &cobra.Command{
+		Use:   "login URL",
+		Short: "Log in to a deployment (creating its first user when it has none) and store the session",
+		Args:  exactArgs(1, "URL"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := loginOptions.resolve(cmd, "", inv.environ); err != nil {
+				return err
+			}
+			u, err := parseDeploymentURL(args[0])
+			if err != nil {
+				return err
+			}
+			ctx := cmd.Context()
+			client := codersdk.New(u)
+			if _, err := client.BuildInfo(ctx); err != nil {
+				return fmt.Errorf("reach %s: %w", u, err)
+			}
+			token := inv.token
+			if token == "" {
+				hasFirst, err := client.HasFirstUser(ctx)
+				if err != nil {
+					return err
+				}
+				if !hasFirst {
+					if first.Username == "" || first.Email == "" || first.Password == "" {
+						return usageErrorf("%s has no users yet: create the first owner with --first-user-username, --first-user-email and --first-user-password", u)
+					}
+					if _, err := client.CreateFirstUser(ctx, first); err != nil {
+						return fmt.Errorf("create first user: %w", err)
+					}
+					fmt.Fprintf(inv.stderr, "Created the first user %s (owner).\n", first.Username)
+					email, password = first.Email, first.Password
+				}
+				if email == "" || password == "" {
+					if email, password, err = inv.promptCredentials(); err != nil {
+						return err
+					}
+				}
+				resp, err := client.LoginWithPassword(ctx, codersdk.LoginWithPasswordRequest{Email: email, Password: password})
+				if err != nil {
+					return fmt.Errorf("log in: %w", err)
+				}
+				token = resp.SessionToken
+			}
+			client.SessionToken = token
+			me, err := client.User(ctx, codersdk.Me)
+			if err != nil {
+				return fmt.Errorf("check session: %w", err)
+			}
+			if err := inv.storeSession(u.String(), token); err != nil {
+				return err
+			}
+			fmt.Fprintf(inv.stdout, "Logged in to %s as %s.\n", u, me.Username)
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&first.Username, "first-user-username", "", "Username of the first owner, when the deployment has no users")
+	f.StringVar(&first.Email, "first-user-email", "", "Email of the first owner")
+	f.StringVar(&first.Password, "first-user-password", "", "Password of the first owner")
+	f.StringVar(&email, "email", "", "Email (or username) to log in with")
+	f.StringVar(&password, "password", "", "Password to log in with")
+	return cmd
+}
+
+// promptCredentials reads email and password from stdin, one per line.
+func (inv *invocation) promptCredentials() (string, string, error) {
+	if f, ok := inv.stdin.(*os.File); ok {
+		if st, err := f.Stat(); err == nil && st.Mode()&os.ModeCharDevice == 0 && st.Size() == 0 && st.Mode().IsRegular() {
+			return "", "", usageErrorf("no credentials: pass --email and --password")
+		}
+	}
+	r := bufio.NewReader(inv.stdin)
+	fmt.Fprint(inv.stderr, "Email: ")
+	email, err := r.ReadString('\n')
+	if err != nil && email == "" {
+		return "", "", usageErrorf("no credentials: pass --email and --password")
+	}
+	fmt.Fprint(inv.stderr, "Password: ")
+	password, err := r.ReadString('\n')
+	if err != nil && password == "" {
+		return "", "", usageErrorf("no password: pass --password")
+	}
+	return strings.TrimSpace(email), strings.TrimRight(password, "\r\n"), nil
+}
+
+func (inv *invocation) storeSession(url, token string) error {
+	if err := os.MkdirAll(inv.globalConfig, 0o700); err != nil {
+		return fmt.Errorf("create config dir: %w", err)
+	}
+	for name, content := range map[string]string{urlFile: url, sessionFile: token} {
+		if err := writeFileAtomic(filepath.Join(inv.globalConfig, name), []byte(content), 0o600); err != nil {
+			return fmt.Errorf("store session: %w", err)
+		}
+	}
+	return nil
+}
+
+func writeFileAtomic(path string, data []byte, mode os.FileMode) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	if err := tmp.Chmod(mode); err != nil {
+		tmp.Close()
+		return err
+	}
+	if _, err := tmp.Write(data); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Sync(); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), path)
+}
+
+func (inv *invocation) logoutCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "logout",
+		Short: "End the stored session",
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			client, err := inv.client()
+			if err != nil {
+				return err
+			}
+			if err := client.Logout(cmd.Context()); err != nil && !codersdk.IsStatus(err, 401) {
+				return err
+			}
+			if err := os.Remove(filepath.Join(inv.globalConfig, sessionFile)); err != nil && !errors.Is(err, os.ErrNotExist) {
+				return err
+			}
+			fmt.Fprintln(inv.stdout, "Logged out.")
+			return nil
+		},
+	}
+}

@@ -1,0 +1,83 @@
+package cli
+
+import (
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"airgapcoder/coderd"
+	"airgapcoder/internal/buildinfo"
+)
+
+var serverOptions = options{
+	{flag: "http-address", env: "CODER_HTTP_ADDRESS"},
+	{flag: "access-url", env: "CODER_ACCESS_URL"},
+	{flag: "postgres-url", env: "CODER_PG_CONNECTION_URL"},
+	{flag: "provisioner-daemons", env: "CODER_PROVISIONER_DAEMONS"},
+	{flag: "provisioner-daemon-psk", env: "CODER_PROVISIONER_DAEMON_PSK"},
+	{flag: "provisioner-job-heartbeat-timeout", env: "CODER_PROVISIONER_JOB_HEARTBEAT_TIMEOUT"},
+	{flag: "telemetry", env: "CODER_TELEMETRY_ENABLE"},
+	{flag: "telemetry-url", env: "CODER_TELEMETRY_URL"},
+	{flag: "update-check", env: "CODER_UPDATE_CHECK"},
+	{flag: "update-check-url", env: "CODER_UPDATE_CHECK_URL"},
+	{flag: "block-direct-connections", env: "CODER_BLOCK_DIRECT"},
+	{flag: "tls-enable", env: "CODER_TLS_ENABLE"},
+	{flag: "tls-address", env: "CODER_TLS_ADDRESS"},
+	{flag: "tls-cert-file", env: "CODER_TLS_CERT_FILE"},
+	{flag: "tls-key-file", env: "CODER_TLS_KEY_FILE"},
+	{flag: "cache-dir", env: "CODER_CACHE_DIRECTORY"},
+	{flag: "postgres-run-as", env: "CODER_BUILTIN_POSTGRES_USER"},
+	{flag: "shutdown-timeout", env: "CODER_SHUTDOWN_TIMEOUT"},
+}
+
+func defaultCacheDir() string {
+	return cacheDirFor("coder")
+}
+
+func (inv *invocation) serverCmd() *cobra.Command {
+	var (
+		cfg        coderd.ServerConfig
+		configPath string
+	)
+	cmd := &cobra.Command{
+		Use:   "server",
+		Short: "Run the control plane (coderd): API, dashboard, provisioner job queue",
+		Long: `Run the control plane. Without --postgres-url it runs the built-in PostgreSQL,
+keeping its data under the global config dir. Telemetry and the update check are
+off by default and, when on, go only to the URLs you configure.`,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := serverOptions.resolve(cmd, configPathFrom(cmd, inv.environ), inv.environ); err != nil {
+				return err
+			}
+			cfg.ConfigDir = inv.globalConfig
+			cfg.Version = buildinfo.Version()
+			cfg.Logger = inv.logger()
+			srv, err := coderd.NewServer(cfg)
+			if err != nil {
+				return usageErrorf("%v", err)
+			}
+			return srv.Run(cmd.Context())
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&configPath, "config", "", "YAML config file; keys are flag names (CODER_CONFIG_PATH)")
+	f.StringVar(&cfg.HTTPAddress, "http-address", "127.0.0.1:3000", "HTTP bind address")
+	f.StringVar(&cfg.AccessURL, "access-url", "", "URL users and workspaces reach this deployment at (default: the listener)")
+	f.StringVar(&cfg.PostgresURL, "postgres-url", "", "External PostgreSQL URL; empty runs the built-in PostgreSQL")
+	f.IntVar(&cfg.ProvisionerDaemons, "provisioner-daemons", 3, "Built-in provisioner daemons; 0 disables them")
+	f.StringVar(&cfg.ProvisionerPSK, "provisioner-daemon-psk", "", "Pre-shared key external provisioner daemons authenticate with")
+	f.DurationVar(&cfg.JobHeartbeatTimeout, "provisioner-job-heartbeat-timeout", 60*time.Second, "Fail a running job whose provisioner has been silent this long")
+	f.BoolVar(&cfg.Telemetry, "telemetry", false, "Send usage telemetry to --telemetry-url (off by default)")
+	f.StringVar(&cfg.TelemetryURL, "telemetry-url", "", "Telemetry collector URL (required with --telemetry)")
+	f.BoolVar(&cfg.UpdateCheck, "update-check", false, "Check --update-check-url for new releases (off by default)")
+	f.StringVar(&cfg.UpdateCheckURL, "update-check-url", "", "Release feed URL returning {\"version\",\"url\"} (required with --update-check)")
+	f.BoolVar(&cfg.BlockDirectConnections, "block-direct-connections", false, "Relay every workspace connection through coderd")
+	f.BoolVar(&cfg.TLS.Enable, "tls-enable", false, "Serve HTTPS on --tls-address")
+	f.StringVar(&cfg.TLS.Address, "tls-address", "127.0.0.1:3443", "HTTPS bind address")
+	f.StringVar(&cfg.TLS.CertFile, "tls-cert-file", "", "PEM certificate (chain) for HTTPS")
+	f.StringVar(&cfg.TLS.KeyFile, "tls-key-file", "", "PEM private key for HTTPS")
+	f.StringVar(&cfg.CacheDir, "cache-dir", defaultCacheDir(), "Cache directory (PostgreSQL binaries)")
+	f.StringVar(&cfg.BuiltinPostgres.RunAsUser, "postgres-run-as", "", "User that runs the built-in PostgreSQL when coder server runs as root (default nobody)")
+	f.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", 30*time.Second, "How long in-flight requests may take to finish on shutdown")
+	return cmd
+}

@@ -1,0 +1,153 @@
+package cli
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"airgapcoder/coderd/codersdk"
+)
+
+func (inv *invocation) usersCmd() *cobra.Command {
+	cmd := &cobra.Command{Use: "users", Short: "Manage users"}
+	cmd.AddCommand(inv.usersCreateCmd(), inv.usersListCmd())
+	return cmd
+}
+
+func (inv *invocation) usersCreateCmd() *cobra.Command {
+	var req codersdk.CreateUserRequest
+	var role string
+	out := new(string)
+	cmd := &cobra.Command{
+		Use:   "create",
+		Short: "Create a user (owners only)",
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if req.Username == "" || req.Email == "" || req.Password == "" {
+				return usageErrorf("--username, --email and --password are required")
+			}
+			switch role {
+			case codersdk.RoleMember:
+			case codersdk.RoleOwner, codersdk.RoleTemplateAdmin:
+				req.Roles = []string{role}
+			default:
+				return usageErrorf("--role %q: use member, template-admin or owner", role)
+			}
+			client, err := inv.client()
+			if err != nil {
+				return err
+			}
+			u, err := client.CreateUser(cmd.Context(), req)
+			if err != nil {
+				return err
+			}
+			return render(inv.stdout, *out, u, []string{"ID", "USERNAME", "EMAIL", "ROLES"}, func() [][]string {
+				return [][]string{{u.ID, u.Username, u.Email, roleList(u.Roles)}}
+			})
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&req.Username, "username", "", "Username")
+	f.StringVar(&req.Email, "email", "", "Email")
+	f.StringVar(&req.Password, "password", "", "Password (at least 8 characters)")
+	f.StringVar(&role, "role", codersdk.RoleMember, "Role: member, template-admin or owner")
+	out = outputFlag(cmd)
+	return cmd
+}
+
+func roleList(rs []codersdk.Role) string {
+	names := []string{}
+	for _, r := range rs {
+		names = append(names, r.Name)
+	}
+	if len(names) == 0 {
+		return codersdk.RoleMember
+	}
+	return strings.Join(names, ",")
+}
+
+func (inv *invocation) usersListCmd() *cobra.Command {
+	cmd := &cobra.Command{Use: "list", Short: "List users (owners and template admins)"}
+	out := outputFlag(cmd)
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		client, err := inv.client()
+		if err != nil {
+			return err
+		}
+		resp, err := client.Users(cmd.Context())
+		if err != nil {
+			return err
+		}
+		return render(inv.stdout, *out, resp.Users, []string{"USERNAME", "EMAIL", "ROLES", "CREATED"}, func() [][]string {
+			rows := [][]string{}
+			for _, u := range resp.Users {
+				rows = append(rows, []string{u.Username, u.Email, roleList(u.Roles), u.CreatedAt.Format(time.RFC3339)})
+			}
+			return rows
+		})
+	}
+	return cmd
+}
+
+func (inv *invocation) tokensCmd() *cobra.Command {
+	cmd := &cobra.Command{Use: "tokens", Short: "Manage API tokens"}
+	var lifetime time.Duration
+	var name string
+	create := &cobra.Command{
+		Use:   "create",
+		Short: "Create an API token; prints only the token",
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			client, err := inv.client()
+			if err != nil {
+				return err
+			}
+			resp, err := client.CreateToken(cmd.Context(), codersdk.Me, codersdk.CreateTokenRequest{Lifetime: lifetime, TokenName: name})
+			if err != nil {
+				return err
+			}
+			fmt.Fprintln(inv.stdout, resp.Key)
+			return nil
+		},
+	}
+	create.Flags().DurationVar(&lifetime, "lifetime", 30*24*time.Hour, "How long the token is valid")
+	create.Flags().StringVarP(&name, "name", "n", "", "Token name (default: generated)")
+
+	list := &cobra.Command{Use: "list", Short: "List your API tokens"}
+	out := outputFlag(list)
+	list.RunE = func(cmd *cobra.Command, _ []string) error {
+		client, err := inv.client()
+		if err != nil {
+			return err
+		}
+		keys, err := client.Tokens(cmd.Context(), codersdk.Me)
+		if err != nil {
+			return err
+		}
+		return render(inv.stdout, *out, keys, []string{"ID", "NAME", "EXPIRES", "LAST USED"}, func() [][]string {
+			rows := [][]string{}
+			for _, k := range keys {
+				rows = append(rows, []string{k.ID, k.TokenName, k.ExpiresAt.Format(time.RFC3339), ago(k.LastUsed)})
+			}
+			return rows
+		})
+	}
+	remove := &cobra.Command{
+		Use:   "remove ID",
+		Short: "Delete an API token",
+		Args:  exactArgs(1, "ID"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			client, err := inv.client()
+			if err != nil {
+				return err
+			}
+			if err := client.DeleteAPIKey(cmd.Context(), codersdk.Me, args[0]); err != nil {
+				return err
+			}
+			fmt.Fprintf(inv.stdout, "Token %s deleted.\n", args[0])
+			return nil
+		},
+	}
+	cmd.AddCommand(create, list, remove)
+	return cmd
+}

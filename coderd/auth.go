@@ -1,0 +1,163 @@
+package coderd
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/gin-gonic/gin"
+	"golang.org/x/crypto/bcrypt"
+
+	"airgapcoder/coderd/codersdk"
+	"airgapcoder/coderd/database"
+)
+
+// Login types of API keys.
+const (
+	loginTypePassword = "password"
+	loginTypeToken    = "token"
+)
+
+const (
+	keyIDLength     = 10
+	keySecretLength = 22
+	alphanumeric    = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
+)
+
+func randomString(n int) string {
+	b := make([]byte, n)
+	if _, err := rand.Read(b); err != nil {
+		panic(err)
+	}
+	for i := range b {
+		b[i] = alphanumeric[int(b[i])%len(alphanumeric)]
+	}
+	return string(b)
+}
+
+func hashPassword(pw string) ([]byte, error) {
+	return bcrypt.GenerateFromPassword([]byte(pw), bcrypt.DefaultCost)
+}
+
+// dummyHash keeps a login for an unknown email as slow as a real one.
+var dummyHash, _ = bcrypt.GenerateFromPassword([]byte("not a password"), bcrypt.DefaultCost)
+
+// newAPIKey creates a key for user and returns the token "<id>-<secret>".
+func (api *API) newAPIKey(ctx context.Context, userID, loginType, name string, lifetime time.Duration) (string, database.APIKey, error) {
+	id, secret := randomString(keyIDLength), randomString(keySecretLength)
+	sum := sha256.Sum256([]byte(secret))
+	key, err := api.db.InsertAPIKey(ctx, database.APIKey{
+		ID: id, HashedSecret: sum[:], UserID: userID, LoginType: loginType, TokenName: name,
+		LifetimeSeconds: int64(lifetime.Seconds()), ExpiresAt: api.now().Add(lifetime),
+	})
+	if err != nil {
+		return "", key, fmt.Errorf("create api key: %w", err)
+	}
+	return id + "-" + secret, key, nil
+}
+
+func tokenFromRequest(r *http.Request) string {
+	if t := r.Header.Get(codersdk.SessionTokenHeader); t != "" {
+		return t
+	}
+	if c, err := r.Cookie(codersdk.SessionTokenCookie); err == nil {
+		return c.Value
+	}
+	return ""
+}
+
+// authenticate resolves a session token to its user. It returns an apiError
+// with status 401 that says why when the token is missing, malformed,
+// unknown or expired.
+func (api *API) authenticate(ctx context.Context, token string) (database.User, database.APIKey, error) {
+	unauthorized := func(format string, args ...any) error {
+		return errorf(http.StatusUnauthorized, "", format, args...)
+	}
+	if token == "" {
+		return database.User{}, database.APIKey{}, unauthorized("You are not signed in: send a session token in the %s header (run `coder login`)", codersdk.SessionTokenHeader)
+	}
+	id, secret, ok := strings.Cut(token, "-")
+	if !ok || len(id) != keyIDLength || len(secret) != keySecretLength {
+		return database.User{}, database.APIKey{}, unauthorized("Invalid session token: it must look like <10 characters>-<22 characters>")
+	}
+	key, err := api.db.APIKeyByID(ctx, id)
+	if err != nil {
+		if err == database.ErrNotFound {
+			return database.User{}, database.APIKey{}, unauthorized("Invalid session token: no such key (it was deleted or never existed); log in again")
+		}
+		return database.User{}, database.APIKey{}, err
+	}
+	sum := sha256.Sum256([]byte(secret))
+	if subtle.ConstantTimeCompare(sum[:], key.HashedSecret) != 1 {
+		return database.User{}, database.APIKey{}, unauthorized("Invalid session token: the secret does not match; log in again")
+	}
+	now := api.now()
+	if !now.Before(key.ExpiresAt) {
+		return database.User{}, database.APIKey{}, unauthorized("Session token expired at %s; log in again or create a new token", key.ExpiresAt.Format(time.RFC3339))
+	}
+	user, err := api.db.UserByID(ctx, key.UserID)
+	if err != nil {
+		if err == database.ErrNotFound {
+			return database.User{}, database.APIKey{}, unauthorized("The user of this session token no longer exists")
+		}
+		return database.User{}, database.APIKey{}, err
+	}
+	if user.Status != "active" {
+		return database.User{}, database.APIKey{}, errorf(http.StatusForbidden, "", "User %s is %s", user.Username, user.Status)
+	}
+	// Record use at most once a minute to spare the database.
+	if now.Sub(key.LastUsed) > time.Minute {
+		_ = api.db.TouchAPIKey(ctx, key.ID, now)
+		_ = api.db.TouchUser(ctx, user.ID)
+	}
+	return user, key, nil
+}
+
+const (
+	ctxUser   = "coderd.user"
+	ctxAPIKey = "coderd.apikey"
+)
+
+// requireAuth is middleware that rejects requests without a valid token.
+func (api *API) requireAuth() gin.HandlerFunc {
+	return api.handleMiddleware(func(c *gin.Context) error {
+		user, key, err := api.authenticate(c.Request.Context(), tokenFromRequest(c.Request))
+		if err != nil {
+			return err
+		}
+		c.Set(ctxUser, user)
+		c.Set(ctxAPIKey, key)
+		return nil
+	})
+}
+
+// handleMiddleware runs h and aborts the chain when it fails.
+func (api *API) handleMiddleware(h handler) gin.HandlerFunc {
+	render := api.handle(h)
+	return func(c *gin.Context) {
+		render(c)
+		if c.Writer.Written() {
+			c.Abort()
+			return
+		}
+		c.Next()
+	}
+}
+
+func actor(c *gin.Context) database.User {
+	return c.MustGet(ctxUser).(database.User)
+}
+
+// authorize fails with 403 unless the caller may act on a resource owned by
+// ownerID.
+func authorize(c *gin.Context, res resource, act action, ownerID string) error {
+	if !can(actor(c), res, act, ownerID) {
+		return forbidden()
+	}
+	return nil
+}

@@ -1,0 +1,242 @@
+// Package coderd is the control plane: the HTTP API under /api/v2 (users,
+// templates, workspaces, builds, the provisioner job queue), health and
+// metrics, and the Server that runs it on built-in or external PostgreSQL.
+//
+// State lives only in PostgreSQL, through package database, so any number of
+// replicas can share one database. coderd must not run Terraform or reach
+// into a workspace itself: provisioner daemons and agents do that and talk to
+// coderd over the network through codersdk.
+package coderd
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"time"
+
+	"github.com/gin-gonic/gin"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"airgapcoder/coderd/codersdk"
+	"airgapcoder/coderd/database"
+	"airgapcoder/coderd/updatecheck"
+	"airgapcoder/internal/templatetar"
+)
+
+// Options configure the API. DB, Pubsub and Logger are required.
+type Options struct {
+	DB     *database.DB
+	Pubsub *database.Pubsub
+	Logger *slog.Logger
+	// AccessURL is how users and workspaces reach this deployment.
+	AccessURL *url.URL
+	// Version is reported by /api/v2/buildinfo.
+	Version string
+	// ProvisionerPSK, when set, lets external provisioner daemons
+	// authenticate with this pre-shared key.
+	ProvisionerPSK string
+	// JobHeartbeatTimeout fails a running job whose daemon has been silent
+	// this long (default 60s).
+	JobHeartbeatTimeout time.Duration
+	// SessionDuration is the lifetime of a password login (default 24h).
+	SessionDuration time.Duration
+	// MaxTokenLifetime caps API tokens (default 365 days).
+	MaxTokenLifetime time.Duration
+	// MaxUploadSize caps a template tar (default templatetar.DefaultMaxSize).
+	MaxUploadSize int64
+	// Telemetry and UpdateCheck are reported in buildinfo; UpdateChecker is
+	// the running checker when the update check is on.
+	Telemetry     bool
+	UpdateCheck   bool
+	UpdateChecker *updatecheck.Checker
+	// Registerer receives the API's metrics; nil means none.
+	Registerer prometheus.Registerer
+	// Now is the clock (default time.Now).
+	Now func() time.Time
+}
+
+// API serves /api/v2. Construct with New; run its background loops with Run.
+type API struct {
+	opts    Options
+	db      *database.DB
+	ps      *database.Pubsub
+	log     *slog.Logger
+	now     func() time.Time
+	org     database.Organization
+	metrics *metrics
+	router  *gin.Engine
+}
+
+// New builds the API over a migrated database. It starts no goroutines.
+func New(ctx context.Context, opts Options) (*API, error) {
+	if opts.JobHeartbeatTimeout <= 0 {
+		opts.JobHeartbeatTimeout = 60 * time.Second
+	}
+	if opts.SessionDuration <= 0 {
+		opts.SessionDuration = 24 * time.Hour
+	}
+	if opts.MaxTokenLifetime <= 0 {
+		opts.MaxTokenLifetime = 365 * 24 * time.Hour
+	}
+	if opts.MaxUploadSize <= 0 {
+		opts.MaxUploadSize = templatetar.DefaultMaxSize
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.AccessURL == nil {
+		opts.AccessURL = &url.URL{Scheme: "http", Host: "127.0.0.1:3000"}
+	}
+	org, err := opts.DB.EnsureDefaultOrganization(ctx)
+	if err != nil {
+		return nil, err
+	}
+	api := &API{
+		opts: opts, db: opts.DB, ps: opts.Pubsub, log: opts.Logger,
+		now: func() time.Time { return opts.Now().UTC() },
+		org: org, metrics: newMetrics(opts.Registerer),
+	}
+	api.router = api.routes()
+	return api, nil
+}
+
+// ServeHTTP serves the API.
+func (api *API) ServeHTTP(w http.ResponseWriter, r *http.Request) { api.router.ServeHTTP(w, r) }
+
+// Run runs the background loops (the job heartbeat reaper) until ctx ends.
+func (api *API) Run(ctx context.Context) error {
+	interval := max(api.opts.JobHeartbeatTimeout/4, 100*time.Millisecond)
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+			api.failStaleJobs(ctx)
+		}
+	}
+}
+
+func (api *API) failStaleJobs(ctx context.Context) {
+	jobs, err := api.db.FailStaleJobs(ctx, api.now().Add(-api.opts.JobHeartbeatTimeout))
+	if err != nil {
+		if ctx.Err() == nil {
+			api.log.Error("fail stale provisioner jobs", "err", err)
+		}
+		return
+	}
+	for _, j := range jobs {
+		api.log.Warn("provisioner job failed: no heartbeat", "job", j.ID, "daemon", deref(j.WorkerID), "timeout", api.opts.JobHeartbeatTimeout)
+		api.metrics.jobsFinished.WithLabelValues(database.JobFailed).Inc()
+	}
+}
+
+func deref[T any](p *T) T {
+	var zero T
+	if p == nil {
+		return zero
+	}
+	return *p
+}
+
+func (api *API) routes() *gin.Engine {
+	gin.SetMode(gin.ReleaseMode)
+	r := gin.New()
+	r.Use(gin.Recovery(), api.instrument())
+	r.HandleMethodNotAllowed = true
+	r.NoRoute(api.handle(func(c *gin.Context) error { return notFound("Route " + c.Request.URL.Path) }))
+	r.NoMethod(api.handle(func(c *gin.Context) error {
+		return errorf(http.StatusMethodNotAllowed, "", "Method %s is not allowed on %s", c.Request.Method, c.Request.URL.Path)
+	}))
+
+	r.GET("/healthz", api.handle(api.healthz))
+	v2 := r.Group("/api/v2")
+	v2.GET("/buildinfo", api.handle(api.buildInfo))
+	v2.GET("/users/first", api.handle(api.firstUserExists))
+	v2.POST("/users/first", api.handle(api.postFirstUser))
+	v2.POST("/users/login", api.handle(api.postLogin))
+
+	// Provisioner daemons authenticate by PSK or session token.
+	pd := v2.Group("/provisionerdaemons")
+	pd.POST("", api.handle(api.registerProvisionerDaemon))
+	pd.POST("/:daemon/acquire", api.handle(api.acquireJob))
+	pd.POST("/:daemon/jobs/:job/update", api.handle(api.updateJob))
+	pd.POST("/:daemon/jobs/:job/complete", api.handle(api.completeJob))
+	pd.POST("/:daemon/jobs/:job/fail", api.handle(api.failJob))
+	pd.GET("/:daemon/files/:file", api.handle(api.daemonFile))
+
+	a := v2.Group("", api.requireAuth())
+	a.GET("/updatecheck", api.handle(api.updateCheck))
+	a.POST("/users/logout", api.handle(api.postLogout))
+	a.GET("/users", api.handle(api.users))
+	a.POST("/users", api.handle(api.postUser))
+	a.GET("/users/:user", api.handle(api.user))
+	a.PUT("/users/:user/roles", api.handle(api.putUserRoles))
+	a.POST("/users/:user/keys/tokens", api.handle(api.postToken))
+	a.GET("/users/:user/keys/tokens", api.handle(api.tokens))
+	a.DELETE("/users/:user/keys/:key", api.handle(api.deleteAPIKey))
+	a.POST("/users/:user/workspaces", api.handle(api.postWorkspace))
+	a.GET("/users/:user/workspace/:name", api.handle(api.workspaceByOwnerAndName))
+
+	a.GET("/organizations", api.handle(api.organizations))
+	a.GET("/organizations/:org", api.handle(api.organization))
+	a.POST("/organizations/:org/templateversions", api.handle(api.postTemplateVersion))
+	a.POST("/organizations/:org/templates", api.handle(api.postTemplate))
+	a.GET("/organizations/:org/templates", api.handle(api.templates))
+	a.GET("/organizations/:org/templates/:name", api.handle(api.templateByName))
+	a.GET("/organizations/:org/provisionerdaemons", api.handle(api.provisionerDaemons))
+	a.GET("/provisionerdaemons", api.handle(api.provisionerDaemons))
+
+	a.POST("/files", api.handle(api.postFile))
+	a.GET("/files/:file", api.handle(api.file))
+
+	a.GET("/templates/:template", api.handle(api.template))
+	a.DELETE("/templates/:template", api.handle(api.deleteTemplate))
+	a.GET("/templates/:template/versions", api.handle(api.templateVersions))
+	a.PATCH("/templates/:template/versions", api.handle(api.patchActiveVersion))
+	a.GET("/templateversions/:version", api.handle(api.templateVersion))
+	a.GET("/templateversions/:version/logs", api.handle(api.templateVersionLogs))
+	a.PATCH("/templateversions/:version/cancel", api.handle(api.cancelTemplateVersion))
+
+	a.GET("/workspaces", api.handle(api.workspaces))
+	a.GET("/workspaces/:workspace", api.handle(api.workspace))
+	a.POST("/workspaces/:workspace/builds", api.handle(api.postWorkspaceBuild))
+	a.GET("/workspaces/:workspace/builds", api.handle(api.workspaceBuilds))
+	a.GET("/workspacebuilds/:build", api.handle(api.workspaceBuild))
+	a.GET("/workspacebuilds/:build/logs", api.handle(api.workspaceBuildLogs))
+	a.GET("/workspacebuilds/:build/state", api.handle(api.workspaceBuildState))
+	a.PATCH("/workspacebuilds/:build/cancel", api.handle(api.cancelWorkspaceBuild))
+	return r
+}
+
+func (api *API) healthz(c *gin.Context) error {
+	ctx, cancel := context.WithTimeout(c.Request.Context(), 5*time.Second)
+	defer cancel()
+	if err := api.db.Ping(ctx); err != nil {
+		return errorf(http.StatusServiceUnavailable, err.Error(), "Database is not reachable")
+	}
+	c.String(http.StatusOK, "OK")
+	return nil
+}
+
+func (api *API) buildInfo(c *gin.Context) error {
+	c.JSON(http.StatusOK, codersdk.BuildInfo{
+		Version: api.opts.Version, ExternalURL: api.opts.AccessURL.String(),
+		Telemetry: api.opts.Telemetry, UpdateCheck: api.opts.UpdateCheck,
+	})
+	return nil
+}
+
+func (api *API) updateCheck(c *gin.Context) error {
+	if api.opts.UpdateChecker == nil {
+		return errorf(http.StatusNotFound, "Start the server with --update-check and --update-check-url to enable it.", "The update check is off")
+	}
+	res, ok := api.opts.UpdateChecker.Latest()
+	if !ok {
+		return errorf(http.StatusServiceUnavailable, "", "No update check has succeeded yet")
+	}
+	c.JSON(http.StatusOK, res)
+	return nil
+}

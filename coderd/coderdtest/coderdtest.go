@@ -1,0 +1,266 @@
+// Package coderdtest starts real control planes for tests: a coderd API on a
+// loopback listener over a real PostgreSQL, one fresh database per test.
+//
+// The PostgreSQL cluster is shared by a test binary: CODER_TEST_POSTGRES_URL
+// names an external server (make test starts Debian's on loopback), else the
+// built-in PostgreSQL is started once under the temp dir. Packages that use
+// coderdtest call RunMain from TestMain so the built-in server's helper
+// process works and the cluster is stopped at the end.
+package coderdtest
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"airgapcoder/coderd"
+	"airgapcoder/coderd/codersdk"
+	"airgapcoder/coderd/database"
+	"airgapcoder/coderd/database/postgres"
+)
+
+// EnvPostgresURL names an external PostgreSQL for tests (a superuser URL).
+const EnvPostgresURL = "CODER_TEST_POSTGRES_URL"
+
+var (
+	clusterOnce sync.Once
+	clusterURL  string
+	clusterErr  error
+	builtin     *postgres.Server
+	builtinDir  string
+)
+
+// RunMain runs a package's tests with a shared PostgreSQL cluster.
+func RunMain(m interface{ Run() int }) int {
+	postgres.RunHelperIfRequested()
+	code := m.Run()
+	if builtin != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		_ = builtin.Stop(ctx)
+		cancel()
+		_ = os.RemoveAll(builtinDir)
+	}
+	return code
+}
+
+// ClusterURL returns the admin URL of the shared cluster, starting the
+// built-in one when no external one is configured.
+func ClusterURL(t testing.TB) string {
+	t.Helper()
+	clusterOnce.Do(func() {
+		if u := os.Getenv(EnvPostgresURL); u != "" {
+			clusterURL = u
+			return
+		}
+		dir, err := os.MkdirTemp("", "coderdtest-pg-")
+		if err != nil {
+			clusterErr = err
+			return
+		}
+		_ = os.Chmod(dir, 0o755)
+		builtinDir = dir
+		builtin, err = postgres.New(postgres.Options{
+			DataDir: filepath.Join(dir, "data"), RuntimeDir: filepath.Join(dir, "run"),
+			CacheDir: filepath.Join(dir, "cache"), BinariesDir: filepath.Join(dir, "bin"),
+			Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		})
+		if err != nil {
+			clusterErr = err
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		if clusterErr = builtin.Start(ctx); clusterErr == nil {
+			clusterURL = builtin.URL()
+		}
+	})
+	if clusterErr != nil {
+		t.Fatalf("start test postgres: %v", clusterErr)
+	}
+	return clusterURL
+}
+
+// NewDatabase creates an empty database in the shared cluster and returns
+// its URL; it is dropped when the test ends.
+func NewDatabase(t testing.TB) string {
+	t.Helper()
+	admin := ClusterURL(t)
+	b := make([]byte, 6)
+	_, _ = rand.Read(b)
+	name := "test_" + hex.EncodeToString(b)
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, admin)
+	if err != nil {
+		t.Fatalf("connect to test postgres: %v", err)
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, "CREATE DATABASE "+name); err != nil {
+		t.Fatalf("create database: %v", err)
+	}
+	t.Cleanup(func() {
+		conn, err := pgx.Connect(ctx, admin)
+		if err != nil {
+			return
+		}
+		defer conn.Close(ctx)
+		_, _ = conn.Exec(ctx, "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)")
+	})
+	u, err := url.Parse(admin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.Path = "/" + name
+	return u.String()
+}
+
+// Options tune a test deployment.
+type Options struct {
+	// DatabaseURL reuses a database (e.g. to restart over the same data).
+	DatabaseURL         string
+	ProvisionerPSK      string
+	JobHeartbeatTimeout time.Duration
+	Logger              *slog.Logger
+}
+
+// Deployment is a running API.
+type Deployment struct {
+	URL         *url.URL
+	DatabaseURL string
+	DB          *database.DB
+	API         *coderd.API
+	server      *httptest.Server
+}
+
+// New starts an API over a fresh (or the given) database and stops it when
+// the test ends.
+func New(t testing.TB, opts Options) *Deployment {
+	t.Helper()
+	dbURL := opts.DatabaseURL
+	if dbURL == "" {
+		dbURL = NewDatabase(t)
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	db, err := database.Open(ctx, dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Migrate(ctx, log); err != nil {
+		t.Fatal(err)
+	}
+	ps := database.NewPubsub(dbURL, log, database.ChannelJobPosted, database.ChannelJobUpdated)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { defer wg.Done(); _ = ps.Run(ctx) }()
+	select {
+	case <-ps.Ready():
+	case <-time.After(30 * time.Second):
+		t.Fatal("pubsub did not connect")
+	}
+	srv := httptest.NewUnstartedServer(nil)
+	u, _ := url.Parse("http://" + srv.Listener.Addr().String())
+	api, err := coderd.New(ctx, coderd.Options{
+		DB: db, Pubsub: ps, Logger: log, AccessURL: u, Version: "v0.0.0-test",
+		ProvisionerPSK: opts.ProvisionerPSK, JobHeartbeatTimeout: opts.JobHeartbeatTimeout,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.Config.Handler = api
+	srv.Start()
+	wg.Add(1)
+	go func() { defer wg.Done(); _ = api.Run(ctx) }()
+	t.Cleanup(func() {
+		srv.CloseClientConnections()
+		srv.Close()
+		cancel()
+		wg.Wait()
+		db.Close()
+	})
+	return &Deployment{URL: u, DatabaseURL: dbURL, DB: db, API: api, server: srv}
+}
+
+// Client returns an unauthenticated client.
+func (d *Deployment) Client() *codersdk.Client {
+	return codersdk.New(d.URL)
+}
+
+// FirstUserPassword is the password of every user these helpers create.
+const FirstUserPassword = "password-for-tests"
+
+// CreateFirstUser creates the owner "admin" and returns its client.
+func (d *Deployment) CreateFirstUser(t testing.TB) (*codersdk.Client, codersdk.CreateFirstUserResponse) {
+	t.Helper()
+	ctx := context.Background()
+	c := d.Client()
+	resp, err := c.CreateFirstUser(ctx, codersdk.CreateFirstUserRequest{Email: "admin@example.com", Username: "admin", Password: FirstUserPassword})
+	if err != nil {
+		t.Fatalf("create first user: %v", err)
+	}
+	login, err := c.LoginWithPassword(ctx, codersdk.LoginWithPasswordRequest{Email: "admin@example.com", Password: FirstUserPassword})
+	if err != nil {
+		t.Fatalf("log in first user: %v", err)
+	}
+	c.SessionToken = login.SessionToken
+	return c, resp
+}
+
+// CreateUser creates a user with the given roles (none means member) and
+// returns its logged-in client.
+func (d *Deployment) CreateUser(t testing.TB, owner *codersdk.Client, username string, roles ...string) (*codersdk.Client, codersdk.User) {
+	t.Helper()
+	ctx := context.Background()
+	email := username + "@example.com"
+	u, err := owner.CreateUser(ctx, codersdk.CreateUserRequest{Email: email, Username: username, Password: FirstUserPassword, Roles: roles})
+	if err != nil {
+		t.Fatalf("create user %s: %v", username, err)
+	}
+	c := d.Client()
+	login, err := c.LoginWithPassword(ctx, codersdk.LoginWithPasswordRequest{Email: email, Password: FirstUserPassword})
+	if err != nil {
+		t.Fatalf("log in %s: %v", username, err)
+	}
+	c.SessionToken = login.SessionToken
+	return c, u
+}
+
+// Do sends a raw request with an optional token and returns status and body.
+func Do(t testing.TB, method, rawURL, token string, body io.Reader, contentType string) (int, []byte) {
+	t.Helper()
+	req, err := http.NewRequest(method, rawURL, body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if token != "" {
+		req.Header.Set(codersdk.SessionTokenHeader, token)
+	}
+	if contentType != "" {
+		req.Header.Set("Content-Type", contentType)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, rawURL, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, b
+}
+
+// String formats a status and body for failure messages.
+func String(status int, body []byte) string { return fmt.Sprintf("%d %s", status, body) }

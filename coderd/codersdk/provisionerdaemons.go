@@ -1,0 +1,166 @@
+package codersdk
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"time"
+)
+
+// The provisioner protocol: a daemon registers with its name and tags, then
+// long-polls for a job, streams logs with heartbeats while it works, and ends
+// the job with complete or fail. Daemons authenticate with the deployment's
+// pre-shared key (ProvisionerDaemonPSKHeader) or a user session token.
+
+// ProvisionerDaemon is a registered daemon.
+type ProvisionerDaemon struct {
+	ID             string            `json:"id"`
+	OrganizationID string            `json:"organization_id"`
+	CreatedAt      time.Time         `json:"created_at"`
+	LastSeenAt     *time.Time        `json:"last_seen_at,omitempty"`
+	Name           string            `json:"name"`
+	Version        string            `json:"version"`
+	Tags           map[string]string `json:"tags"`
+	Provisioners   []string          `json:"provisioners"`
+	Status         string            `json:"status"`
+	CurrentJobID   *string           `json:"current_job_id,omitempty"`
+}
+
+// Daemon statuses.
+const (
+	ProvisionerDaemonIdle    = "idle"
+	ProvisionerDaemonBusy    = "busy"
+	ProvisionerDaemonOffline = "offline"
+)
+
+// RegisterProvisionerDaemonRequest announces a daemon.
+type RegisterProvisionerDaemonRequest struct {
+	Name    string            `json:"name"`
+	Version string            `json:"version"`
+	Tags    map[string]string `json:"tags"`
+}
+
+// AcquiredJob is everything a daemon needs to run a job.
+type AcquiredJob struct {
+	JobID     string             `json:"job_id"`
+	CreatedAt time.Time          `json:"created_at"`
+	Type      ProvisionerJobType `json:"type"`
+	// FileID is the template tar; fetch it with Download.
+	FileID            string            `json:"file_id"`
+	Tags              map[string]string `json:"tags"`
+	TemplateVersionID string            `json:"template_version_id,omitempty"`
+	TemplateName      string            `json:"template_name,omitempty"`
+
+	// Workspace builds only.
+	WorkspaceBuildID    string                    `json:"workspace_build_id,omitempty"`
+	WorkspaceID         string                    `json:"workspace_id,omitempty"`
+	WorkspaceName       string                    `json:"workspace_name,omitempty"`
+	WorkspaceOwnerID    string                    `json:"workspace_owner_id,omitempty"`
+	WorkspaceOwner      string                    `json:"workspace_owner,omitempty"`
+	Transition          WorkspaceTransition       `json:"transition,omitempty"`
+	BuildNumber         int32                     `json:"build_number,omitempty"`
+	RichParameterValues []WorkspaceBuildParameter `json:"rich_parameter_values,omitempty"`
+	// State is the Terraform state of the previous build.
+	State []byte `json:"state,omitempty"`
+}
+
+// ProvisionerJobLogInput is a log line a daemon sends.
+type ProvisionerJobLogInput struct {
+	CreatedAt time.Time `json:"created_at"`
+	Source    string    `json:"log_source"`
+	Level     string    `json:"log_level"`
+	Stage     string    `json:"stage"`
+	Output    string    `json:"output"`
+}
+
+// UpdateJobRequest is a heartbeat, optionally with log lines.
+type UpdateJobRequest struct {
+	Logs []ProvisionerJobLogInput `json:"logs,omitempty"`
+}
+
+// UpdateJobResponse tells the daemon whether the job was canceled.
+type UpdateJobResponse struct {
+	Canceled bool `json:"canceled"`
+}
+
+// ProvisionedResource is a resource the daemon found in the applied state.
+type ProvisionedResource struct {
+	Type   string             `json:"type"`
+	Name   string             `json:"name"`
+	Agents []ProvisionedAgent `json:"agents,omitempty"`
+}
+
+// ProvisionedAgent is a coder_agent found in the applied state.
+type ProvisionedAgent struct {
+	ID              string            `json:"id"`
+	Name            string            `json:"name"`
+	Token           string            `json:"token"`
+	OperatingSystem string            `json:"operating_system"`
+	Architecture    string            `json:"architecture"`
+	Directory       string            `json:"directory,omitempty"`
+	StartupScript   string            `json:"startup_script,omitempty"`
+	Env             map[string]string `json:"env,omitempty"`
+}
+
+// CompleteJobRequest ends a job successfully.
+type CompleteJobRequest struct {
+	// State is the Terraform state after a workspace build.
+	State      []byte                     `json:"state,omitempty"`
+	Resources  []ProvisionedResource      `json:"resources,omitempty"`
+	Parameters []TemplateVersionParameter `json:"parameters,omitempty"`
+}
+
+// FailJobRequest ends a job with an error.
+type FailJobRequest struct {
+	Error     string `json:"error"`
+	ErrorCode string `json:"error_code,omitempty"`
+	// State, when set, replaces the build's state (a partial apply).
+	State []byte `json:"state,omitempty"`
+}
+
+// RegisterProvisionerDaemon announces a daemon and returns its record.
+func (c *Client) RegisterProvisionerDaemon(ctx context.Context, req RegisterProvisionerDaemonRequest) (ProvisionerDaemon, error) {
+	var d ProvisionerDaemon
+	return d, c.do(ctx, http.MethodPost, "/api/v2/provisionerdaemons", req, &d, http.StatusCreated, http.StatusOK)
+}
+
+// ProvisionerDaemons lists the registered daemons.
+func (c *Client) ProvisionerDaemons(ctx context.Context) ([]ProvisionerDaemon, error) {
+	var ds []ProvisionerDaemon
+	return ds, c.do(ctx, http.MethodGet, "/api/v2/provisionerdaemons", nil, &ds)
+}
+
+// AcquireJob waits up to wait for a job the daemon's tags match. It returns
+// (nil, nil) when none arrived in time.
+func (c *Client) AcquireJob(ctx context.Context, daemonID string, wait time.Duration) (*AcquiredJob, error) {
+	path := fmt.Sprintf("/api/v2/provisionerdaemons/%s/acquire?wait=%s", daemonID, wait)
+	resp, err := c.Request(ctx, http.MethodPost, path, nil)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	switch resp.StatusCode {
+	case http.StatusNoContent:
+		return nil, nil
+	case http.StatusOK:
+		var j AcquiredJob
+		return &j, decodeJSON(resp, &j)
+	}
+	return nil, ReadBodyAsError(resp)
+}
+
+// UpdateJob sends a heartbeat and log lines for a job the daemon holds.
+func (c *Client) UpdateJob(ctx context.Context, daemonID, jobID string, req UpdateJobRequest) (UpdateJobResponse, error) {
+	var resp UpdateJobResponse
+	return resp, c.do(ctx, http.MethodPost, fmt.Sprintf("/api/v2/provisionerdaemons/%s/jobs/%s/update", daemonID, jobID), req, &resp)
+}
+
+// CompleteJob ends a job successfully.
+func (c *Client) CompleteJob(ctx context.Context, daemonID, jobID string, req CompleteJobRequest) error {
+	return c.do(ctx, http.MethodPost, fmt.Sprintf("/api/v2/provisionerdaemons/%s/jobs/%s/complete", daemonID, jobID), req, nil)
+}
+
+// FailJob ends a job with an error.
+func (c *Client) FailJob(ctx context.Context, daemonID, jobID string, req FailJobRequest) error {
+	return c.do(ctx, http.MethodPost, fmt.Sprintf("/api/v2/provisionerdaemons/%s/jobs/%s/fail", daemonID, jobID), req, nil)
+}

@@ -1,0 +1,228 @@
+package codersdk
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/url"
+	"time"
+)
+
+// WorkspaceStatus is derived from the latest build's transition and job.
+type WorkspaceStatus string
+
+// The workspace statuses, as in Coder.
+const (
+	WorkspaceStatusPending   WorkspaceStatus = "pending"
+	WorkspaceStatusStarting  WorkspaceStatus = "starting"
+	WorkspaceStatusRunning   WorkspaceStatus = "running"
+	WorkspaceStatusStopping  WorkspaceStatus = "stopping"
+	WorkspaceStatusStopped   WorkspaceStatus = "stopped"
+	WorkspaceStatusFailed    WorkspaceStatus = "failed"
+	WorkspaceStatusCanceling WorkspaceStatus = "canceling"
+	WorkspaceStatusCanceled  WorkspaceStatus = "canceled"
+	WorkspaceStatusDeleting  WorkspaceStatus = "deleting"
+	WorkspaceStatusDeleted   WorkspaceStatus = "deleted"
+)
+
+// WorkspaceTransition is what a build does to a workspace.
+type WorkspaceTransition string
+
+// The transitions.
+const (
+	WorkspaceTransitionStart  WorkspaceTransition = "start"
+	WorkspaceTransitionStop   WorkspaceTransition = "stop"
+	WorkspaceTransitionDelete WorkspaceTransition = "delete"
+)
+
+// Workspace is a user's instance of a template.
+type Workspace struct {
+	ID                      string         `json:"id"`
+	CreatedAt               time.Time      `json:"created_at"`
+	UpdatedAt               time.Time      `json:"updated_at"`
+	OwnerID                 string         `json:"owner_id"`
+	OwnerName               string         `json:"owner_name"`
+	OrganizationID          string         `json:"organization_id"`
+	TemplateID              string         `json:"template_id"`
+	TemplateName            string         `json:"template_name"`
+	TemplateActiveVersionID string         `json:"template_active_version_id"`
+	LatestBuild             WorkspaceBuild `json:"latest_build"`
+	Outdated                bool           `json:"outdated"`
+	Name                    string         `json:"name"`
+}
+
+// WorkspacesResponse lists workspaces.
+type WorkspacesResponse struct {
+	Workspaces []Workspace `json:"workspaces"`
+	Count      int         `json:"count"`
+}
+
+// WorkspaceBuildParameter is a rich parameter value.
+type WorkspaceBuildParameter struct {
+	Name  string `json:"name"`
+	Value string `json:"value"`
+}
+
+// CreateWorkspaceRequest creates a workspace and its first build.
+type CreateWorkspaceRequest struct {
+	TemplateID          string                    `json:"template_id,omitempty"`
+	TemplateVersionID   string                    `json:"template_version_id,omitempty"`
+	Name                string                    `json:"name"`
+	RichParameterValues []WorkspaceBuildParameter `json:"rich_parameter_values,omitempty"`
+}
+
+// WorkspaceBuild is one transition of a workspace.
+type WorkspaceBuild struct {
+	ID                  string                    `json:"id"`
+	CreatedAt           time.Time                 `json:"created_at"`
+	UpdatedAt           time.Time                 `json:"updated_at"`
+	WorkspaceID         string                    `json:"workspace_id"`
+	WorkspaceName       string                    `json:"workspace_name"`
+	WorkspaceOwnerID    string                    `json:"workspace_owner_id"`
+	WorkspaceOwnerName  string                    `json:"workspace_owner_name"`
+	TemplateVersionID   string                    `json:"template_version_id"`
+	TemplateVersionName string                    `json:"template_version_name"`
+	BuildNumber         int32                     `json:"build_number"`
+	Transition          WorkspaceTransition       `json:"transition"`
+	InitiatorID         string                    `json:"initiator_id"`
+	InitiatorUsername   string                    `json:"initiator_name"`
+	Job                 ProvisionerJob            `json:"job"`
+	Reason              string                    `json:"reason"`
+	Resources           []WorkspaceResource       `json:"resources"`
+	Status              WorkspaceStatus           `json:"status"`
+	RichParameterValues []WorkspaceBuildParameter `json:"rich_parameter_values,omitempty"`
+}
+
+// CreateWorkspaceBuildRequest starts, stops or deletes a workspace.
+type CreateWorkspaceBuildRequest struct {
+	TemplateVersionID   string                    `json:"template_version_id,omitempty"`
+	Transition          WorkspaceTransition       `json:"transition"`
+	RichParameterValues []WorkspaceBuildParameter `json:"rich_parameter_values,omitempty"`
+	// Orphan deletes the workspace without destroying its resources.
+	Orphan bool `json:"orphan,omitempty"`
+}
+
+// WorkspaceResource is a Terraform resource of a build.
+type WorkspaceResource struct {
+	ID         string           `json:"id"`
+	CreatedAt  time.Time        `json:"created_at"`
+	JobID      string           `json:"job_id"`
+	Transition string           `json:"workspace_transition"`
+	Type       string           `json:"type"`
+	Name       string           `json:"name"`
+	Agents     []WorkspaceAgent `json:"agents,omitempty"`
+}
+
+// WorkspaceAgent is the agent a resource runs.
+type WorkspaceAgent struct {
+	ID              string    `json:"id"`
+	CreatedAt       time.Time `json:"created_at"`
+	Name            string    `json:"name"`
+	ResourceID      string    `json:"resource_id"`
+	Status          string    `json:"status"`
+	LifecycleState  string    `json:"lifecycle_state"`
+	OperatingSystem string    `json:"operating_system"`
+	Architecture    string    `json:"architecture"`
+	Directory       string    `json:"directory,omitempty"`
+}
+
+// CreateWorkspace creates a workspace for user.
+func (c *Client) CreateWorkspace(ctx context.Context, user string, req CreateWorkspaceRequest) (Workspace, error) {
+	var w Workspace
+	return w, c.do(ctx, http.MethodPost, fmt.Sprintf("/api/v2/users/%s/workspaces", user), req, &w, http.StatusCreated)
+}
+
+// WorkspaceFilter narrows GET /api/v2/workspaces.
+type WorkspaceFilter struct {
+	// Owner is a username or "me".
+	Owner string
+	// Name matches workspace names containing it.
+	Name string
+	// Limit caps the number returned; 0 means no limit.
+	Limit  int
+	Offset int
+}
+
+// Workspaces lists the workspaces the caller may see.
+func (c *Client) Workspaces(ctx context.Context, f WorkspaceFilter) (WorkspacesResponse, error) {
+	v := url.Values{}
+	q := ""
+	if f.Owner != "" {
+		q += "owner:" + f.Owner
+	}
+	if f.Name != "" {
+		if q != "" {
+			q += " "
+		}
+		q += "name:" + f.Name
+	}
+	if q != "" {
+		v.Set("q", q)
+	}
+	if f.Limit > 0 {
+		v.Set("limit", fmt.Sprint(f.Limit))
+	}
+	if f.Offset > 0 {
+		v.Set("offset", fmt.Sprint(f.Offset))
+	}
+	path := "/api/v2/workspaces"
+	if len(v) > 0 {
+		path += "?" + v.Encode()
+	}
+	var resp WorkspacesResponse
+	return resp, c.do(ctx, http.MethodGet, path, nil, &resp)
+}
+
+// Workspace returns a workspace by id.
+func (c *Client) Workspace(ctx context.Context, id string) (Workspace, error) {
+	var w Workspace
+	return w, c.do(ctx, http.MethodGet, "/api/v2/workspaces/"+id, nil, &w)
+}
+
+// WorkspaceByOwnerAndName returns owner's workspace called name.
+func (c *Client) WorkspaceByOwnerAndName(ctx context.Context, owner, name string) (Workspace, error) {
+	var w Workspace
+	return w, c.do(ctx, http.MethodGet, fmt.Sprintf("/api/v2/users/%s/workspace/%s", owner, name), nil, &w)
+}
+
+// CreateWorkspaceBuild queues a transition.
+func (c *Client) CreateWorkspaceBuild(ctx context.Context, workspace string, req CreateWorkspaceBuildRequest) (WorkspaceBuild, error) {
+	var b WorkspaceBuild
+	return b, c.do(ctx, http.MethodPost, "/api/v2/workspaces/"+workspace+"/builds", req, &b, http.StatusCreated)
+}
+
+// WorkspaceBuilds lists a workspace's builds, newest first.
+func (c *Client) WorkspaceBuilds(ctx context.Context, workspace string) ([]WorkspaceBuild, error) {
+	var bs []WorkspaceBuild
+	return bs, c.do(ctx, http.MethodGet, "/api/v2/workspaces/"+workspace+"/builds", nil, &bs)
+}
+
+// WorkspaceBuild returns a build by id.
+func (c *Client) WorkspaceBuild(ctx context.Context, id string) (WorkspaceBuild, error) {
+	var b WorkspaceBuild
+	return b, c.do(ctx, http.MethodGet, "/api/v2/workspacebuilds/"+id, nil, &b)
+}
+
+// WorkspaceBuildState returns the Terraform state a build left.
+func (c *Client) WorkspaceBuildState(ctx context.Context, id string) ([]byte, error) {
+	resp, err := c.Request(ctx, http.MethodGet, "/api/v2/workspacebuilds/"+id+"/state", nil)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, ReadBodyAsError(resp)
+	}
+	return readAll(resp)
+}
+
+// WorkspaceBuildLogs calls fn for each log line of the build after the given
+// id; with follow it returns when the build's job is done.
+func (c *Client) WorkspaceBuildLogs(ctx context.Context, id string, after int64, follow bool, fn func(ProvisionerJobLog) error) error {
+	return c.followJobLogs(ctx, "/api/v2/workspacebuilds/"+id+"/logs", after, follow, fn)
+}
+
+// CancelWorkspaceBuild cancels a pending or running build.
+func (c *Client) CancelWorkspaceBuild(ctx context.Context, id string) error {
+	return c.do(ctx, http.MethodPatch, "/api/v2/workspacebuilds/"+id+"/cancel", nil, nil)
+}

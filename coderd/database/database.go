@@ -1,0 +1,179 @@
+// Package database is coderd's only door to PostgreSQL: the schema (versioned
+// migrations run at start), the queries, and the job queue. Nothing else in
+// the product talks SQL. It must not know about HTTP, roles or the API's JSON;
+// callers pass plain values and get plain rows back.
+package database
+
+import (
+	"context"
+	"embed"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// ErrNotFound is returned when a row a caller asked for does not exist.
+var ErrNotFound = errors.New("database: not found")
+
+// ErrConflict is returned when a write breaks a unique constraint.
+var ErrConflict = errors.New("database: already exists")
+
+//go:embed migrations/*.sql
+var migrations embed.FS
+
+// DB is a connection pool with the product's queries.
+type DB struct {
+	pool *pgxpool.Pool
+	// URL is the connection URL, kept for the pubsub's dedicated connection.
+	url string
+	now func() time.Time
+	// tx is set inside InTx.
+	tx pgx.Tx
+}
+
+// Open connects to PostgreSQL at url and checks the connection.
+func Open(ctx context.Context, url string) (*DB, error) {
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		return nil, fmt.Errorf("parse postgres url: %w", err)
+	}
+	if cfg.MaxConns < 10 {
+		cfg.MaxConns = 10
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("connect to postgres: %w", err)
+	}
+	pingCtx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	if err := pool.Ping(pingCtx); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("connect to postgres at %s: %w", redact(url), err)
+	}
+	return &DB{pool: pool, url: url, now: func() time.Time { return time.Now().UTC().Truncate(time.Microsecond) }}, nil
+}
+
+// Close closes every connection.
+func (db *DB) Close() { db.pool.Close() }
+
+// Pool exposes the pool for tests and benchmarks.
+func (db *DB) Pool() *pgxpool.Pool { return db.pool }
+
+// Ping checks that the database answers.
+func (db *DB) Ping(ctx context.Context) error { return db.pool.Ping(ctx) }
+
+func redact(url string) string {
+	cfg, err := pgx.ParseConfig(url)
+	if err != nil {
+		return "(unparseable url)"
+	}
+	return fmt.Sprintf("%s:%d/%s", cfg.Host, cfg.Port, cfg.Database)
+}
+
+// Migrate applies every migration not yet applied, in order, each in its own
+// transaction, under an advisory lock so that replicas starting together do
+// not race. Running it twice is a no-op.
+func (db *DB) Migrate(ctx context.Context, log *slog.Logger) error {
+	names, err := fs.Glob(migrations, "migrations/*.sql")
+	if err != nil {
+		return err
+	}
+	sort.Strings(names)
+	conn, err := db.pool.Acquire(ctx)
+	if err != nil {
+		return fmt.Errorf("migrate: %w", err)
+	}
+	defer conn.Release()
+	const lockID = 7031_2026
+	if _, err := conn.Exec(ctx, `SELECT pg_advisory_lock($1)`, lockID); err != nil {
+		return fmt.Errorf("migrate: take lock: %w", err)
+	}
+	defer conn.Exec(context.WithoutCancel(ctx), `SELECT pg_advisory_unlock($1)`, lockID) //nolint:errcheck
+	if _, err := conn.Exec(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
+		version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())`); err != nil {
+		return fmt.Errorf("migrate: create schema_migrations: %w", err)
+	}
+	for _, name := range names {
+		base := strings.TrimPrefix(name, "migrations/")
+		version, err := strconv.Atoi(strings.SplitN(base, "_", 2)[0])
+		if err != nil {
+			return fmt.Errorf("migrate: bad migration file name %s", base)
+		}
+		var applied bool
+		if err := conn.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM schema_migrations WHERE version = $1)`, version).Scan(&applied); err != nil {
+			return fmt.Errorf("migrate: %w", err)
+		}
+		if applied {
+			continue
+		}
+		sql, err := migrations.ReadFile(name)
+		if err != nil {
+			return err
+		}
+		err = pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+			if _, err := tx.Exec(ctx, string(sql)); err != nil {
+				return err
+			}
+			_, err := tx.Exec(ctx, `INSERT INTO schema_migrations (version, name) VALUES ($1, $2)`, version, base)
+			return err
+		})
+		if err != nil {
+			return fmt.Errorf("migrate: apply %s: %w", base, err)
+		}
+		log.Info("applied database migration", "version", version, "name", base)
+	}
+	return nil
+}
+
+// SchemaVersion returns the newest applied migration.
+func (db *DB) SchemaVersion(ctx context.Context) (int, error) {
+	var v int
+	err := db.pool.QueryRow(ctx, `SELECT coalesce(max(version), 0) FROM schema_migrations`).Scan(&v)
+	return v, err
+}
+
+// InTx runs fn in a transaction: committed when fn returns nil.
+func (db *DB) InTx(ctx context.Context, fn func(tx *DB) error) error {
+	return pgx.BeginFunc(ctx, db.pool, func(tx pgx.Tx) error {
+		return fn(&DB{pool: nil, url: db.url, now: db.now, tx: tx})
+	})
+}
+
+// querier is what both a pool and a transaction offer.
+type querier interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+	CopyFrom(ctx context.Context, table pgx.Identifier, columns []string, src pgx.CopyFromSource) (int64, error)
+}
+
+func (db *DB) q() querier {
+	if db.tx != nil {
+		return db.tx
+	}
+	return db.pool
+}
+
+// mapErr turns driver errors into this package's errors.
+func mapErr(err error) error {
+	if errors.Is(err, pgx.ErrNoRows) {
+		return ErrNotFound
+	}
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && pgErr.Code == "23505" {
+		return fmt.Errorf("%w: %s", ErrConflict, pgErr.ConstraintName)
+	}
+	return err
+}
+
+// Now is the database layer's clock, truncated to PostgreSQL's precision.
+func (db *DB) Now() time.Time { return db.now() }

@@ -1,0 +1,357 @@
+package database
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+)
+
+// Notification channels. Payloads are job ids.
+const (
+	// ChannelJobPosted wakes provisioner daemons waiting for work.
+	ChannelJobPosted = "coder_job_posted"
+	// ChannelJobUpdated tells log followers that a job has new logs or ended.
+	ChannelJobUpdated = "coder_job_updated"
+)
+
+// Job types.
+const (
+	JobTypeTemplateVersionImport = "template_version_import"
+	JobTypeWorkspaceBuild        = "workspace_build"
+)
+
+// JobInput links a job to what it builds.
+type JobInput struct {
+	TemplateVersionID string `json:"template_version_id,omitempty"`
+	WorkspaceBuildID  string `json:"workspace_build_id,omitempty"`
+}
+
+// ProvisionerJob is a row of provisioner_jobs.
+type ProvisionerJob struct {
+	ID             string
+	CreatedAt      time.Time
+	UpdatedAt      time.Time
+	StartedAt      *time.Time
+	CompletedAt    *time.Time
+	CanceledAt     *time.Time
+	Error          string
+	ErrorCode      string
+	OrganizationID string
+	InitiatorID    string
+	Type           string
+	Input          JobInput
+	Tags           map[string]string
+	FileID         string
+	WorkerID       *string
+}
+
+// Job statuses, derived as in Coder.
+const (
+	JobPending   = "pending"
+	JobRunning   = "running"
+	JobSucceeded = "succeeded"
+	JobCanceling = "canceling"
+	JobCanceled  = "canceled"
+	JobFailed    = "failed"
+)
+
+// Status derives the job's status from its timestamps.
+func (j ProvisionerJob) Status() string {
+	switch {
+	case j.CanceledAt != nil && j.CompletedAt == nil:
+		return JobCanceling
+	case j.CanceledAt != nil:
+		return JobCanceled
+	case j.StartedAt == nil:
+		return JobPending
+	case j.CompletedAt != nil && j.Error == "":
+		return JobSucceeded
+	case j.CompletedAt != nil:
+		return JobFailed
+	}
+	return JobRunning
+}
+
+const jobColumns = `id, created_at, updated_at, started_at, completed_at, canceled_at, error, error_code,
+	organization_id, initiator_id, type, input, tags, file_id, worker_id`
+
+func jobDest(j *ProvisionerJob) []any {
+	return []any{&j.ID, &j.CreatedAt, &j.UpdatedAt, &j.StartedAt, &j.CompletedAt, &j.CanceledAt, &j.Error, &j.ErrorCode,
+		&j.OrganizationID, &j.InitiatorID, &j.Type, &j.Input, &j.Tags, &j.FileID, &j.WorkerID}
+}
+
+func scanJob(row pgx.Row) (ProvisionerJob, error) {
+	var j ProvisionerJob
+	err := row.Scan(jobDest(&j)...)
+	return j, mapErr(err)
+}
+
+// InsertJobParams enqueues a job.
+type InsertJobParams struct {
+	OrganizationID string
+	InitiatorID    string
+	Type           string
+	Input          JobInput
+	Tags           map[string]string
+	FileID         string
+}
+
+// InsertJob enqueues a job and wakes waiting daemons when the transaction
+// commits.
+func (db *DB) InsertJob(ctx context.Context, p InsertJobParams) (ProvisionerJob, error) {
+	now := db.now()
+	if p.Tags == nil {
+		p.Tags = map[string]string{}
+	}
+	j, err := scanJob(db.q().QueryRow(ctx, `INSERT INTO provisioner_jobs (id, created_at, updated_at, organization_id, initiator_id, type, input, tags, file_id)
+		VALUES ($1, $2, $2, $3, $4, $5, $6, $7, $8) RETURNING `+jobColumns,
+		uuid.NewString(), now, p.OrganizationID, p.InitiatorID, p.Type, p.Input, p.Tags, p.FileID))
+	if err != nil {
+		return ProvisionerJob{}, fmt.Errorf("insert job: %w", err)
+	}
+	if _, err := db.q().Exec(ctx, `SELECT pg_notify($1, $2)`, ChannelJobPosted, j.ID); err != nil {
+		return ProvisionerJob{}, fmt.Errorf("notify job posted: %w", err)
+	}
+	return j, nil
+}
+
+// JobByID returns a job.
+func (db *DB) JobByID(ctx context.Context, id string) (ProvisionerJob, error) {
+	if uuid.Validate(id) != nil {
+		return ProvisionerJob{}, ErrNotFound
+	}
+	return scanJob(db.q().QueryRow(ctx, `SELECT `+jobColumns+` FROM provisioner_jobs WHERE id = $1`, id))
+}
+
+// AcquireJob claims the oldest pending job of the organization whose tags
+// are all carried by tags, for the daemon. Concurrent claimers never get the
+// same job: the row is locked with FOR UPDATE SKIP LOCKED. It returns
+// ErrNotFound when no job matches.
+func (db *DB) AcquireJob(ctx context.Context, organizationID, daemonID string, tags map[string]string) (ProvisionerJob, error) {
+	now := db.now()
+	return scanJob(db.q().QueryRow(ctx, `UPDATE provisioner_jobs SET started_at = $1, updated_at = $1, worker_id = $2
+		WHERE id = (
+			SELECT id FROM provisioner_jobs
+			WHERE started_at IS NULL AND canceled_at IS NULL AND completed_at IS NULL
+				AND organization_id = $3 AND tags <@ $4::jsonb
+			ORDER BY created_at, id
+			FOR UPDATE SKIP LOCKED
+			LIMIT 1)
+		RETURNING `+jobColumns, now, daemonID, organizationID, tags))
+}
+
+// HeartbeatJob records that daemonID is still working on the job and reports
+// whether the job was canceled. ErrNotFound means the daemon does not hold
+// the job (any more): it was failed by the reaper or completed.
+func (db *DB) HeartbeatJob(ctx context.Context, jobID, daemonID string) (canceled bool, err error) {
+	if uuid.Validate(jobID) != nil {
+		return false, ErrNotFound
+	}
+	var canceledAt *time.Time
+	err = db.q().QueryRow(ctx, `UPDATE provisioner_jobs SET updated_at = $3
+		WHERE id = $1 AND worker_id = $2 AND started_at IS NOT NULL AND completed_at IS NULL
+		RETURNING canceled_at`, jobID, daemonID, db.now()).Scan(&canceledAt)
+	return canceledAt != nil, mapErr(err)
+}
+
+// FinishJob ends a job the daemon holds, with errMsg empty on success.
+func (db *DB) FinishJob(ctx context.Context, jobID, daemonID, errMsg, errCode string) (ProvisionerJob, error) {
+	if uuid.Validate(jobID) != nil {
+		return ProvisionerJob{}, ErrNotFound
+	}
+	now := db.now()
+	j, err := scanJob(db.q().QueryRow(ctx, `UPDATE provisioner_jobs SET completed_at = $3, updated_at = $3, error = $4, error_code = $5
+		WHERE id = $1 AND worker_id = $2 AND started_at IS NOT NULL AND completed_at IS NULL
+		RETURNING `+jobColumns, jobID, daemonID, now, errMsg, errCode))
+	if err != nil {
+		return j, err
+	}
+	return j, db.notifyJobUpdated(ctx, jobID)
+}
+
+// CancelJob cancels a job: a pending job ends at once, a running one is
+// marked canceling until its daemon stops.
+func (db *DB) CancelJob(ctx context.Context, jobID string) (ProvisionerJob, error) {
+	now := db.now()
+	j, err := scanJob(db.q().QueryRow(ctx, `UPDATE provisioner_jobs SET canceled_at = $2, updated_at = $2,
+			completed_at = CASE WHEN started_at IS NULL THEN $2::timestamptz ELSE NULL END,
+			error = CASE WHEN started_at IS NULL THEN 'canceled before a provisioner picked it up' ELSE error END
+		WHERE id = $1 AND completed_at IS NULL AND canceled_at IS NULL
+		RETURNING `+jobColumns, jobID, now))
+	if err != nil {
+		return j, err
+	}
+	return j, db.notifyJobUpdated(ctx, jobID)
+}
+
+// FailStaleJobs fails every running job whose daemon has not sent a
+// heartbeat since before, and returns them.
+func (db *DB) FailStaleJobs(ctx context.Context, before time.Time) ([]ProvisionerJob, error) {
+	now := db.now()
+	rows, err := db.q().Query(ctx, `UPDATE provisioner_jobs SET completed_at = $2, updated_at = $2,
+			error = 'the provisioner daemon stopped sending heartbeats (it may have crashed or lost its connection); run the build again',
+			error_code = 'HEARTBEAT_TIMEOUT'
+		WHERE started_at IS NOT NULL AND completed_at IS NULL AND updated_at < $1
+		RETURNING `+jobColumns, before, now)
+	if err != nil {
+		return nil, err
+	}
+	jobs, err := collect(rows, scanJob)
+	if err != nil {
+		return nil, err
+	}
+	for _, j := range jobs {
+		if err := db.notifyJobUpdated(ctx, j.ID); err != nil {
+			return jobs, err
+		}
+	}
+	return jobs, nil
+}
+
+func (db *DB) notifyJobUpdated(ctx context.Context, jobID string) error {
+	_, err := db.q().Exec(ctx, `SELECT pg_notify($1, $2)`, ChannelJobUpdated, jobID)
+	return err
+}
+
+// QueuePosition returns the job's 1-based position among pending jobs of its
+// organization and the number of pending jobs; 0 when it is not pending.
+func (db *DB) QueuePosition(ctx context.Context, j ProvisionerJob) (position, size int, err error) {
+	err = db.q().QueryRow(ctx, `SELECT
+			count(*) FILTER (WHERE (created_at, id) <= ($2, $3::uuid)),
+			count(*)
+		FROM provisioner_jobs WHERE organization_id = $1 AND started_at IS NULL AND canceled_at IS NULL AND completed_at IS NULL`,
+		j.OrganizationID, j.CreatedAt, j.ID).Scan(&position, &size)
+	if j.Status() != JobPending {
+		position = 0
+	}
+	return position, size, err
+}
+
+// JobLog is a row of provisioner_job_logs.
+type JobLog struct {
+	ID        int64
+	JobID     string
+	CreatedAt time.Time
+	Source    string
+	Level     string
+	Stage     string
+	Output    string
+}
+
+// InsertJobLogs appends logs to a job and tells followers.
+func (db *DB) InsertJobLogs(ctx context.Context, jobID string, logs []JobLog) error {
+	if len(logs) == 0 {
+		return nil
+	}
+	rows := make([][]any, len(logs))
+	for i, l := range logs {
+		if l.CreatedAt.IsZero() {
+			l.CreatedAt = db.now()
+		}
+		rows[i] = []any{jobID, l.CreatedAt, l.Source, l.Level, l.Stage, l.Output}
+	}
+	_, err := db.q().CopyFrom(ctx, pgx.Identifier{"provisioner_job_logs"},
+		[]string{"job_id", "created_at", "source", "level", "stage", "output"}, pgx.CopyFromRows(rows))
+	if err != nil {
+		return fmt.Errorf("insert job logs: %w", err)
+	}
+	return db.notifyJobUpdated(ctx, jobID)
+}
+
+// JobLogsAfter returns the job's logs with an id greater than after.
+func (db *DB) JobLogsAfter(ctx context.Context, jobID string, after int64) ([]JobLog, error) {
+	rows, err := db.q().Query(ctx, `SELECT id, job_id, created_at, source, level, stage, output FROM provisioner_job_logs
+		WHERE job_id = $1 AND id > $2 ORDER BY id`, jobID, after)
+	if err != nil {
+		return nil, err
+	}
+	return collect(rows, func(r pgx.Row) (JobLog, error) {
+		var l JobLog
+		err := r.Scan(&l.ID, &l.JobID, &l.CreatedAt, &l.Source, &l.Level, &l.Stage, &l.Output)
+		return l, err
+	})
+}
+
+// ProvisionerDaemon is a row of provisioner_daemons.
+type ProvisionerDaemon struct {
+	ID             string
+	OrganizationID string
+	Name           string
+	Version        string
+	Tags           map[string]string
+	CreatedAt      time.Time
+	LastSeenAt     time.Time
+	// CurrentJobID is the job it is running, if any (filled by listings).
+	CurrentJobID *string
+}
+
+// UpsertProvisionerDaemon registers a daemon by organization, name and tags;
+// a daemon that restarts with the same name and tags keeps its id.
+func (db *DB) UpsertProvisionerDaemon(ctx context.Context, d ProvisionerDaemon) (ProvisionerDaemon, error) {
+	now := db.now()
+	err := db.q().QueryRow(ctx, `INSERT INTO provisioner_daemons (id, organization_id, name, version, tags, created_at, last_seen_at)
+		VALUES ($1, $2, $3, $4, $5, $6, $6)
+		ON CONFLICT (organization_id, name, tags) DO UPDATE SET version = excluded.version, last_seen_at = excluded.last_seen_at
+		RETURNING id, created_at, last_seen_at`, uuid.NewString(), d.OrganizationID, d.Name, d.Version, d.Tags, now).
+		Scan(&d.ID, &d.CreatedAt, &d.LastSeenAt)
+	return d, mapErr(err)
+}
+
+// ProvisionerDaemonByID returns a daemon.
+func (db *DB) ProvisionerDaemonByID(ctx context.Context, id string) (ProvisionerDaemon, error) {
+	if uuid.Validate(id) != nil {
+		return ProvisionerDaemon{}, ErrNotFound
+	}
+	var d ProvisionerDaemon
+	err := db.q().QueryRow(ctx, `SELECT id, organization_id, name, version, tags, created_at, last_seen_at FROM provisioner_daemons WHERE id = $1`, id).
+		Scan(&d.ID, &d.OrganizationID, &d.Name, &d.Version, &d.Tags, &d.CreatedAt, &d.LastSeenAt)
+	return d, mapErr(err)
+}
+
+// TouchProvisionerDaemon records that the daemon was seen.
+func (db *DB) TouchProvisionerDaemon(ctx context.Context, id string) error {
+	_, err := db.q().Exec(ctx, `UPDATE provisioner_daemons SET last_seen_at = $2 WHERE id = $1`, id, db.now())
+	return err
+}
+
+// ProvisionerDaemons lists the organization's daemons with their current job.
+func (db *DB) ProvisionerDaemons(ctx context.Context, organizationID string) ([]ProvisionerDaemon, error) {
+	rows, err := db.q().Query(ctx, `SELECT d.id, d.organization_id, d.name, d.version, d.tags, d.created_at, d.last_seen_at,
+			(SELECT j.id FROM provisioner_jobs j WHERE j.worker_id = d.id AND j.completed_at IS NULL ORDER BY j.started_at DESC LIMIT 1)
+		FROM provisioner_daemons d WHERE d.organization_id = $1 ORDER BY d.name, d.created_at`, organizationID)
+	if err != nil {
+		return nil, err
+	}
+	return collect(rows, func(r pgx.Row) (ProvisionerDaemon, error) {
+		var d ProvisionerDaemon
+		err := r.Scan(&d.ID, &d.OrganizationID, &d.Name, &d.Version, &d.Tags, &d.CreatedAt, &d.LastSeenAt, &d.CurrentJobID)
+		return d, err
+	})
+}
+
+// MatchedProvisioners counts the daemons whose tags carry all of tags, and
+// those of them seen since availableSince.
+func (db *DB) MatchedProvisioners(ctx context.Context, organizationID string, tags map[string]string, availableSince time.Time) (count, available int, lastSeen *time.Time, err error) {
+	err = db.q().QueryRow(ctx, `SELECT count(*), count(*) FILTER (WHERE last_seen_at >= $3), max(last_seen_at)
+		FROM provisioner_daemons WHERE organization_id = $1 AND $2::jsonb <@ tags`, organizationID, tags, availableSince).
+		Scan(&count, &available, &lastSeen)
+	return count, available, lastSeen, err
+}
+
+
+// SetJobInput records what a job builds once that row exists.
+func (db *DB) SetJobInput(ctx context.Context, jobID string, in JobInput) error {
+	_, err := db.q().Exec(ctx, `UPDATE provisioner_jobs SET input = $2 WHERE id = $1`, jobID, in)
+	return err
+}
+
+// DaemonHoldsFile reports whether the daemon runs a job that uses the file.
+func (db *DB) DaemonHoldsFile(ctx context.Context, daemonID, fileID string) (bool, error) {
+	var ok bool
+	err := db.q().QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM provisioner_jobs
+		WHERE worker_id = $1 AND file_id = $2 AND completed_at IS NULL)`, daemonID, fileID).Scan(&ok)
+	return ok, err
+}

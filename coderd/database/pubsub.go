@@ -1,0 +1,115 @@
+package database
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// Pubsub delivers PostgreSQL notifications (LISTEN/NOTIFY) to subscribers in
+// this process, so that any number of coderd replicas sharing one database
+// wake each other up without polling. It holds one dedicated connection that
+// listens on a fixed set of channels; subscribers filter by channel.
+//
+// When the connection drops and comes back, every subscriber is called with
+// an empty payload: notifications may have been missed, so look again.
+type Pubsub struct {
+	url      string
+	channels []string
+	log      *slog.Logger
+
+	mu     sync.Mutex
+	subs   map[string]map[int]func(payload string)
+	nextID int
+
+	readyOnce sync.Once
+	ready     chan struct{}
+}
+
+// NewPubsub returns a Pubsub for the given channels. Call Run to connect.
+func NewPubsub(url string, log *slog.Logger, channels ...string) *Pubsub {
+	return &Pubsub{url: url, channels: channels, log: log, subs: map[string]map[int]func(string){}, ready: make(chan struct{})}
+}
+
+// Ready is closed once the first connection listens.
+func (p *Pubsub) Ready() <-chan struct{} { return p.ready }
+
+// Subscribe calls fn for every notification on channel until cancel is
+// called. fn must not block.
+func (p *Pubsub) Subscribe(channel string, fn func(payload string)) (cancel func()) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.subs[channel] == nil {
+		p.subs[channel] = map[int]func(string){}
+	}
+	id := p.nextID
+	p.nextID++
+	p.subs[channel][id] = fn
+	return func() {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		delete(p.subs[channel], id)
+	}
+}
+
+func (p *Pubsub) publishLocal(channel, payload string) {
+	p.mu.Lock()
+	fns := make([]func(string), 0, len(p.subs[channel]))
+	for _, fn := range p.subs[channel] {
+		fns = append(fns, fn)
+	}
+	p.mu.Unlock()
+	for _, fn := range fns {
+		fn(payload)
+	}
+}
+
+// Run listens until ctx is done, reconnecting with backoff.
+func (p *Pubsub) Run(ctx context.Context) error {
+	backoff := 100 * time.Millisecond
+	for {
+		err := p.listen(ctx)
+		if ctx.Err() != nil {
+			return nil
+		}
+		p.log.Warn("database notifications lost; reconnecting", "err", err, "in", backoff)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(backoff):
+		}
+		backoff = min(backoff*2, 5*time.Second)
+	}
+}
+
+func (p *Pubsub) listen(ctx context.Context) error {
+	conn, err := pgx.Connect(ctx, p.url)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	for _, ch := range p.channels {
+		if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{ch}.Sanitize()); err != nil {
+			return err
+		}
+	}
+	p.readyOnce.Do(func() { close(p.ready) })
+	// Tell everyone to look again: anything sent while we were away is lost.
+	for _, ch := range p.channels {
+		p.publishLocal(ch, "")
+	}
+	for {
+		n, err := conn.WaitForNotification(ctx)
+		if err != nil {
+			if errors.Is(err, context.Canceled) {
+				return nil
+			}
+			return err
+		}
+		p.publishLocal(n.Channel, n.Payload)
+	}
+}

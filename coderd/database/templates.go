@@ -1,0 +1,161 @@
+package database
+
+import (
+	"context"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+)
+
+// Template is a row of templates.
+type Template struct {
+	ID              string
+	OrganizationID  string
+	Name            string
+	DisplayName     string
+	Description     string
+	ActiveVersionID string
+	CreatedBy       string
+	CreatedByName   string
+	CreatedAt       time.Time
+	UpdatedAt       time.Time
+}
+
+const templateSelect = `SELECT t.id, t.organization_id, t.name, t.display_name, t.description, t.active_version_id, t.created_by, u.username, t.created_at, t.updated_at
+	FROM templates t JOIN users u ON u.id = t.created_by`
+
+func scanTemplate(row pgx.Row) (Template, error) {
+	var t Template
+	err := row.Scan(&t.ID, &t.OrganizationID, &t.Name, &t.DisplayName, &t.Description, &t.ActiveVersionID, &t.CreatedBy, &t.CreatedByName, &t.CreatedAt, &t.UpdatedAt)
+	return t, mapErr(err)
+}
+
+// InsertTemplate creates a template and attaches its first version.
+func (db *DB) InsertTemplate(ctx context.Context, t Template) (Template, error) {
+	now := db.now()
+	t.ID = uuid.NewString()
+	_, err := db.q().Exec(ctx, `INSERT INTO templates (id, organization_id, name, display_name, description, active_version_id, created_by, created_at, updated_at)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $8)`, t.ID, t.OrganizationID, t.Name, t.DisplayName, t.Description, t.ActiveVersionID, t.CreatedBy, now)
+	if err != nil {
+		return Template{}, mapErr(err)
+	}
+	if _, err := db.q().Exec(ctx, `UPDATE template_versions SET template_id = $1, updated_at = $3 WHERE id = $2`, t.ID, t.ActiveVersionID, now); err != nil {
+		return Template{}, err
+	}
+	return db.TemplateByID(ctx, t.ID)
+}
+
+// TemplateByID returns a template.
+func (db *DB) TemplateByID(ctx context.Context, id string) (Template, error) {
+	if uuid.Validate(id) != nil {
+		return Template{}, ErrNotFound
+	}
+	return scanTemplate(db.q().QueryRow(ctx, templateSelect+` WHERE t.id = $1 AND NOT t.deleted`, id))
+}
+
+// TemplateByName returns the organization's template by name.
+func (db *DB) TemplateByName(ctx context.Context, organizationID, name string) (Template, error) {
+	return scanTemplate(db.q().QueryRow(ctx, templateSelect+` WHERE t.organization_id = $1 AND lower(t.name) = lower($2) AND NOT t.deleted`, organizationID, name))
+}
+
+// Templates lists the organization's templates by name.
+func (db *DB) Templates(ctx context.Context, organizationID string) ([]Template, error) {
+	rows, err := db.q().Query(ctx, templateSelect+` WHERE t.organization_id = $1 AND NOT t.deleted ORDER BY t.name`, organizationID)
+	if err != nil {
+		return nil, err
+	}
+	return collect(rows, scanTemplate)
+}
+
+// CountTemplates counts live templates.
+func (db *DB) CountTemplates(ctx context.Context) (int64, error) {
+	var n int64
+	err := db.q().QueryRow(ctx, `SELECT count(*) FROM templates WHERE NOT deleted`).Scan(&n)
+	return n, err
+}
+
+// UpdateTemplateActiveVersion promotes a version.
+func (db *DB) UpdateTemplateActiveVersion(ctx context.Context, templateID, versionID string) error {
+	_, err := db.q().Exec(ctx, `UPDATE templates SET active_version_id = $2, updated_at = $3 WHERE id = $1`, templateID, versionID, db.now())
+	return err
+}
+
+// DeleteTemplate soft-deletes a template.
+func (db *DB) DeleteTemplate(ctx context.Context, id string) error {
+	_, err := db.q().Exec(ctx, `UPDATE templates SET deleted = true, updated_at = $2 WHERE id = $1`, id, db.now())
+	return err
+}
+
+// TemplateVersion is a row of template_versions with its creator's name.
+type TemplateVersion struct {
+	ID             string
+	TemplateID     *string
+	OrganizationID string
+	Name           string
+	Message        string
+	JobID          string
+	CreatedBy      string
+	CreatedByName  string
+	Parameters     []byte // JSON array of codersdk.TemplateVersionParameter
+	CreatedAt      time.Time
+	UpdatedAt      time.Time
+}
+
+const templateVersionSelect = `SELECT v.id, v.template_id, v.organization_id, v.name, v.message, v.job_id, v.created_by, u.username, v.parameters, v.created_at, v.updated_at
+	FROM template_versions v JOIN users u ON u.id = v.created_by`
+
+func scanTemplateVersion(row pgx.Row) (TemplateVersion, error) {
+	var v TemplateVersion
+	err := row.Scan(&v.ID, &v.TemplateID, &v.OrganizationID, &v.Name, &v.Message, &v.JobID, &v.CreatedBy, &v.CreatedByName, &v.Parameters, &v.CreatedAt, &v.UpdatedAt)
+	return v, mapErr(err)
+}
+
+// InsertTemplateVersion records a version; its import job must exist.
+func (db *DB) InsertTemplateVersion(ctx context.Context, v TemplateVersion) (TemplateVersion, error) {
+	now := db.now()
+	if v.ID == "" {
+		v.ID = uuid.NewString()
+	}
+	_, err := db.q().Exec(ctx, `INSERT INTO template_versions (id, template_id, organization_id, name, message, job_id, created_by, created_at, updated_at)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $8)`, v.ID, v.TemplateID, v.OrganizationID, v.Name, v.Message, v.JobID, v.CreatedBy, now)
+	if err != nil {
+		return TemplateVersion{}, mapErr(err)
+	}
+	return db.TemplateVersionByID(ctx, v.ID)
+}
+
+// TemplateVersionByID returns a version.
+func (db *DB) TemplateVersionByID(ctx context.Context, id string) (TemplateVersion, error) {
+	if uuid.Validate(id) != nil {
+		return TemplateVersion{}, ErrNotFound
+	}
+	return scanTemplateVersion(db.q().QueryRow(ctx, templateVersionSelect+` WHERE v.id = $1`, id))
+}
+
+// TemplateVersionByJobID returns the version a job imports.
+func (db *DB) TemplateVersionByJobID(ctx context.Context, jobID string) (TemplateVersion, error) {
+	return scanTemplateVersion(db.q().QueryRow(ctx, templateVersionSelect+` WHERE v.job_id = $1`, jobID))
+}
+
+// TemplateVersionsByTemplate lists a template's versions, newest first.
+func (db *DB) TemplateVersionsByTemplate(ctx context.Context, templateID string) ([]TemplateVersion, error) {
+	rows, err := db.q().Query(ctx, templateVersionSelect+` WHERE v.template_id = $1 ORDER BY v.created_at DESC`, templateID)
+	if err != nil {
+		return nil, err
+	}
+	return collect(rows, scanTemplateVersion)
+}
+
+// SetTemplateVersionParameters records the parameters an import found.
+func (db *DB) SetTemplateVersionParameters(ctx context.Context, id string, params []byte) error {
+	_, err := db.q().Exec(ctx, `UPDATE template_versions SET parameters = $2, updated_at = $3 WHERE id = $1`, id, params, db.now())
+	return err
+}
+
+// AttachTemplateVersion links an unattached version to a template.
+func (db *DB) AttachTemplateVersion(ctx context.Context, versionID, templateID string) error {
+	_, err := db.q().Exec(ctx, `UPDATE template_versions SET template_id = $2, updated_at = $3 WHERE id = $1 AND (template_id IS NULL OR template_id = $2)`,
+		versionID, templateID, db.now())
+	return err
+}

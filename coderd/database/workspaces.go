@@ -1,0 +1,351 @@
+package database
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+)
+
+// Workspace is a row of workspaces joined with its owner, template and
+// latest build (and that build's job).
+type Workspace struct {
+	ID                      string
+	OrganizationID          string
+	OwnerID                 string
+	OwnerName               string
+	TemplateID              string
+	TemplateName            string
+	TemplateActiveVersionID string
+	Name                    string
+	CreatedAt               time.Time
+	UpdatedAt               time.Time
+	Deleted                 bool
+	LatestBuild             WorkspaceBuild
+}
+
+// WorkspaceBuild is a row of workspace_builds joined with its job.
+type WorkspaceBuild struct {
+	ID                  string
+	WorkspaceID         string
+	TemplateVersionID   string
+	TemplateVersionName string
+	BuildNumber         int32
+	Transition          string
+	InitiatorID         string
+	InitiatorName       string
+	Reason              string
+	RichParameterValues []byte // JSON array of codersdk.WorkspaceBuildParameter
+	CreatedAt           time.Time
+	UpdatedAt           time.Time
+	Job                 ProvisionerJob
+}
+
+const buildColumns = `b.id, b.workspace_id, b.template_version_id, tv.name, b.build_number, b.transition, b.initiator_id, iu.username,
+	b.reason, b.rich_parameter_values, b.created_at, b.updated_at, ` // followed by the job's columns
+
+func buildDest(b *WorkspaceBuild) []any {
+	return append([]any{&b.ID, &b.WorkspaceID, &b.TemplateVersionID, &b.TemplateVersionName, &b.BuildNumber, &b.Transition,
+		&b.InitiatorID, &b.InitiatorName, &b.Reason, &b.RichParameterValues, &b.CreatedAt, &b.UpdatedAt}, jobDest(&b.Job)...)
+}
+
+const buildJoins = ` JOIN template_versions tv ON tv.id = b.template_version_id
+	JOIN users iu ON iu.id = b.initiator_id
+	JOIN provisioner_jobs j ON j.id = b.job_id`
+
+const workspaceSelect = `SELECT w.id, w.organization_id, w.owner_id, u.username, w.template_id, t.name, t.active_version_id, w.name,
+		w.created_at, w.updated_at, w.deleted, ` + buildColumns + `j.id, j.created_at, j.updated_at, j.started_at, j.completed_at,
+		j.canceled_at, j.error, j.error_code, j.organization_id, j.initiator_id, j.type, j.input, j.tags, j.file_id, j.worker_id
+	FROM workspaces w
+	JOIN users u ON u.id = w.owner_id
+	JOIN templates t ON t.id = w.template_id
+	JOIN LATERAL (SELECT * FROM workspace_builds WHERE workspace_id = w.id ORDER BY build_number DESC LIMIT 1) b ON true` + buildJoins
+
+func scanWorkspace(row pgx.Row) (Workspace, error) {
+	var w Workspace
+	dest := append([]any{&w.ID, &w.OrganizationID, &w.OwnerID, &w.OwnerName, &w.TemplateID, &w.TemplateName, &w.TemplateActiveVersionID,
+		&w.Name, &w.CreatedAt, &w.UpdatedAt, &w.Deleted}, buildDest(&w.LatestBuild)...)
+	err := row.Scan(dest...)
+	return w, mapErr(err)
+}
+
+func scanBuild(row pgx.Row) (WorkspaceBuild, error) {
+	var b WorkspaceBuild
+	err := row.Scan(buildDest(&b)...)
+	return b, mapErr(err)
+}
+
+// InsertWorkspace creates a workspace row (its first build comes next, in the
+// same transaction).
+func (db *DB) InsertWorkspace(ctx context.Context, organizationID, ownerID, templateID, name string) (string, error) {
+	id := uuid.NewString()
+	now := db.now()
+	_, err := db.q().Exec(ctx, `INSERT INTO workspaces (id, organization_id, owner_id, template_id, name, created_at, updated_at)
+		VALUES ($1, $2, $3, $4, $5, $6, $6)`, id, organizationID, ownerID, templateID, name, now)
+	return id, mapErr(err)
+}
+
+// InsertBuildParams creates a build.
+type InsertBuildParams struct {
+	WorkspaceID         string
+	TemplateVersionID   string
+	Transition          string
+	InitiatorID         string
+	JobID               string
+	State               []byte
+	RichParameterValues []byte
+}
+
+// InsertWorkspaceBuild creates the workspace's next build, numbered one past
+// the latest; a concurrent build racing for the same number loses with
+// ErrConflict.
+func (db *DB) InsertWorkspaceBuild(ctx context.Context, p InsertBuildParams) (string, error) {
+	id := uuid.NewString()
+	now := db.now()
+	if p.RichParameterValues == nil {
+		p.RichParameterValues = []byte("[]")
+	}
+	_, err := db.q().Exec(ctx, `INSERT INTO workspace_builds (id, workspace_id, template_version_id, build_number, transition, initiator_id, job_id,
+			provisioner_state, rich_parameter_values, created_at, updated_at)
+		VALUES ($1, $2, $3, (SELECT coalesce(max(build_number), 0) + 1 FROM workspace_builds WHERE workspace_id = $2), $4, $5, $6, $7, $8, $9, $9)`,
+		id, p.WorkspaceID, p.TemplateVersionID, p.Transition, p.InitiatorID, p.JobID, p.State, p.RichParameterValues, now)
+	if err != nil {
+		return "", mapErr(err)
+	}
+	_, err = db.q().Exec(ctx, `UPDATE workspaces SET updated_at = $2 WHERE id = $1`, p.WorkspaceID, now)
+	return id, err
+}
+
+// WorkspaceByID returns a workspace, deleted ones included.
+func (db *DB) WorkspaceByID(ctx context.Context, id string) (Workspace, error) {
+	if uuid.Validate(id) != nil {
+		return Workspace{}, ErrNotFound
+	}
+	return scanWorkspace(db.q().QueryRow(ctx, workspaceSelect+` WHERE w.id = $1`, id))
+}
+
+// WorkspaceByOwnerAndName returns a live workspace.
+func (db *DB) WorkspaceByOwnerAndName(ctx context.Context, ownerID, name string) (Workspace, error) {
+	return scanWorkspace(db.q().QueryRow(ctx, workspaceSelect+` WHERE w.owner_id = $1 AND lower(w.name) = lower($2) AND NOT w.deleted`, ownerID, name))
+}
+
+// WorkspaceFilter narrows Workspaces.
+type WorkspaceFilter struct {
+	OwnerID    string // "" means every owner
+	TemplateID string
+	Name       string // substring, case-insensitive
+	Limit      int
+	Offset     int
+}
+
+func (f WorkspaceFilter) where() (string, []any) {
+	conds := []string{"NOT w.deleted"}
+	var args []any
+	add := func(cond string, v any) {
+		args = append(args, v)
+		conds = append(conds, fmt.Sprintf(cond, len(args)))
+	}
+	if f.OwnerID != "" {
+		add("w.owner_id = $%d", f.OwnerID)
+	}
+	if f.TemplateID != "" {
+		add("w.template_id = $%d", f.TemplateID)
+	}
+	if f.Name != "" {
+		add("w.name ILIKE '%%' || $%d || '%%'", f.Name)
+	}
+	return " WHERE " + strings.Join(conds, " AND "), args
+}
+
+// Workspaces lists live workspaces by owner and name, with the total count
+// that matches the filter.
+func (db *DB) Workspaces(ctx context.Context, f WorkspaceFilter) ([]Workspace, int, error) {
+	where, args := f.where()
+	var count int
+	if err := db.q().QueryRow(ctx, `SELECT count(*) FROM workspaces w`+where, args...).Scan(&count); err != nil {
+		return nil, 0, err
+	}
+	q := workspaceSelect + where + ` ORDER BY u.username, w.name`
+	if f.Limit > 0 {
+		q += fmt.Sprintf(" LIMIT %d", f.Limit)
+	}
+	if f.Offset > 0 {
+		q += fmt.Sprintf(" OFFSET %d", f.Offset)
+	}
+	rows, err := db.q().Query(ctx, q, args...)
+	if err != nil {
+		return nil, 0, err
+	}
+	ws, err := collect(rows, scanWorkspace)
+	return ws, count, err
+}
+
+// CountWorkspaces counts live workspaces.
+func (db *DB) CountWorkspaces(ctx context.Context) (int64, error) {
+	var n int64
+	err := db.q().QueryRow(ctx, `SELECT count(*) FROM workspaces WHERE NOT deleted`).Scan(&n)
+	return n, err
+}
+
+// CountWorkspacesByTemplate counts a template's live workspaces.
+func (db *DB) CountWorkspacesByTemplate(ctx context.Context, templateID string) (int64, error) {
+	var n int64
+	err := db.q().QueryRow(ctx, `SELECT count(*) FROM workspaces WHERE template_id = $1 AND NOT deleted`, templateID).Scan(&n)
+	return n, err
+}
+
+// MarkWorkspaceDeleted hides a workspace whose delete build succeeded.
+func (db *DB) MarkWorkspaceDeleted(ctx context.Context, id string) error {
+	_, err := db.q().Exec(ctx, `UPDATE workspaces SET deleted = true, updated_at = $2 WHERE id = $1`, id, db.now())
+	return err
+}
+
+const buildSelect = `SELECT ` + buildColumns + jobColumnsQualified + ` FROM workspace_builds b` + buildJoins
+
+const jobColumnsQualified = `j.id, j.created_at, j.updated_at, j.started_at, j.completed_at, j.canceled_at, j.error, j.error_code,
+	j.organization_id, j.initiator_id, j.type, j.input, j.tags, j.file_id, j.worker_id`
+
+// WorkspaceBuildByID returns a build.
+func (db *DB) WorkspaceBuildByID(ctx context.Context, id string) (WorkspaceBuild, error) {
+	if uuid.Validate(id) != nil {
+		return WorkspaceBuild{}, ErrNotFound
+	}
+	return scanBuild(db.q().QueryRow(ctx, buildSelect+` WHERE b.id = $1`, id))
+}
+
+// WorkspaceBuildByJobID returns the build a job runs.
+func (db *DB) WorkspaceBuildByJobID(ctx context.Context, jobID string) (WorkspaceBuild, error) {
+	return scanBuild(db.q().QueryRow(ctx, buildSelect+` WHERE b.job_id = $1`, jobID))
+}
+
+// WorkspaceBuilds lists a workspace's builds, newest first.
+func (db *DB) WorkspaceBuilds(ctx context.Context, workspaceID string) ([]WorkspaceBuild, error) {
+	rows, err := db.q().Query(ctx, buildSelect+` WHERE b.workspace_id = $1 ORDER BY b.build_number DESC`, workspaceID)
+	if err != nil {
+		return nil, err
+	}
+	return collect(rows, scanBuild)
+}
+
+// WorkspaceBuildState returns the Terraform state a build left.
+func (db *DB) WorkspaceBuildState(ctx context.Context, buildID string) ([]byte, error) {
+	var state []byte
+	err := db.q().QueryRow(ctx, `SELECT provisioner_state FROM workspace_builds WHERE id = $1`, buildID).Scan(&state)
+	return state, mapErr(err)
+}
+
+// LatestStateBefore returns the state of the newest build of the workspace
+// before buildNumber that recorded one.
+func (db *DB) LatestStateBefore(ctx context.Context, workspaceID string, buildNumber int32) ([]byte, error) {
+	var state []byte
+	err := db.q().QueryRow(ctx, `SELECT provisioner_state FROM workspace_builds
+		WHERE workspace_id = $1 AND build_number < $2 AND provisioner_state IS NOT NULL
+		ORDER BY build_number DESC LIMIT 1`, workspaceID, buildNumber).Scan(&state)
+	if err == pgx.ErrNoRows {
+		return nil, nil
+	}
+	return state, err
+}
+
+// SetWorkspaceBuildState records the state a build left.
+func (db *DB) SetWorkspaceBuildState(ctx context.Context, buildID string, state []byte) error {
+	_, err := db.q().Exec(ctx, `UPDATE workspace_builds SET provisioner_state = $2, updated_at = $3 WHERE id = $1`, buildID, state, db.now())
+	return err
+}
+
+// Resource is a row of workspace_resources with its agents.
+type Resource struct {
+	ID         string
+	JobID      string
+	Transition string
+	Type       string
+	Name       string
+	CreatedAt  time.Time
+	Agents     []Agent
+}
+
+// Agent is a row of workspace_agents.
+type Agent struct {
+	ID               string
+	ResourceID       string
+	Name             string
+	AuthToken        string
+	OperatingSystem  string
+	Architecture     string
+	Directory        string
+	StartupScript    string
+	Env              map[string]string
+	LifecycleState   string
+	CreatedAt        time.Time
+	FirstConnectedAt *time.Time
+	LastConnectedAt  *time.Time
+	DisconnectedAt   *time.Time
+}
+
+// InsertResource records a resource and its agents.
+func (db *DB) InsertResource(ctx context.Context, r Resource) error {
+	now := db.now()
+	r.ID = uuid.NewString()
+	if _, err := db.q().Exec(ctx, `INSERT INTO workspace_resources (id, job_id, transition, type, name, created_at) VALUES ($1, $2, $3, $4, $5, $6)`,
+		r.ID, r.JobID, r.Transition, r.Type, r.Name, now); err != nil {
+		return mapErr(err)
+	}
+	for _, a := range r.Agents {
+		if a.ID == "" || uuid.Validate(a.ID) != nil {
+			a.ID = uuid.NewString()
+		}
+		if a.Env == nil {
+			a.Env = map[string]string{}
+		}
+		if _, err := db.q().Exec(ctx, `INSERT INTO workspace_agents (id, resource_id, name, auth_token, operating_system, architecture,
+				directory, startup_script, env, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`,
+			a.ID, r.ID, a.Name, a.AuthToken, a.OperatingSystem, a.Architecture, a.Directory, a.StartupScript, a.Env, now); err != nil {
+			return fmt.Errorf("insert agent %s: %w", a.Name, mapErr(err))
+		}
+	}
+	return nil
+}
+
+// ResourcesByJobIDs returns the resources (with agents) of the given jobs,
+// keyed by job id.
+func (db *DB) ResourcesByJobIDs(ctx context.Context, jobIDs []string) (map[string][]Resource, error) {
+	out := map[string][]Resource{}
+	if len(jobIDs) == 0 {
+		return out, nil
+	}
+	rows, err := db.q().Query(ctx, `SELECT r.id, r.job_id, r.transition, r.type, r.name, r.created_at,
+			a.id, a.name, a.operating_system, a.architecture, a.directory, a.lifecycle_state, a.created_at,
+			a.first_connected_at, a.last_connected_at, a.disconnected_at
+		FROM workspace_resources r LEFT JOIN workspace_agents a ON a.resource_id = r.id
+		WHERE r.job_id = ANY($1::uuid[]) ORDER BY r.created_at, r.type, r.name, a.name`, jobIDs)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	index := map[string]int{} // resource id -> position in out[job]
+	for rows.Next() {
+		var r Resource
+		var aID, aName, aOS, aArch, aDir, aState *string
+		var aCreated *time.Time
+		var a Agent
+		if err := rows.Scan(&r.ID, &r.JobID, &r.Transition, &r.Type, &r.Name, &r.CreatedAt,
+			&aID, &aName, &aOS, &aArch, &aDir, &aState, &aCreated, &a.FirstConnectedAt, &a.LastConnectedAt, &a.DisconnectedAt); err != nil {
+			return nil, err
+		}
+		i, ok := index[r.ID]
+		if !ok {
+			out[r.JobID] = append(out[r.JobID], r)
+			i = len(out[r.JobID]) - 1
+			index[r.ID] = i
+		}
+		if aID != nil {
+			a.ID, a.ResourceID, a.Name, a.OperatingSystem, a.Architecture, a.Directory, a.LifecycleState, a.CreatedAt =
+				*aID, r.ID, *aName, *aOS, *aArch, *aDir, *aState, *aCreated
+			out[r.JobID][i].Agents = append(out[r.JobID][i].Agents, a)
+		}
+	}
+	return out, rows.Err()
+}

@@ -1,0 +1,122 @@
+package coderd
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+
+	"github.com/gin-gonic/gin"
+
+	"airgapcoder/coderd/codersdk"
+	"airgapcoder/coderd/database"
+)
+
+// apiError is an error with the status and envelope the client sees.
+type apiError struct {
+	status int
+	codersdk.Response
+	cause error
+}
+
+func (e *apiError) Error() string {
+	if e.cause != nil {
+		return fmt.Sprintf("%s: %v", e.Message, e.cause)
+	}
+	return e.Message
+}
+
+func (e *apiError) Unwrap() error { return e.cause }
+
+func errorf(status int, detail string, format string, args ...any) *apiError {
+	return &apiError{status: status, Response: codersdk.Response{Message: fmt.Sprintf(format, args...), Detail: detail}}
+}
+
+func badRequest(format string, args ...any) *apiError {
+	return errorf(http.StatusBadRequest, "", format, args...)
+}
+
+func notFound(what string) *apiError {
+	return errorf(http.StatusNotFound, "", "%s not found", what)
+}
+
+func forbidden() *apiError {
+	return errorf(http.StatusForbidden, "", "Forbidden: your role does not allow this")
+}
+
+func conflict(format string, args ...any) *apiError {
+	return errorf(http.StatusConflict, "", format, args...)
+}
+
+func validation(field, detail string) *apiError {
+	e := badRequest("Validation failed")
+	e.Validations = []codersdk.ValidationError{{Field: field, Detail: detail}}
+	return e
+}
+
+// handler is a gin handler that returns its error.
+type handler func(c *gin.Context) error
+
+// handle renders a handler's error as the error envelope; errors that are
+// not apiErrors are internal and logged.
+func (api *API) handle(h handler) gin.HandlerFunc {
+	return func(c *gin.Context) {
+		err := h(c)
+		if err == nil {
+			return
+		}
+		var ae *apiError
+		switch {
+		case errors.As(err, &ae):
+		case errors.Is(err, database.ErrNotFound):
+			ae = notFound("Resource")
+		case errors.Is(err, c.Request.Context().Err()) && c.Request.Context().Err() != nil:
+			return // client went away
+		default:
+			api.log.Error("internal error", "method", c.Request.Method, "path", c.Request.URL.Path, "err", err)
+			ae = errorf(http.StatusInternalServerError, err.Error(), "Internal error")
+		}
+		if c.Writer.Written() {
+			return
+		}
+		c.JSON(ae.status, ae.Response)
+	}
+}
+
+const maxJSONBody = 1 << 20
+
+// decode reads a JSON body strictly: unknown fields, trailing data and a
+// body over 1 MiB are errors that say what is wrong.
+func decode(c *gin.Context, v any) error {
+	if ct := c.ContentType(); ct != "" && ct != "application/json" {
+		return errorf(http.StatusUnsupportedMediaType, "", "Content-Type must be application/json, got %q", ct)
+	}
+	dec := json.NewDecoder(http.MaxBytesReader(c.Writer, c.Request.Body, maxJSONBody))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		var maxErr *http.MaxBytesError
+		var syntaxErr *json.SyntaxError
+		var typeErr *json.UnmarshalTypeError
+		switch {
+		case errors.As(err, &maxErr):
+			return errorf(http.StatusRequestEntityTooLarge, "", "Request body is larger than %d bytes", maxJSONBody)
+		case errors.Is(err, io.EOF):
+			return badRequest("Request body is empty; send a JSON object")
+		case errors.As(err, &syntaxErr):
+			return errorf(http.StatusBadRequest, fmt.Sprintf("%v at byte %d", err, syntaxErr.Offset), "Malformed JSON in request body")
+		case errors.As(err, &typeErr):
+			return validation(typeErr.Field, fmt.Sprintf("must be a %s, got a JSON %s", typeErr.Type, typeErr.Value))
+		case strings.HasPrefix(err.Error(), "json: unknown field "):
+			field := strings.Trim(strings.TrimPrefix(err.Error(), "json: unknown field "), `"`)
+			return validation(field, "unknown field")
+		default:
+			return errorf(http.StatusBadRequest, err.Error(), "Malformed JSON in request body")
+		}
+	}
+	if dec.More() {
+		return badRequest("Request body has data after the JSON object")
+	}
+	return nil
+}

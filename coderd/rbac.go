@@ -1,0 +1,85 @@
+package coderd
+
+import (
+	"slices"
+
+	"airgapcoder/coderd/codersdk"
+	"airgapcoder/coderd/database"
+)
+
+// The authorization model: three roles, owner ⊃ template-admin ⊃ member.
+// Every endpoint names the resource and action it touches; policy says which
+// roles may do it. Actions on a user's own things (workspaces, tokens) are
+// allowed to that user through ownedBy.
+
+type resource string
+
+const (
+	resUser            resource = "user"
+	resAPIKey          resource = "api_key"
+	resFile            resource = "file"
+	resTemplate        resource = "template"
+	resWorkspace       resource = "workspace"
+	resProvisionerd    resource = "provisioner_daemon"
+	resOrganization    resource = "organization"
+	resDeploymentStats resource = "deployment_stats"
+)
+
+type action string
+
+const (
+	actRead   action = "read"
+	actCreate action = "create"
+	actUpdate action = "update"
+	actDelete action = "delete"
+)
+
+var (
+	allRoles   = []string{codersdk.RoleOwner, codersdk.RoleTemplateAdmin, codersdk.RoleMember}
+	adminRoles = []string{codersdk.RoleOwner, codersdk.RoleTemplateAdmin}
+	ownerOnly  = []string{codersdk.RoleOwner}
+)
+
+// policy: resource -> action -> roles allowed on anyone's objects.
+var policy = map[resource]map[action][]string{
+	resUser:            {actRead: adminRoles, actCreate: ownerOnly, actUpdate: ownerOnly, actDelete: ownerOnly},
+	resAPIKey:          {actRead: ownerOnly, actCreate: ownerOnly, actDelete: ownerOnly},
+	resFile:            {actRead: adminRoles, actCreate: adminRoles},
+	resTemplate:        {actRead: allRoles, actCreate: adminRoles, actUpdate: adminRoles, actDelete: adminRoles},
+	resWorkspace:       {actRead: adminRoles, actCreate: ownerOnly, actUpdate: ownerOnly, actDelete: ownerOnly},
+	resProvisionerd:    {actRead: adminRoles, actCreate: adminRoles},
+	resOrganization:    {actRead: allRoles},
+	resDeploymentStats: {actRead: ownerOnly},
+}
+
+// selfActions are what every user may do on objects they own.
+var selfActions = map[resource][]action{
+	resUser:      {actRead},
+	resAPIKey:    {actRead, actCreate, actDelete},
+	resWorkspace: {actRead, actCreate, actUpdate, actDelete},
+}
+
+// roles returns the effective roles of a user: what it holds, plus member.
+func roles(u database.User) []string {
+	out := append([]string{codersdk.RoleMember}, u.Roles...)
+	return out
+}
+
+// can reports whether actor may act on a resource owned by ownerID ("" for
+// resources nobody owns).
+func can(actor database.User, res resource, act action, ownerID string) bool {
+	if ownerID != "" && ownerID == actor.ID && slices.Contains(selfActions[res], act) {
+		return true
+	}
+	for _, r := range roles(actor) {
+		if slices.Contains(policy[res][act], r) {
+			return true
+		}
+	}
+	return false
+}
+
+// validRole reports whether name is a role a user can be given.
+func validRole(name string) bool {
+	return name == codersdk.RoleOwner || name == codersdk.RoleTemplateAdmin || name == codersdk.RoleMember
+}

@@ -1,0 +1,389 @@
+package coderd
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"airgapcoder/coderd/database"
+	"airgapcoder/coderd/database/postgres"
+	"airgapcoder/coderd/telemetry"
+	"airgapcoder/coderd/updatecheck"
+)
+
+// ServerConfig is `coder server`'s configuration, filled from flags,
+// environment and config file by the CLI.
+type ServerConfig struct {
+	// HTTPAddress is where the plain HTTP listener binds ("" disables it
+	// when TLS is on).
+	HTTPAddress string
+	// AccessURL is how users and workspaces reach the deployment; empty
+	// means derived from the listener.
+	AccessURL string
+	// PostgresURL selects an external PostgreSQL; empty runs the built-in one.
+	PostgresURL string
+	// ConfigDir is the global config dir; the built-in PostgreSQL keeps its
+	// data under ConfigDir/postgres.
+	ConfigDir string
+	// CacheDir holds PostgreSQL binary archives and unpacked binaries.
+	CacheDir string
+	// BuiltinPostgres tunes the built-in PostgreSQL (paths are filled in
+	// from ConfigDir and CacheDir when empty).
+	BuiltinPostgres postgres.Options
+
+	ProvisionerDaemons  int
+	ProvisionerPSK      string
+	JobHeartbeatTimeout time.Duration
+
+	Telemetry      bool
+	TelemetryURL   string
+	UpdateCheck    bool
+	UpdateCheckURL string
+	// BlockDirectConnections forces every workspace connection through
+	// coderd's relay.
+	BlockDirectConnections bool
+
+	TLS TLSConfig
+
+	Version string
+	Logger  *slog.Logger
+	// ShutdownTimeout bounds the graceful shutdown (default 30s).
+	ShutdownTimeout time.Duration
+}
+
+// TLSConfig is the HTTPS listener.
+type TLSConfig struct {
+	Enable   bool
+	Address  string
+	CertFile string
+	KeyFile  string
+}
+
+// Server runs the control plane: PostgreSQL (built in or external), the
+// migrations, the API with health and metrics, and the background loops.
+type Server struct {
+	cfg   Config
+	log   *slog.Logger
+	ready chan struct{}
+
+	mu        sync.Mutex
+	urls      []string
+	accessURL *url.URL
+}
+
+// Config is ServerConfig after validation.
+type Config = ServerConfig
+
+// NewServer validates cfg. It starts nothing.
+func NewServer(cfg ServerConfig) (*Server, error) {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.HTTPAddress == "" && !cfg.TLS.Enable {
+		return nil, errors.New("nothing to listen on: set --http-address or --tls-enable")
+	}
+	if cfg.TLS.Enable && (cfg.TLS.CertFile == "" || cfg.TLS.KeyFile == "" || cfg.TLS.Address == "") {
+		return nil, errors.New("--tls-enable needs --tls-address, --tls-cert-file and --tls-key-file")
+	}
+	if cfg.AccessURL != "" {
+		u, err := url.Parse(cfg.AccessURL)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return nil, fmt.Errorf("--access-url %q must be an absolute http(s) URL", cfg.AccessURL)
+		}
+	}
+	if cfg.Telemetry && cfg.TelemetryURL == "" {
+		return nil, errors.New("--telemetry is on but --telemetry-url is empty: this product sends telemetry only to a collector you run; set --telemetry-url or turn --telemetry off")
+	}
+	if cfg.UpdateCheck && cfg.UpdateCheckURL == "" {
+		return nil, errors.New("--update-check is on but --update-check-url is empty: set it to the URL of a release feed on your network, or turn --update-check off")
+	}
+	if cfg.PostgresURL == "" && cfg.ConfigDir == "" {
+		return nil, errors.New("the built-in PostgreSQL needs a global config dir for its data")
+	}
+	if cfg.ShutdownTimeout <= 0 {
+		cfg.ShutdownTimeout = 30 * time.Second
+	}
+	if cfg.ProvisionerDaemons < 0 {
+		return nil, fmt.Errorf("--provisioner-daemons must be 0 or more, got %d", cfg.ProvisionerDaemons)
+	}
+	return &Server{cfg: cfg, log: cfg.Logger, ready: make(chan struct{})}, nil
+}
+
+// Ready is closed once the server answers requests.
+func (s *Server) Ready() <-chan struct{} { return s.ready }
+
+// URLs returns the listeners' base URLs (valid after Ready).
+func (s *Server) URLs() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]string(nil), s.urls...)
+}
+
+// AccessURL returns the deployment's access URL (valid after Ready).
+func (s *Server) AccessURL() *url.URL {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.accessURL
+}
+
+// Run serves until ctx is canceled, then shuts down gracefully: in-flight
+// requests finish, background loops stop, the database pool closes and the
+// built-in PostgreSQL stops. It returns nil after a clean shutdown.
+func (s *Server) Run(ctx context.Context) (err error) {
+	log := s.log
+	dbURL := s.cfg.PostgresURL
+	if dbURL == "" {
+		pg, err := s.startBuiltinPostgres(ctx)
+		if err != nil {
+			return err
+		}
+		defer func() {
+			stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+			defer cancel()
+			if stopErr := pg.Stop(stopCtx); stopErr != nil {
+				log.Error("stop built-in postgres", "err", stopErr)
+				err = errors.Join(err, stopErr)
+			} else {
+				log.Info("built-in postgres stopped")
+			}
+		}()
+		dbURL = pg.URL()
+	}
+	db, err := database.Open(ctx, dbURL)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	if err := db.Migrate(ctx, log); err != nil {
+		return err
+	}
+
+	bg, stopBackground := context.WithCancel(context.WithoutCancel(ctx))
+	var wg sync.WaitGroup
+	defer func() {
+		stopBackground()
+		wg.Wait()
+	}()
+	goRun := func(name string, run func(context.Context) error) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := run(bg); err != nil {
+				log.Error("background task stopped", "task", name, "err", err)
+			}
+		}()
+	}
+
+	ps := database.NewPubsub(dbURL, log.With("component", "pubsub"), database.ChannelJobPosted, database.ChannelJobUpdated)
+	goRun("pubsub", ps.Run)
+	select {
+	case <-ps.Ready():
+	case <-ctx.Done():
+		return nil
+	case <-time.After(30 * time.Second):
+		return errors.New("listen for database notifications: timed out")
+	}
+
+	httpLn, tlsLn, err := s.listen()
+	if err != nil {
+		return err
+	}
+	accessURL, err := s.resolveAccessURL(httpLn, tlsLn)
+	if err != nil {
+		return err
+	}
+
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+
+	var outbound *http.Client // exists only when something is allowed to go out
+	if s.cfg.Telemetry || s.cfg.UpdateCheck {
+		outbound = &http.Client{Transport: http.DefaultTransport.(*http.Transport).Clone(), Timeout: 30 * time.Second}
+	}
+	var checker *updatecheck.Checker
+	if s.cfg.UpdateCheck {
+		u, _ := url.Parse(s.cfg.UpdateCheckURL)
+		checker, err = updatecheck.New(updatecheck.Options{URL: u, Client: outbound, CurrentVersion: s.cfg.Version, Logger: log.With("component", "updatecheck")})
+		if err != nil {
+			return fmt.Errorf("update check: %w", err)
+		}
+		goRun("updatecheck", checker.Run)
+	}
+
+	api, err := New(ctx, Options{
+		DB: db, Pubsub: ps, Logger: log.With("component", "api"), AccessURL: accessURL, Version: s.cfg.Version,
+		ProvisionerPSK: s.cfg.ProvisionerPSK, JobHeartbeatTimeout: s.cfg.JobHeartbeatTimeout,
+		Telemetry: s.cfg.Telemetry, UpdateCheck: s.cfg.UpdateCheck, UpdateChecker: checker, Registerer: reg,
+	})
+	if err != nil {
+		return err
+	}
+	goRun("job reaper", api.Run)
+
+	if s.cfg.Telemetry {
+		deploymentID, err := db.DeploymentValue(ctx, "deployment_id", uuid.NewString())
+		if err != nil {
+			return err
+		}
+		u, _ := url.Parse(s.cfg.TelemetryURL)
+		rep, err := telemetry.New(telemetry.Options{
+			URL: u, Client: outbound, DeploymentID: deploymentID, Version: s.cfg.Version, Logger: log.With("component", "telemetry"),
+			Collect: func(ctx context.Context) (telemetry.Snapshot, error) {
+				var snap telemetry.Snapshot
+				var err error
+				if snap.Users, err = db.CountUsers(ctx); err != nil {
+					return snap, err
+				}
+				if snap.Templates, err = db.CountTemplates(ctx); err != nil {
+					return snap, err
+				}
+				snap.Workspaces, err = db.CountWorkspaces(ctx)
+				return snap, err
+			},
+		})
+		if err != nil {
+			return fmt.Errorf("telemetry: %w", err)
+		}
+		goRun("telemetry", rep.Run)
+	}
+	if s.cfg.ProvisionerDaemons > 0 {
+		log.Warn("built-in provisioner daemons are not part of this build yet; run jobs with an external provisioner", "requested", s.cfg.ProvisionerDaemons)
+	}
+
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	mux.Handle("/", api)
+	servers := []*http.Server{}
+	serve := func(ln net.Listener, tlsCfg *tls.Config) {
+		srv := &http.Server{
+			Handler: mux, TLSConfig: tlsCfg,
+			ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 120 * time.Second,
+			// No WriteTimeout: log streams and long-polls stay open by design.
+			ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+		}
+		servers = append(servers, srv)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var err error
+			if tlsCfg != nil {
+				err = srv.ServeTLS(ln, "", "")
+			} else {
+				err = srv.Serve(ln)
+			}
+			if err != nil && !errors.Is(err, http.ErrServerClosed) {
+				log.Error("http server stopped", "addr", ln.Addr().String(), "err", err)
+			}
+		}()
+	}
+	if httpLn != nil {
+		serve(httpLn, nil)
+	}
+	if tlsLn != nil {
+		cert, err := tls.LoadX509KeyPair(s.cfg.TLS.CertFile, s.cfg.TLS.KeyFile)
+		if err != nil {
+			return fmt.Errorf("load TLS certificate %s: %w", s.cfg.TLS.CertFile, err)
+		}
+		serve(tlsLn, &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12})
+	}
+
+	log.Info("coder server is ready", "access_url", accessURL.String(), "urls", s.URLs(),
+		"telemetry", s.cfg.Telemetry, "update_check", s.cfg.UpdateCheck, "block_direct_connections", s.cfg.BlockDirectConnections)
+	close(s.ready)
+
+	<-ctx.Done()
+	log.Info("shutting down: waiting for in-flight requests", "timeout", s.cfg.ShutdownTimeout)
+	shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.ShutdownTimeout)
+	defer cancel()
+	for _, srv := range servers {
+		if err := srv.Shutdown(shutdownCtx); err != nil {
+			log.Warn("graceful shutdown timed out; closing connections", "err", err)
+			_ = srv.Close()
+		}
+	}
+	return nil
+}
+
+func (s *Server) startBuiltinPostgres(ctx context.Context) (*postgres.Server, error) {
+	opts := s.cfg.BuiltinPostgres
+	base := filepath.Join(s.cfg.ConfigDir, "postgres")
+	if opts.DataDir == "" {
+		opts.DataDir = filepath.Join(base, "data")
+	}
+	if opts.RuntimeDir == "" {
+		opts.RuntimeDir = filepath.Join(base, "run")
+	}
+	cache := s.cfg.CacheDir
+	if cache == "" {
+		cache = filepath.Join(s.cfg.ConfigDir, "cache")
+	}
+	if opts.CacheDir == "" {
+		opts.CacheDir = filepath.Join(cache, "postgres")
+	}
+	if opts.BinariesDir == "" {
+		opts.BinariesDir = filepath.Join(cache, "postgres", "bin")
+	}
+	if opts.Logger == nil {
+		opts.Logger = s.log.With("component", "postgres")
+	}
+	pg, err := postgres.New(opts)
+	if err != nil {
+		return nil, fmt.Errorf("built-in postgres: %w", err)
+	}
+	s.log.Info("starting built-in postgres", "data", opts.DataDir)
+	if err := pg.Start(ctx); err != nil {
+		return nil, fmt.Errorf("start built-in postgres (data in %s): %w", opts.DataDir, err)
+	}
+	return pg, nil
+}
+
+func (s *Server) listen() (httpLn, tlsLn net.Listener, err error) {
+	if s.cfg.HTTPAddress != "" {
+		if httpLn, err = net.Listen("tcp", s.cfg.HTTPAddress); err != nil {
+			return nil, nil, fmt.Errorf("listen on --http-address %s: %w", s.cfg.HTTPAddress, err)
+		}
+		s.urls = append(s.urls, "http://"+httpLn.Addr().String())
+	}
+	if s.cfg.TLS.Enable {
+		if tlsLn, err = net.Listen("tcp", s.cfg.TLS.Address); err != nil {
+			if httpLn != nil {
+				httpLn.Close()
+			}
+			return nil, nil, fmt.Errorf("listen on --tls-address %s: %w", s.cfg.TLS.Address, err)
+		}
+		s.urls = append(s.urls, "https://"+tlsLn.Addr().String())
+	}
+	return httpLn, tlsLn, nil
+}
+
+func (s *Server) resolveAccessURL(httpLn, tlsLn net.Listener) (*url.URL, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	raw := s.cfg.AccessURL
+	if raw == "" {
+		if tlsLn != nil {
+			raw = "https://" + tlsLn.Addr().String()
+		} else {
+			raw = "http://" + httpLn.Addr().String()
+		}
+	}
+	u, err := url.Parse(raw)
+	if err != nil {
+		return nil, err
+	}
+	s.accessURL = u
+	return u, nil
+}

@@ -1,0 +1,330 @@
+package telemetry
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// waitTimeout only guards against a hung test; no assertion depends on it.
+const waitTimeout = 10 * time.Second
+
+var fixedNow = time.Date(2024, 5, 6, 7, 8, 9, 0, time.UTC)
+
+func collectCounts(ctx context.Context) (Snapshot, error) {
+	return Snapshot{Users: 3, Templates: 2, Workspaces: 5}, nil
+}
+
+// received is what snapshotServer saw in one request.
+type received struct {
+	method, path, contentType string
+	snap                      Snapshot
+	decodeErr                 error
+}
+
+// snapshotServer serves the telemetry endpoint on loopback. Each request is
+// answered with the next status from statuses (200 once they run out) and
+// then sent on the returned channel.
+func snapshotServer(t *testing.T, statuses ...int) (*url.URL, <-chan received) {
+	t.Helper()
+	ch := make(chan received, 16)
+	var mu sync.Mutex
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got := received{method: r.Method, path: r.URL.Path, contentType: r.Header.Get("Content-Type")}
+		got.decodeErr = json.NewDecoder(r.Body).Decode(&got.snap)
+		mu.Lock()
+		status := http.StatusOK
+		if len(statuses) > 0 {
+			status, statuses = statuses[0], statuses[1:]
+		}
+		mu.Unlock()
+		w.WriteHeader(status)
+		select {
+		case ch <- got:
+		default:
+			t.Errorf("too many unread requests")
+		}
+	}))
+	t.Cleanup(srv.Close)
+	u, err := url.Parse(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return u, ch
+}
+
+func newReporter(t *testing.T, opts Options) *Reporter {
+	t.Helper()
+	if opts.Collect == nil {
+		opts.Collect = collectCounts
+	}
+	if opts.Now == nil {
+		opts.Now = func() time.Time { return fixedNow }
+	}
+	r, err := New(opts)
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	return r
+}
+
+func next(t *testing.T, ch <-chan received) received {
+	t.Helper()
+	select {
+	case got := <-ch:
+		return got
+	case <-time.After(waitTimeout):
+		t.Fatal("timed out waiting for a snapshot")
+		return received{}
+	}
+}
+
+// runInBackground starts r.Run and returns a function that cancels it and
+// checks that it returned nil.
+func runInBackground(t *testing.T, r *Reporter) (stop func()) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- r.Run(ctx) }()
+	stopped := false
+	stop = func() {
+		t.Helper()
+		if stopped {
+			return
+		}
+		stopped = true
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("Run returned %v, want nil", err)
+			}
+		case <-time.After(waitTimeout):
+			t.Error("Run did not return after cancel")
+		}
+	}
+	t.Cleanup(stop)
+	return stop
+}
+
+func TestNewRejectsBadOptions(t *testing.T) {
+	t.Parallel()
+	good, _ := url.Parse("https://telemetry.example.com")
+	mustParse := func(s string) *url.URL {
+		u, err := url.Parse(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return u
+	}
+	tests := []struct {
+		name string
+		edit func(*Options)
+		want string
+	}{
+		{"nil URL", func(o *Options) { o.URL = nil }, "URL is required"},
+		{"ftp scheme", func(o *Options) { o.URL = mustParse("ftp://telemetry.example.com") }, "scheme"},
+		{"relative URL", func(o *Options) { o.URL = mustParse("/snapshot") }, "scheme"},
+		{"no host", func(o *Options) { o.URL = mustParse("https:///x") }, "missing host"},
+		{"nil client", func(o *Options) { o.Client = nil }, "Client is required"},
+		{"nil collect", func(o *Options) { o.Collect = nil }, "Collect is required"},
+		{"negative interval", func(o *Options) { o.Interval = -time.Second }, "negative interval"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			opts := Options{URL: good, Client: http.DefaultClient, Collect: collectCounts}
+			tt.edit(&opts)
+			r, err := New(opts)
+			if err == nil {
+				t.Fatalf("New returned %v, want an error containing %q", r, tt.want)
+			}
+			if !strings.Contains(err.Error(), tt.want) || !strings.HasPrefix(err.Error(), "telemetry: ") {
+				t.Errorf("got error %q, want it to start with %q and contain %q", err, "telemetry: ", tt.want)
+			}
+		})
+	}
+}
+
+func TestNewDefaults(t *testing.T) {
+	t.Parallel()
+	u, _ := url.Parse("http://127.0.0.1:1")
+	r, err := New(Options{URL: u, Client: http.DefaultClient, Collect: collectCounts})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.opts.Interval != DefaultInterval {
+		t.Errorf("got interval %s, want %s", r.opts.Interval, DefaultInterval)
+	}
+}
+
+func TestReportPostsSnapshot(t *testing.T) {
+	t.Parallel()
+	u, ch := snapshotServer(t)
+	r := newReporter(t, Options{
+		URL:          u.JoinPath("base"),
+		Client:       http.DefaultClient,
+		DeploymentID: "dep-123",
+		Version:      "v1.2.3",
+		Collect: func(ctx context.Context) (Snapshot, error) {
+			// Identity fields set here must be overwritten by the Reporter.
+			return Snapshot{DeploymentID: "wrong", OS: "wrong", Users: 3, Templates: 2, Workspaces: 5}, nil
+		},
+	})
+	if err := r.Report(context.Background()); err != nil {
+		t.Fatalf("Report: %v", err)
+	}
+	got := next(t, ch)
+	if got.method != http.MethodPost {
+		t.Errorf("got method %s, want POST", got.method)
+	}
+	if got.path != "/base/snapshot" {
+		t.Errorf("got path %q, want %q", got.path, "/base/snapshot")
+	}
+	if got.contentType != "application/json" {
+		t.Errorf("got Content-Type %q, want application/json", got.contentType)
+	}
+	if got.decodeErr != nil {
+		t.Fatalf("decode body: %v", got.decodeErr)
+	}
+	want := Snapshot{
+		DeploymentID: "dep-123",
+		Version:      "v1.2.3",
+		Time:         fixedNow,
+		Users:        3,
+		Templates:    2,
+		Workspaces:   5,
+		OS:           runtime.GOOS,
+		Arch:         runtime.GOARCH,
+	}
+	if !got.snap.Time.Equal(want.Time) {
+		t.Errorf("got time %s, want %s", got.snap.Time, want.Time)
+	}
+	got.snap.Time = want.Time
+	if got.snap != want {
+		t.Errorf("got snapshot %+v, want %+v", got.snap, want)
+	}
+}
+
+func TestReportErrors(t *testing.T) {
+	t.Parallel()
+
+	t.Run("non-2xx", func(t *testing.T) {
+		t.Parallel()
+		u, ch := snapshotServer(t, http.StatusInternalServerError)
+		r := newReporter(t, Options{URL: u, Client: http.DefaultClient})
+		err := r.Report(context.Background())
+		if err == nil {
+			t.Fatal("Report returned nil, want an error")
+		}
+		next(t, ch)
+		for _, want := range []string{"500", u.JoinPath("snapshot").String()} {
+			if !strings.Contains(err.Error(), want) {
+				t.Errorf("got error %q, want it to contain %q", err, want)
+			}
+		}
+	})
+
+	t.Run("collect fails", func(t *testing.T) {
+		t.Parallel()
+		u, ch := snapshotServer(t)
+		boom := errors.New("database down")
+		r := newReporter(t, Options{
+			URL:     u,
+			Client:  http.DefaultClient,
+			Collect: func(context.Context) (Snapshot, error) { return Snapshot{}, boom },
+		})
+		if err := r.Report(context.Background()); !errors.Is(err, boom) {
+			t.Errorf("got error %v, want %v", err, boom)
+		}
+		select {
+		case got := <-ch:
+			t.Errorf("got a request %+v, want none", got)
+		default:
+		}
+	})
+}
+
+func TestRunSendsImmediatelyAndRepeats(t *testing.T) {
+	t.Parallel()
+	u, ch := snapshotServer(t)
+	// The interval is far beyond the test's lifetime: the first snapshot can
+	// only come from the immediate send.
+	r := newReporter(t, Options{URL: u, Client: http.DefaultClient, Interval: time.Hour})
+	stop := runInBackground(t, r)
+	if got := next(t, ch); got.snap.Users != 3 {
+		t.Errorf("got users %d, want 3", got.snap.Users)
+	}
+	stop()
+
+	u, ch = snapshotServer(t)
+	r = newReporter(t, Options{URL: u, Client: http.DefaultClient, Interval: 5 * time.Millisecond})
+	stop = runInBackground(t, r)
+	for i := range 3 {
+		if got := next(t, ch); got.snap.Workspaces != 5 {
+			t.Errorf("snapshot %d: got workspaces %d, want 5", i, got.snap.Workspaces)
+		}
+	}
+	stop()
+}
+
+func TestRunLogsFailureAndKeepsGoing(t *testing.T) {
+	t.Parallel()
+	u, ch := snapshotServer(t, http.StatusInternalServerError)
+	logs := &recordHandler{ch: make(chan slog.Record, 16)}
+	r := newReporter(t, Options{
+		URL:      u,
+		Client:   http.DefaultClient,
+		Interval: 5 * time.Millisecond,
+		Logger:   slog.New(logs),
+	})
+	stop := runInBackground(t, r)
+
+	next(t, ch) // answered with 500
+	select {
+	case rec := <-logs.ch:
+		if rec.Level != slog.LevelWarn {
+			t.Errorf("got log level %s, want %s", rec.Level, slog.LevelWarn)
+		}
+		var errText string
+		rec.Attrs(func(a slog.Attr) bool {
+			if a.Key == "error" {
+				errText = a.Value.String()
+			}
+			return true
+		})
+		if !strings.Contains(errText, "500") {
+			t.Errorf("got logged error %q, want it to name status 500", errText)
+		}
+	case <-time.After(waitTimeout):
+		t.Fatal("timed out waiting for the failure to be logged")
+	}
+
+	next(t, ch) // Run went on after the failure; answered with 200
+	stop()
+}
+
+// recordHandler is a slog.Handler that sends every record on ch.
+type recordHandler struct {
+	ch chan slog.Record
+}
+
+func (h *recordHandler) Enabled(context.Context, slog.Level) bool { return true }
+func (h *recordHandler) WithAttrs([]slog.Attr) slog.Handler       { return h }
+func (h *recordHandler) WithGroup(string) slog.Handler            { return h }
+func (h *recordHandler) Handle(_ context.Context, r slog.Record) error {
+	select {
+	case h.ch <- r.Clone():
+	default:
+	}
+	return nil
+}

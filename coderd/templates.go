@@ -1,0 +1,363 @@
+package coderd
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"regexp"
+
+	"github.com/gin-gonic/gin"
+	"github.com/google/uuid"
+
+	"airgapcoder/coderd/codersdk"
+	"airgapcoder/coderd/database"
+)
+
+var templateNameRe = regexp.MustCompile(`^[a-zA-Z0-9](?:[a-zA-Z0-9_-]{0,30}[a-zA-Z0-9])?$`)
+
+func (api *API) convertTemplate(t database.Template) codersdk.Template {
+	return codersdk.Template{
+		ID: t.ID, CreatedAt: t.CreatedAt, UpdatedAt: t.UpdatedAt, OrganizationID: t.OrganizationID, OrganizationName: api.org.Name,
+		Name: t.Name, DisplayName: t.DisplayName, Description: t.Description, Provisioner: "terraform",
+		ActiveVersionID: t.ActiveVersionID, CreatedByID: t.CreatedBy, CreatedByName: t.CreatedByName,
+	}
+}
+
+func (api *API) convertTemplateVersion(c *gin.Context, v database.TemplateVersion) (codersdk.TemplateVersion, error) {
+	job, err := api.db.JobByID(c.Request.Context(), v.JobID)
+	if err != nil {
+		return codersdk.TemplateVersion{}, err
+	}
+	cj, err := api.convertJob(c, job)
+	if err != nil {
+		return codersdk.TemplateVersion{}, err
+	}
+	params := []codersdk.TemplateVersionParameter{}
+	if len(v.Parameters) > 0 {
+		if err := json.Unmarshal(v.Parameters, &params); err != nil {
+			return codersdk.TemplateVersion{}, fmt.Errorf("decode parameters of version %s: %w", v.ID, err)
+		}
+	}
+	return codersdk.TemplateVersion{
+		ID: v.ID, TemplateID: v.TemplateID, OrganizationID: v.OrganizationID, CreatedAt: v.CreatedAt, UpdatedAt: v.UpdatedAt,
+		Name: v.Name, Message: v.Message, Job: cj, CreatedBy: codersdk.MinimalUser{ID: v.CreatedBy, Username: v.CreatedByName},
+		Parameters: params,
+	}, nil
+}
+
+func (api *API) postTemplateVersion(c *gin.Context) error {
+	if err := api.orgParam(c); err != nil {
+		return err
+	}
+	if err := authorize(c, resTemplate, actCreate, ""); err != nil {
+		return err
+	}
+	var req codersdk.CreateTemplateVersionRequest
+	if err := decode(c, &req); err != nil {
+		return err
+	}
+	if req.StorageMethod != "" && req.StorageMethod != "file" {
+		return validation("storage_method", `must be "file"`)
+	}
+	if req.Provisioner != "" && req.Provisioner != "terraform" {
+		return validation("provisioner", `must be "terraform"`)
+	}
+	if req.FileID == "" {
+		return validation("file_id", "is required: upload the template tar to /api/v2/files first")
+	}
+	ctx := c.Request.Context()
+	me := actor(c)
+	file, err := api.db.FileByID(ctx, req.FileID)
+	if errors.Is(err, database.ErrNotFound) {
+		return validation("file_id", "no such file")
+	}
+	if err != nil {
+		return err
+	}
+	var templateID *string
+	if req.TemplateID != "" {
+		t, err := api.db.TemplateByID(ctx, req.TemplateID)
+		if errors.Is(err, database.ErrNotFound) {
+			return validation("template_id", "no such template")
+		}
+		if err != nil {
+			return err
+		}
+		templateID = &t.ID
+	}
+	tags, err := normalizeTags(req.Tags, me.ID)
+	if err != nil {
+		return validation("tags", err.Error())
+	}
+	name := req.Name
+	if name == "" {
+		name = petName()
+	}
+	versionID := uuid.NewString()
+	var v database.TemplateVersion
+	err = api.db.InTx(ctx, func(tx *database.DB) error {
+		job, err := tx.InsertJob(ctx, database.InsertJobParams{
+			OrganizationID: api.org.ID, InitiatorID: me.ID, Type: database.JobTypeTemplateVersionImport,
+			Input: database.JobInput{TemplateVersionID: versionID}, Tags: tags, FileID: file.ID,
+		})
+		if err != nil {
+			return err
+		}
+		v, err = tx.InsertTemplateVersion(ctx, database.TemplateVersion{
+			ID: versionID, TemplateID: templateID, OrganizationID: api.org.ID, Name: name, Message: req.Message, JobID: job.ID, CreatedBy: me.ID,
+		})
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	out, err := api.convertTemplateVersion(c, v)
+	if err != nil {
+		return err
+	}
+	c.JSON(http.StatusCreated, out)
+	return nil
+}
+
+func (api *API) versionParam(c *gin.Context) (database.TemplateVersion, error) {
+	v, err := api.db.TemplateVersionByID(c.Request.Context(), c.Param("version"))
+	if errors.Is(err, database.ErrNotFound) {
+		return v, notFound("Template version")
+	}
+	if err != nil {
+		return v, err
+	}
+	return v, authorize(c, resTemplate, actRead, "")
+}
+
+func (api *API) templateVersion(c *gin.Context) error {
+	v, err := api.versionParam(c)
+	if err != nil {
+		return err
+	}
+	out, err := api.convertTemplateVersion(c, v)
+	if err != nil {
+		return err
+	}
+	c.JSON(http.StatusOK, out)
+	return nil
+}
+
+func (api *API) templateVersionLogs(c *gin.Context) error {
+	v, err := api.versionParam(c)
+	if err != nil {
+		return err
+	}
+	return api.streamJobLogs(c, v.JobID)
+}
+
+func (api *API) cancelTemplateVersion(c *gin.Context) error {
+	v, err := api.versionParam(c)
+	if err != nil {
+		return err
+	}
+	if err := authorize(c, resTemplate, actUpdate, ""); err != nil {
+		return err
+	}
+	j, err := api.jobOrNotFound(c, v.JobID, "Job")
+	if err != nil {
+		return err
+	}
+	return api.cancelJob(c, j)
+}
+
+// importedVersion loads a version that can back a template: imported
+// successfully, and not attached to another template.
+func (api *API) importedVersion(c *gin.Context, field, id, templateID string) (database.TemplateVersion, error) {
+	ctx := c.Request.Context()
+	v, err := api.db.TemplateVersionByID(ctx, id)
+	if errors.Is(err, database.ErrNotFound) {
+		return v, validation(field, "no such template version")
+	}
+	if err != nil {
+		return v, err
+	}
+	if v.TemplateID != nil && *v.TemplateID != templateID {
+		return v, validation(field, "the version belongs to another template")
+	}
+	job, err := api.db.JobByID(ctx, v.JobID)
+	if err != nil {
+		return v, err
+	}
+	if s := job.Status(); s != database.JobSucceeded {
+		return v, errorf(http.StatusBadRequest, job.Error, "Template version %s has not been imported successfully (its job is %s)", v.Name, s)
+	}
+	return v, nil
+}
+
+func (api *API) postTemplate(c *gin.Context) error {
+	if err := api.orgParam(c); err != nil {
+		return err
+	}
+	if err := authorize(c, resTemplate, actCreate, ""); err != nil {
+		return err
+	}
+	var req codersdk.CreateTemplateRequest
+	if err := decode(c, &req); err != nil {
+		return err
+	}
+	if !templateNameRe.MatchString(req.Name) {
+		return validation("name", "must be 1-32 letters, digits, '_' or inner '-'")
+	}
+	if req.TemplateVersionID == "" {
+		return validation("template_version_id", "is required")
+	}
+	v, err := api.importedVersion(c, "template_version_id", req.TemplateVersionID, "")
+	if err != nil {
+		return err
+	}
+	t, err := api.db.InsertTemplate(c.Request.Context(), database.Template{
+		OrganizationID: api.org.ID, Name: req.Name, DisplayName: req.DisplayName, Description: req.Description,
+		ActiveVersionID: v.ID, CreatedBy: actor(c).ID,
+	})
+	if errors.Is(err, database.ErrConflict) {
+		return conflict("A template named %q already exists", req.Name)
+	}
+	if err != nil {
+		return err
+	}
+	c.JSON(http.StatusCreated, api.convertTemplate(t))
+	return nil
+}
+
+func (api *API) templates(c *gin.Context) error {
+	if err := api.orgParam(c); err != nil {
+		return err
+	}
+	if err := authorize(c, resTemplate, actRead, ""); err != nil {
+		return err
+	}
+	ts, err := api.db.Templates(c.Request.Context(), api.org.ID)
+	if err != nil {
+		return err
+	}
+	out := []codersdk.Template{}
+	for _, t := range ts {
+		out = append(out, api.convertTemplate(t))
+	}
+	c.JSON(http.StatusOK, out)
+	return nil
+}
+
+func (api *API) templateByName(c *gin.Context) error {
+	if err := api.orgParam(c); err != nil {
+		return err
+	}
+	if err := authorize(c, resTemplate, actRead, ""); err != nil {
+		return err
+	}
+	t, err := api.db.TemplateByName(c.Request.Context(), api.org.ID, c.Param("name"))
+	if errors.Is(err, database.ErrNotFound) {
+		return notFound(fmt.Sprintf("Template %q", c.Param("name")))
+	}
+	if err != nil {
+		return err
+	}
+	c.JSON(http.StatusOK, api.convertTemplate(t))
+	return nil
+}
+
+func (api *API) templateParam(c *gin.Context, act action) (database.Template, error) {
+	t, err := api.db.TemplateByID(c.Request.Context(), c.Param("template"))
+	if errors.Is(err, database.ErrNotFound) {
+		return t, notFound("Template")
+	}
+	if err != nil {
+		return t, err
+	}
+	return t, authorize(c, resTemplate, act, "")
+}
+
+func (api *API) template(c *gin.Context) error {
+	t, err := api.templateParam(c, actRead)
+	if err != nil {
+		return err
+	}
+	c.JSON(http.StatusOK, api.convertTemplate(t))
+	return nil
+}
+
+func (api *API) deleteTemplate(c *gin.Context) error {
+	t, err := api.templateParam(c, actDelete)
+	if err != nil {
+		return err
+	}
+	ctx := c.Request.Context()
+	n, err := api.db.CountWorkspacesByTemplate(ctx, t.ID)
+	if err != nil {
+		return err
+	}
+	if n > 0 {
+		return badRequest("Template %s is used by %d workspace(s); delete them first", t.Name, n)
+	}
+	if err := api.db.DeleteTemplate(ctx, t.ID); err != nil {
+		return err
+	}
+	c.JSON(http.StatusOK, codersdk.Response{Message: "Template deleted"})
+	return nil
+}
+
+func (api *API) templateVersions(c *gin.Context) error {
+	t, err := api.templateParam(c, actRead)
+	if err != nil {
+		return err
+	}
+	vs, err := api.db.TemplateVersionsByTemplate(c.Request.Context(), t.ID)
+	if err != nil {
+		return err
+	}
+	out := []codersdk.TemplateVersion{}
+	for _, v := range vs {
+		cv, err := api.convertTemplateVersion(c, v)
+		if err != nil {
+			return err
+		}
+		out = append(out, cv)
+	}
+	c.JSON(http.StatusOK, out)
+	return nil
+}
+
+func (api *API) patchActiveVersion(c *gin.Context) error {
+	t, err := api.templateParam(c, actUpdate)
+	if err != nil {
+		return err
+	}
+	var req codersdk.UpdateActiveTemplateVersion
+	if err := decode(c, &req); err != nil {
+		return err
+	}
+	v, err := api.importedVersion(c, "id", req.ID, t.ID)
+	if err != nil {
+		return err
+	}
+	ctx := c.Request.Context()
+	err = api.db.InTx(ctx, func(tx *database.DB) error {
+		if err := tx.AttachTemplateVersion(ctx, v.ID, t.ID); err != nil {
+			return err
+		}
+		return tx.UpdateTemplateActiveVersion(ctx, t.ID, v.ID)
+	})
+	if err != nil {
+		return err
+	}
+	c.JSON(http.StatusOK, codersdk.Response{Message: "Updated the active version"})
+	return nil
+}
+
+var (
+	petAdjectives = []string{"brave", "calm", "eager", "fair", "gentle", "happy", "jolly", "keen", "lucid", "merry", "nimble", "proud", "quiet", "swift", "witty"}
+	petNouns      = []string{"otter", "falcon", "badger", "heron", "lynx", "marten", "osprey", "puffin", "raven", "stoat", "tern", "vole", "wren", "yak", "zebu"}
+)
+
+// petName names a version that the uploader did not name.
+func petName() string {
+	r := randomString(4)
+	return fmt.Sprintf("%s_%s%s", petAdjectives[int(r[0])%len(petAdjectives)], petNouns[int(r[1])%len(petNouns)], r[2:])
+}

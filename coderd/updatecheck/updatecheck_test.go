@@ -1,0 +1,354 @@
+package updatecheck
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+)
+
+// waitTimeout only guards against a hung test; no assertion depends on it.
+const waitTimeout = 10 * time.Second
+
+var fixedNow = time.Date(2024, 5, 6, 7, 8, 9, 0, time.UTC)
+
+// releaseServer serves body with status on loopback and sends the path of
+// every request on the returned channel.
+func releaseServer(t *testing.T, status int, body string) (*url.URL, <-chan string) {
+	t.Helper()
+	ch := make(chan string, 64)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodGet {
+			t.Errorf("got method %s, want GET", r.Method)
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(status)
+		_, _ = w.Write([]byte(body))
+		select {
+		case ch <- r.URL.Path:
+		default:
+		}
+	}))
+	t.Cleanup(srv.Close)
+	u, err := url.Parse(srv.URL + "/coder/latest.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return u, ch
+}
+
+func newChecker(t *testing.T, opts Options) *Checker {
+	t.Helper()
+	if opts.Client == nil {
+		opts.Client = http.DefaultClient
+	}
+	if opts.Now == nil {
+		opts.Now = func() time.Time { return fixedNow }
+	}
+	c, err := New(opts)
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	return c
+}
+
+func TestNewRejectsBadOptions(t *testing.T) {
+	t.Parallel()
+	mustParse := func(s string) *url.URL {
+		u, err := url.Parse(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return u
+	}
+	tests := []struct {
+		name string
+		edit func(*Options)
+		want string
+	}{
+		{"nil URL", func(o *Options) { o.URL = nil }, "URL is required"},
+		{"file scheme", func(o *Options) { o.URL = mustParse("file:///etc/latest.json") }, "scheme"},
+		{"relative URL", func(o *Options) { o.URL = mustParse("latest.json") }, "scheme"},
+		{"no host", func(o *Options) { o.URL = mustParse("https:///latest.json") }, "missing host"},
+		{"nil client", func(o *Options) { o.Client = nil }, "Client is required"},
+		{"empty current version", func(o *Options) { o.CurrentVersion = "" }, "current version"},
+		{"bad current version", func(o *Options) { o.CurrentVersion = "dev" }, "current version"},
+		{"negative interval", func(o *Options) { o.Interval = -time.Minute }, "negative interval"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			opts := Options{
+				URL:            mustParse("https://mirror.example.internal/latest.json"),
+				Client:         http.DefaultClient,
+				CurrentVersion: "v1.2.3",
+			}
+			tt.edit(&opts)
+			c, err := New(opts)
+			if err == nil {
+				t.Fatalf("New returned %v, want an error containing %q", c, tt.want)
+			}
+			if !strings.Contains(err.Error(), tt.want) || !strings.HasPrefix(err.Error(), "updatecheck: ") {
+				t.Errorf("got error %q, want it to start with %q and contain %q", err, "updatecheck: ", tt.want)
+			}
+		})
+	}
+}
+
+func TestNewDefaults(t *testing.T) {
+	t.Parallel()
+	u, _ := url.Parse("http://127.0.0.1:1/latest.json")
+	c, err := New(Options{URL: u, Client: http.DefaultClient, CurrentVersion: "v0.0.0-devel"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.opts.Interval != DefaultInterval {
+		t.Errorf("got interval %s, want %s", c.opts.Interval, DefaultInterval)
+	}
+	if res, ok := c.Latest(); ok {
+		t.Errorf("Latest before any check: got %+v, true; want false", res)
+	}
+}
+
+func TestCheck(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name      string
+		current   string
+		body      string
+		want      Result
+		wantError bool
+	}{
+		{
+			name:    "newer release",
+			current: "v1.2.3",
+			body:    `{"version":"v1.3.0","url":"https://mirror.example.internal/coder/v1.3.0/"}`,
+			want:    Result{Latest: "v1.3.0", URL: "https://mirror.example.internal/coder/v1.3.0/", UpdateAvailable: true},
+		},
+		{
+			name:    "same release",
+			current: "v1.3.0",
+			body:    `{"version":"v1.3.0","url":"https://mirror.example.internal/coder/v1.3.0/"}`,
+			want:    Result{Latest: "v1.3.0", URL: "https://mirror.example.internal/coder/v1.3.0/"},
+		},
+		{
+			name:    "running newer than served",
+			current: "v1.4.0-rc.1",
+			body:    `{"version":"v1.3.0"}`,
+			want:    Result{Latest: "v1.3.0"},
+		},
+		{
+			name:    "development build",
+			current: "v0.0.0-devel",
+			body:    `{"version":"v0.1.0","url":"http://mirror/coder/"}`,
+			want:    Result{Latest: "v0.1.0", URL: "http://mirror/coder/", UpdateAvailable: true},
+		},
+		{
+			name:    "unknown fields are ignored",
+			current: "v1.2.3",
+			body:    "{\"version\":\"v1.2.4\",\"notes\":\"fixes\",\"size\":12}\n",
+			want:    Result{Latest: "v1.2.4", UpdateAvailable: true},
+		},
+		{name: "bad JSON", current: "v1.2.3", body: `{"version":`, wantError: true},
+		{name: "not an object", current: "v1.2.3", body: `["v1.3.0"]`, wantError: true},
+		{name: "trailing data", current: "v1.2.3", body: `{"version":"v1.3.0"} {}`, wantError: true},
+		{name: "empty body", current: "v1.2.3", body: ``, wantError: true},
+		{name: "missing version", current: "v1.2.3", body: `{"url":"https://x/"}`, wantError: true},
+		{name: "bad version", current: "v1.2.3", body: `{"version":"latest"}`, wantError: true},
+		{name: "non-http release url", current: "v1.2.3", body: `{"version":"v1.3.0","url":"javascript:alert(1)"}`, wantError: true},
+		{name: "oversized body", current: "v1.2.3", body: `{"version":"v1.3.0","pad":"` + strings.Repeat("x", maxResponseBody) + `"}`, wantError: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			u, _ := releaseServer(t, http.StatusOK, tt.body)
+			c := newChecker(t, Options{URL: u, CurrentVersion: tt.current})
+			got, err := c.Check(context.Background())
+			if tt.wantError {
+				if err == nil {
+					t.Fatalf("Check: got %+v, want an error", got)
+				}
+				if !strings.Contains(err.Error(), u.String()) {
+					t.Errorf("got error %q, want it to name %s", err, u)
+				}
+				if res, ok := c.Latest(); ok {
+					t.Errorf("Latest after a failed check: got %+v, true; want false", res)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("Check: %v", err)
+			}
+			tt.want.Checked = fixedNow
+			tt.want.Current = tt.current
+			if got != tt.want {
+				t.Errorf("got %+v, want %+v", got, tt.want)
+			}
+			if latest, ok := c.Latest(); !ok || latest != tt.want {
+				t.Errorf("Latest: got %+v, %t; want %+v, true", latest, ok, tt.want)
+			}
+		})
+	}
+}
+
+func TestCheckNon2xx(t *testing.T) {
+	t.Parallel()
+	for _, status := range []int{http.StatusNotFound, http.StatusInternalServerError, http.StatusFound} {
+		t.Run(http.StatusText(status), func(t *testing.T) {
+			t.Parallel()
+			u, _ := releaseServer(t, status, `{"version":"v9.9.9"}`)
+			c := newChecker(t, Options{URL: u, CurrentVersion: "v1.2.3"})
+			_, err := c.Check(context.Background())
+			if err == nil {
+				t.Fatal("Check returned nil, want an error")
+			}
+			for _, want := range []string{http.StatusText(status), u.String()} {
+				if !strings.Contains(err.Error(), want) {
+					t.Errorf("got error %q, want it to contain %q", err, want)
+				}
+			}
+		})
+	}
+}
+
+func TestLatestKeepsLastSuccess(t *testing.T) {
+	t.Parallel()
+	good, _ := releaseServer(t, http.StatusOK, `{"version":"v1.3.0"}`)
+	bad, _ := releaseServer(t, http.StatusBadGateway, ``)
+	c := newChecker(t, Options{URL: good, CurrentVersion: "v1.2.3"})
+	want, err := c.Check(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.opts.URL = bad // only this test reaches into the Checker
+	if _, err := c.Check(context.Background()); err == nil {
+		t.Fatal("Check against a 502: got nil, want an error")
+	}
+	if got, ok := c.Latest(); !ok || got != want {
+		t.Errorf("Latest: got %+v, %t; want %+v, true", got, ok, want)
+	}
+}
+
+func TestRunChecksImmediatelyAndRepeats(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name     string
+		interval time.Duration
+		checks   int
+	}{
+		// An interval far beyond the test's lifetime: the one check seen can
+		// only come from the immediate one.
+		{"immediately", time.Hour, 1},
+		{"repeats", 5 * time.Millisecond, 3},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			u, requests := releaseServer(t, http.StatusOK, `{"version":"v1.3.0"}`)
+			logs := &recordHandler{ch: make(chan slog.Record, 64)}
+			c := newChecker(t, Options{
+				URL:            u,
+				CurrentVersion: "v1.2.3",
+				Interval:       tt.interval,
+				Logger:         slog.New(logs),
+			})
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			done := make(chan error, 1)
+			go func() { done <- c.Run(ctx) }()
+
+			for i := range tt.checks {
+				select {
+				case path := <-requests:
+					if path != "/coder/latest.json" {
+						t.Errorf("check %d: got path %q, want /coder/latest.json", i, path)
+					}
+				case <-time.After(waitTimeout):
+					t.Fatalf("timed out waiting for check %d", i)
+				}
+			}
+			select {
+			case rec := <-logs.ch:
+				if rec.Message != "update available" {
+					t.Errorf("got log %q, want %q", rec.Message, "update available")
+				}
+			case <-time.After(waitTimeout):
+				t.Fatal("timed out waiting for the result to be logged")
+			}
+
+			cancel()
+			select {
+			case err := <-done:
+				if err != nil {
+					t.Errorf("Run returned %v, want nil", err)
+				}
+			case <-time.After(waitTimeout):
+				t.Fatal("Run did not return after cancel")
+			}
+			if res, ok := c.Latest(); !ok || !res.UpdateAvailable || res.Latest != "v1.3.0" {
+				t.Errorf("Latest after Run: got %+v, %t; want v1.3.0 with an update available", res, ok)
+			}
+		})
+	}
+}
+
+func TestRunLogsFailureAndKeepsGoing(t *testing.T) {
+	t.Parallel()
+	u, requests := releaseServer(t, http.StatusInternalServerError, ``)
+	logs := &recordHandler{ch: make(chan slog.Record, 64)}
+	c := newChecker(t, Options{
+		URL:            u,
+		CurrentVersion: "v1.2.3",
+		Interval:       5 * time.Millisecond,
+		Logger:         slog.New(logs),
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- c.Run(ctx) }()
+
+	select {
+	case rec := <-logs.ch:
+		if rec.Level != slog.LevelWarn {
+			t.Errorf("got log level %s, want %s", rec.Level, slog.LevelWarn)
+		}
+	case <-time.After(waitTimeout):
+		t.Fatal("timed out waiting for the failure to be logged")
+	}
+	for i := range 2 {
+		select {
+		case <-requests:
+		case <-time.After(waitTimeout):
+			t.Fatalf("timed out waiting for check %d", i)
+		}
+	}
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("Run returned %v, want nil", err)
+		}
+	case <-time.After(waitTimeout):
+		t.Fatal("Run did not return after cancel")
+	}
+}
+
+// recordHandler is a slog.Handler that sends every record on ch.
+type recordHandler struct {
+	ch chan slog.Record
+}
+
+func (h *recordHandler) Enabled(context.Context, slog.Level) bool { return true }
+func (h *recordHandler) WithAttrs([]slog.Attr) slog.Handler       { return h }
+func (h *recordHandler) WithGroup(string) slog.Handler            { return h }
+func (h *recordHandler) Handle(_ context.Context, r slog.Record) error {
+	select {
+	case h.ch <- r.Clone():
+	default:
+	}
+	return nil
+}

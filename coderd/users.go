@@ -1,0 +1,356 @@
+package coderd
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"net/mail"
+	"regexp"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/gin-gonic/gin"
+	"golang.org/x/crypto/bcrypt"
+
+	"airgapcoder/coderd/codersdk"
+	"airgapcoder/coderd/database"
+)
+
+var usernameRe = regexp.MustCompile(`^[a-zA-Z0-9](?:[a-zA-Z0-9-]{0,30}[a-zA-Z0-9])?$`)
+
+func validateNewUser(email, username, password string) error {
+	if !usernameRe.MatchString(username) {
+		return validation("username", "must be 1-32 letters, digits or inner hyphens")
+	}
+	if username == codersdk.Me {
+		return validation("username", `"me" is reserved`)
+	}
+	if a, err := mail.ParseAddress(email); err != nil || a.Address != email {
+		return validation("email", "must be a plain email address like name@example.com")
+	}
+	if len(password) < 8 {
+		return validation("password", "must be at least 8 characters")
+	}
+	if len(password) > 72 {
+		return validation("password", "must be at most 72 bytes")
+	}
+	return nil
+}
+
+func roleNames(names []string) []codersdk.Role {
+	out := []codersdk.Role{}
+	for _, n := range names {
+		display := map[string]string{codersdk.RoleOwner: "Owner", codersdk.RoleTemplateAdmin: "Template Admin"}[n]
+		out = append(out, codersdk.Role{Name: n, DisplayName: display})
+	}
+	return out
+}
+
+func (api *API) convertUser(u database.User) codersdk.User {
+	return codersdk.User{
+		ID: u.ID, Username: u.Username, Email: u.Email, CreatedAt: u.CreatedAt, LastSeenAt: u.LastSeenAt,
+		Status: u.Status, Roles: roleNames(u.Roles), OrganizationIDs: []string{api.org.ID},
+	}
+}
+
+func (api *API) firstUserExists(c *gin.Context) error {
+	n, err := api.db.CountUsers(c.Request.Context())
+	if err != nil {
+		return err
+	}
+	if n == 0 {
+		return errorf(http.StatusNotFound, "", "The first user has not been created yet")
+	}
+	c.JSON(http.StatusOK, codersdk.Response{Message: "The first user has already been created"})
+	return nil
+}
+
+func (api *API) postFirstUser(c *gin.Context) error {
+	var req codersdk.CreateFirstUserRequest
+	if err := decode(c, &req); err != nil {
+		return err
+	}
+	if err := validateNewUser(req.Email, req.Username, req.Password); err != nil {
+		return err
+	}
+	hash, err := hashPassword(req.Password)
+	if err != nil {
+		return err
+	}
+	user, err := api.db.InsertFirstUser(c.Request.Context(), database.InsertUserParams{
+		Email: req.Email, Username: req.Username, HashedPassword: hash, Roles: []string{codersdk.RoleOwner},
+	})
+	if errors.Is(err, database.ErrFirstUserExists) {
+		return conflict("The first user has already been created; log in instead")
+	}
+	if err != nil {
+		return err
+	}
+	api.log.Info("first user created", "username", user.Username)
+	c.JSON(http.StatusCreated, codersdk.CreateFirstUserResponse{UserID: user.ID, OrganizationID: api.org.ID})
+	return nil
+}
+
+func (api *API) postLogin(c *gin.Context) error {
+	var req codersdk.LoginWithPasswordRequest
+	if err := decode(c, &req); err != nil {
+		return err
+	}
+	if req.Email == "" || req.Password == "" {
+		return validation("email", "email and password are required")
+	}
+	ctx := c.Request.Context()
+	user, err := api.db.UserByEmailOrUsername(ctx, req.Email, req.Email)
+	wrong := errorf(http.StatusUnauthorized, "", "Incorrect email or password")
+	if errors.Is(err, database.ErrNotFound) {
+		_ = bcrypt.CompareHashAndPassword(dummyHash, []byte(req.Password))
+		return wrong
+	}
+	if err != nil {
+		return err
+	}
+	if bcrypt.CompareHashAndPassword(user.HashedPassword, []byte(req.Password)) != nil {
+		return wrong
+	}
+	if user.Status != "active" {
+		return errorf(http.StatusForbidden, "", "User %s is %s", user.Username, user.Status)
+	}
+	token, _, err := api.newAPIKey(ctx, user.ID, loginTypePassword, "", api.opts.SessionDuration)
+	if err != nil {
+		return err
+	}
+	c.SetCookie(codersdk.SessionTokenCookie, token, int(api.opts.SessionDuration.Seconds()), "/", "", api.opts.AccessURL.Scheme == "https", true)
+	c.JSON(http.StatusCreated, codersdk.LoginWithPasswordResponse{SessionToken: token})
+	return nil
+}
+
+func (api *API) postLogout(c *gin.Context) error {
+	key := c.MustGet(ctxAPIKey).(database.APIKey)
+	if err := api.db.DeleteAPIKey(c.Request.Context(), key.UserID, key.ID); err != nil && !errors.Is(err, database.ErrNotFound) {
+		return err
+	}
+	c.SetCookie(codersdk.SessionTokenCookie, "", -1, "/", "", false, true)
+	c.JSON(http.StatusOK, codersdk.Response{Message: "Logged out"})
+	return nil
+}
+
+// userParam resolves the :user path parameter: "me", a username or an id.
+func (api *API) userParam(c *gin.Context) (database.User, error) {
+	p := c.Param("user")
+	if p == codersdk.Me {
+		return actor(c), nil
+	}
+	ctx := c.Request.Context()
+	u, err := api.db.UserByID(ctx, p)
+	if errors.Is(err, database.ErrNotFound) {
+		u, err = api.db.UserByEmailOrUsername(ctx, "", p)
+	}
+	if errors.Is(err, database.ErrNotFound) {
+		return u, notFound(fmt.Sprintf("User %q", p))
+	}
+	return u, err
+}
+
+func (api *API) user(c *gin.Context) error {
+	u, err := api.userParam(c)
+	if err != nil {
+		return err
+	}
+	if err := authorize(c, resUser, actRead, u.ID); err != nil {
+		return err
+	}
+	c.JSON(http.StatusOK, api.convertUser(u))
+	return nil
+}
+
+func (api *API) users(c *gin.Context) error {
+	if err := authorize(c, resUser, actRead, ""); err != nil {
+		return err
+	}
+	us, err := api.db.Users(c.Request.Context())
+	if err != nil {
+		return err
+	}
+	out := codersdk.GetUsersResponse{Users: []codersdk.User{}, Count: len(us)}
+	for _, u := range us {
+		out.Users = append(out.Users, api.convertUser(u))
+	}
+	c.JSON(http.StatusOK, out)
+	return nil
+}
+
+func validateRoles(rs []string) ([]string, error) {
+	out := []string{}
+	for _, r := range rs {
+		if !validRole(r) {
+			return nil, validation("roles", fmt.Sprintf("unknown role %q; roles are owner, template-admin, member", r))
+		}
+		if r != codersdk.RoleMember && !slices.Contains(out, r) {
+			out = append(out, r)
+		}
+	}
+	return out, nil
+}
+
+func (api *API) postUser(c *gin.Context) error {
+	if err := authorize(c, resUser, actCreate, ""); err != nil {
+		return err
+	}
+	var req codersdk.CreateUserRequest
+	if err := decode(c, &req); err != nil {
+		return err
+	}
+	if err := validateNewUser(req.Email, req.Username, req.Password); err != nil {
+		return err
+	}
+	rs, err := validateRoles(req.Roles)
+	if err != nil {
+		return err
+	}
+	hash, err := hashPassword(req.Password)
+	if err != nil {
+		return err
+	}
+	u, err := api.db.InsertUser(c.Request.Context(), database.InsertUserParams{Email: req.Email, Username: req.Username, HashedPassword: hash, Roles: rs})
+	if errors.Is(err, database.ErrConflict) {
+		return conflict("A user with email %q or username %q already exists", req.Email, req.Username)
+	}
+	if err != nil {
+		return err
+	}
+	c.JSON(http.StatusCreated, api.convertUser(u))
+	return nil
+}
+
+func (api *API) putUserRoles(c *gin.Context) error {
+	u, err := api.userParam(c)
+	if err != nil {
+		return err
+	}
+	if err := authorize(c, resUser, actUpdate, ""); err != nil {
+		return err
+	}
+	var req codersdk.UpdateRoles
+	if err := decode(c, &req); err != nil {
+		return err
+	}
+	rs, err := validateRoles(req.Roles)
+	if err != nil {
+		return err
+	}
+	if u.ID == actor(c).ID && !slices.Contains(rs, codersdk.RoleOwner) {
+		return badRequest("You cannot remove your own owner role")
+	}
+	u, err = api.db.UpdateUserRoles(c.Request.Context(), u.ID, rs)
+	if err != nil {
+		return err
+	}
+	c.JSON(http.StatusOK, api.convertUser(u))
+	return nil
+}
+
+func convertAPIKey(k database.APIKey) codersdk.APIKey {
+	return codersdk.APIKey{ID: k.ID, UserID: k.UserID, LastUsed: k.LastUsed, ExpiresAt: k.ExpiresAt, CreatedAt: k.CreatedAt,
+		LoginType: k.LoginType, TokenName: k.TokenName, LifetimeSeconds: k.LifetimeSeconds}
+}
+
+func (api *API) postToken(c *gin.Context) error {
+	u, err := api.userParam(c)
+	if err != nil {
+		return err
+	}
+	if err := authorize(c, resAPIKey, actCreate, u.ID); err != nil {
+		return err
+	}
+	var req codersdk.CreateTokenRequest
+	if err := decode(c, &req); err != nil {
+		return err
+	}
+	lifetime := req.Lifetime
+	switch {
+	case lifetime == 0:
+		lifetime = 30 * 24 * time.Hour
+	case lifetime < time.Second:
+		return validation("lifetime", "must be at least one second (the value is in nanoseconds)")
+	case lifetime > api.opts.MaxTokenLifetime:
+		return validation("lifetime", fmt.Sprintf("must be at most %s", api.opts.MaxTokenLifetime))
+	}
+	name := strings.TrimSpace(req.TokenName)
+	if name == "" {
+		name = "token-" + randomString(8)
+	}
+	token, _, err := api.newAPIKey(c.Request.Context(), u.ID, loginTypeToken, name, lifetime)
+	if errors.Is(err, database.ErrConflict) {
+		return conflict("A token named %q already exists", name)
+	}
+	if err != nil {
+		return err
+	}
+	c.JSON(http.StatusCreated, codersdk.GenerateAPIKeyResponse{Key: token})
+	return nil
+}
+
+func (api *API) tokens(c *gin.Context) error {
+	u, err := api.userParam(c)
+	if err != nil {
+		return err
+	}
+	if err := authorize(c, resAPIKey, actRead, u.ID); err != nil {
+		return err
+	}
+	keys, err := api.db.APIKeysByUser(c.Request.Context(), u.ID, loginTypeToken)
+	if err != nil {
+		return err
+	}
+	out := []codersdk.APIKey{}
+	for _, k := range keys {
+		out = append(out, convertAPIKey(k))
+	}
+	c.JSON(http.StatusOK, out)
+	return nil
+}
+
+func (api *API) deleteAPIKey(c *gin.Context) error {
+	u, err := api.userParam(c)
+	if err != nil {
+		return err
+	}
+	if err := authorize(c, resAPIKey, actDelete, u.ID); err != nil {
+		return err
+	}
+	if err := api.db.DeleteAPIKey(c.Request.Context(), u.ID, c.Param("key")); err != nil {
+		if errors.Is(err, database.ErrNotFound) {
+			return notFound("API key")
+		}
+		return err
+	}
+	c.Status(http.StatusNoContent)
+	return nil
+}
+
+func (api *API) convertOrg() codersdk.Organization {
+	return codersdk.Organization{ID: api.org.ID, Name: api.org.Name, DisplayName: api.org.DisplayName, IsDefault: true, CreatedAt: api.org.CreatedAt}
+}
+
+// orgParam checks the :org path parameter names the default organization.
+func (api *API) orgParam(c *gin.Context) error {
+	switch c.Param("org") {
+	case "default", api.org.ID, api.org.Name:
+		return nil
+	}
+	return notFound(fmt.Sprintf("Organization %q", c.Param("org")))
+}
+
+func (api *API) organizations(c *gin.Context) error {
+	c.JSON(http.StatusOK, []codersdk.Organization{api.convertOrg()})
+	return nil
+}
+
+func (api *API) organization(c *gin.Context) error {
+	if err := api.orgParam(c); err != nil {
+		return err
+	}
+	c.JSON(http.StatusOK, api.convertOrg())
+	return nil
+}

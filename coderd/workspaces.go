@@ -1,0 +1,553 @@
+package coderd
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/gin-gonic/gin"
+
+	"airgapcoder/coderd/codersdk"
+	"airgapcoder/coderd/database"
+)
+
+var workspaceNameRe = regexp.MustCompile(`^[a-zA-Z0-9](?:[a-zA-Z0-9-]{0,30}[a-zA-Z0-9])?$`)
+
+// workspaceStatus derives a workspace's status from its latest build, as
+// Coder does.
+func workspaceStatus(transition, jobStatus string) codersdk.WorkspaceStatus {
+	switch jobStatus {
+	case database.JobPending:
+		return codersdk.WorkspaceStatusPending
+	case database.JobCanceling:
+		return codersdk.WorkspaceStatusCanceling
+	case database.JobCanceled:
+		return codersdk.WorkspaceStatusCanceled
+	case database.JobFailed:
+		return codersdk.WorkspaceStatusFailed
+	case database.JobRunning:
+		switch transition {
+		case "stop":
+			return codersdk.WorkspaceStatusStopping
+		case "delete":
+			return codersdk.WorkspaceStatusDeleting
+		}
+		return codersdk.WorkspaceStatusStarting
+	}
+	switch transition {
+	case "stop":
+		return codersdk.WorkspaceStatusStopped
+	case "delete":
+		return codersdk.WorkspaceStatusDeleted
+	}
+	return codersdk.WorkspaceStatusRunning
+}
+
+// agentStatus derives liveness from connection timestamps.
+func agentStatus(a database.Agent, now time.Time) string {
+	switch {
+	case a.FirstConnectedAt == nil:
+		return "connecting"
+	case a.DisconnectedAt != nil && (a.LastConnectedAt == nil || a.DisconnectedAt.After(*a.LastConnectedAt)):
+		return "disconnected"
+	case a.LastConnectedAt != nil && now.Sub(*a.LastConnectedAt) > 30*time.Second:
+		return "disconnected"
+	}
+	return "connected"
+}
+
+func (api *API) convertResources(rs []database.Resource) []codersdk.WorkspaceResource {
+	out := []codersdk.WorkspaceResource{}
+	for _, r := range rs {
+		cr := codersdk.WorkspaceResource{ID: r.ID, CreatedAt: r.CreatedAt, JobID: r.JobID, Transition: r.Transition, Type: r.Type, Name: r.Name}
+		for _, a := range r.Agents {
+			cr.Agents = append(cr.Agents, codersdk.WorkspaceAgent{
+				ID: a.ID, CreatedAt: a.CreatedAt, Name: a.Name, ResourceID: r.ID, Status: agentStatus(a, api.now()),
+				LifecycleState: a.LifecycleState, OperatingSystem: a.OperatingSystem, Architecture: a.Architecture, Directory: a.Directory,
+			})
+		}
+		out = append(out, cr)
+	}
+	return out
+}
+
+// convertBuilds turns builds into their API shape, loading every build's
+// resources in one query.
+func (api *API) convertBuilds(c *gin.Context, w database.Workspace, bs []database.WorkspaceBuild) ([]codersdk.WorkspaceBuild, error) {
+	jobIDs := make([]string, len(bs))
+	for i, b := range bs {
+		jobIDs[i] = b.Job.ID
+	}
+	resources, err := api.db.ResourcesByJobIDs(c.Request.Context(), jobIDs)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]codersdk.WorkspaceBuild, 0, len(bs))
+	for _, b := range bs {
+		job, err := api.convertJob(c, b.Job)
+		if err != nil {
+			return nil, err
+		}
+		var params []codersdk.WorkspaceBuildParameter
+		_ = json.Unmarshal(b.RichParameterValues, &params)
+		out = append(out, codersdk.WorkspaceBuild{
+			ID: b.ID, CreatedAt: b.CreatedAt, UpdatedAt: b.UpdatedAt, WorkspaceID: w.ID, WorkspaceName: w.Name,
+			WorkspaceOwnerID: w.OwnerID, WorkspaceOwnerName: w.OwnerName, TemplateVersionID: b.TemplateVersionID,
+			TemplateVersionName: b.TemplateVersionName, BuildNumber: b.BuildNumber, Transition: codersdk.WorkspaceTransition(b.Transition),
+			InitiatorID: b.InitiatorID, InitiatorUsername: b.InitiatorName, Job: job, Reason: b.Reason,
+			Resources: api.convertResources(resources[b.Job.ID]), Status: workspaceStatus(b.Transition, b.Job.Status()),
+			RichParameterValues: params,
+		})
+	}
+	return out, nil
+}
+
+func (api *API) convertWorkspaces(c *gin.Context, ws []database.Workspace) ([]codersdk.Workspace, error) {
+	jobIDs := make([]string, len(ws))
+	for i, w := range ws {
+		jobIDs[i] = w.LatestBuild.Job.ID
+	}
+	resources, err := api.db.ResourcesByJobIDs(c.Request.Context(), jobIDs)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]codersdk.Workspace, 0, len(ws))
+	for _, w := range ws {
+		b := w.LatestBuild
+		job, err := api.convertJob(c, b.Job)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, codersdk.Workspace{
+			ID: w.ID, CreatedAt: w.CreatedAt, UpdatedAt: w.UpdatedAt, OwnerID: w.OwnerID, OwnerName: w.OwnerName,
+			OrganizationID: w.OrganizationID, TemplateID: w.TemplateID, TemplateName: w.TemplateName,
+			TemplateActiveVersionID: w.TemplateActiveVersionID, Name: w.Name, Outdated: b.TemplateVersionID != w.TemplateActiveVersionID,
+			LatestBuild: codersdk.WorkspaceBuild{
+				ID: b.ID, CreatedAt: b.CreatedAt, UpdatedAt: b.UpdatedAt, WorkspaceID: w.ID, WorkspaceName: w.Name,
+				WorkspaceOwnerID: w.OwnerID, WorkspaceOwnerName: w.OwnerName, TemplateVersionID: b.TemplateVersionID,
+				TemplateVersionName: b.TemplateVersionName, BuildNumber: b.BuildNumber, Transition: codersdk.WorkspaceTransition(b.Transition),
+				InitiatorID: b.InitiatorID, InitiatorUsername: b.InitiatorName, Job: job, Reason: b.Reason,
+				Resources: api.convertResources(resources[b.Job.ID]), Status: workspaceStatus(b.Transition, b.Job.Status()),
+			},
+		})
+	}
+	return out, nil
+}
+
+func (api *API) writeWorkspace(c *gin.Context, status int, w database.Workspace) error {
+	out, err := api.convertWorkspaces(c, []database.Workspace{w})
+	if err != nil {
+		return err
+	}
+	c.JSON(status, out[0])
+	return nil
+}
+
+// buildJobTags derives a build's job tags from its template version's
+// import tags; scope=user builds belong to the workspace owner.
+func buildJobTags(versionJob database.ProvisionerJob, ownerID string) map[string]string {
+	tags := map[string]string{}
+	for k, v := range versionJob.Tags {
+		tags[k] = v
+	}
+	if tags[codersdk.TagScope] == codersdk.ProvisionerScopeUser {
+		tags[codersdk.TagOwner] = ownerID
+	}
+	return tags
+}
+
+func (api *API) postWorkspace(c *gin.Context) error {
+	owner, err := api.userParam(c)
+	if err != nil {
+		return err
+	}
+	if err := authorize(c, resWorkspace, actCreate, owner.ID); err != nil {
+		return err
+	}
+	var req codersdk.CreateWorkspaceRequest
+	if err := decode(c, &req); err != nil {
+		return err
+	}
+	if !workspaceNameRe.MatchString(req.Name) {
+		return validation("name", "must be 1-32 letters, digits or inner hyphens")
+	}
+	ctx := c.Request.Context()
+	var versionID string
+	var template database.Template
+	switch {
+	case req.TemplateVersionID != "":
+		v, err := api.db.TemplateVersionByID(ctx, req.TemplateVersionID)
+		if errors.Is(err, database.ErrNotFound) || (err == nil && v.TemplateID == nil) {
+			return validation("template_version_id", "no such template version (or it belongs to no template)")
+		}
+		if err != nil {
+			return err
+		}
+		if template, err = api.db.TemplateByID(ctx, *v.TemplateID); err != nil {
+			return err
+		}
+		versionID = v.ID
+	case req.TemplateID != "":
+		template, err = api.db.TemplateByID(ctx, req.TemplateID)
+		if errors.Is(err, database.ErrNotFound) {
+			return validation("template_id", "no such template")
+		}
+		if err != nil {
+			return err
+		}
+		versionID = template.ActiveVersionID
+	default:
+		return validation("template_id", "is required")
+	}
+	v, err := api.importedVersion(c, "template_version_id", versionID, template.ID)
+	if err != nil {
+		return err
+	}
+	params, err := api.resolveParameters(v, nil, req.RichParameterValues)
+	if err != nil {
+		return err
+	}
+	var wsID string
+	err = api.db.InTx(ctx, func(tx *database.DB) error {
+		wsID, err = tx.InsertWorkspace(ctx, api.org.ID, owner.ID, template.ID, req.Name)
+		if errors.Is(err, database.ErrConflict) {
+			return conflict("Workspace %q already exists for %s", req.Name, owner.Username)
+		}
+		if err != nil {
+			return err
+		}
+		return api.insertBuild(c, tx, wsID, owner.ID, v, "start", params)
+	})
+	if err != nil {
+		return err
+	}
+	w, err := api.db.WorkspaceByID(ctx, wsID)
+	if err != nil {
+		return err
+	}
+	return api.writeWorkspace(c, http.StatusCreated, w)
+}
+
+// resolveParameters merges a build's parameter values: the template's
+// defaults, then the previous build's values, then the request's. Unknown
+// names and missing required values are errors.
+func (api *API) resolveParameters(v database.TemplateVersion, previous, req []codersdk.WorkspaceBuildParameter) ([]byte, error) {
+	var declared []codersdk.TemplateVersionParameter
+	if len(v.Parameters) > 0 {
+		if err := json.Unmarshal(v.Parameters, &declared); err != nil {
+			return nil, fmt.Errorf("decode parameters: %w", err)
+		}
+	}
+	values := map[string]string{}
+	known := map[string]bool{}
+	for _, p := range declared {
+		known[p.Name] = true
+		if p.DefaultValue != "" {
+			values[p.Name] = p.DefaultValue
+		}
+	}
+	for _, p := range previous {
+		if known[p.Name] {
+			values[p.Name] = p.Value
+		}
+	}
+	for _, p := range req {
+		if !known[p.Name] {
+			return nil, validation("rich_parameter_values", fmt.Sprintf("the template declares no parameter %q", p.Name))
+		}
+		values[p.Name] = p.Value
+	}
+	out := []codersdk.WorkspaceBuildParameter{}
+	for _, p := range declared {
+		val, ok := values[p.Name]
+		if !ok && p.Required {
+			return nil, validation("rich_parameter_values", fmt.Sprintf("parameter %q is required", p.Name))
+		}
+		if ok {
+			out = append(out, codersdk.WorkspaceBuildParameter{Name: p.Name, Value: val})
+		}
+	}
+	return json.Marshal(out)
+}
+
+// insertBuild queues a build and its job inside tx.
+func (api *API) insertBuild(c *gin.Context, tx *database.DB, workspaceID, ownerID string, v database.TemplateVersion, transition string, params []byte) error {
+	ctx := c.Request.Context()
+	versionJob, err := tx.JobByID(ctx, v.JobID)
+	if err != nil {
+		return err
+	}
+	file := versionJob.FileID
+	job, err := tx.InsertJob(ctx, database.InsertJobParams{
+		OrganizationID: api.org.ID, InitiatorID: actor(c).ID, Type: database.JobTypeWorkspaceBuild,
+		Tags: buildJobTags(versionJob, ownerID), FileID: file,
+	})
+	if err != nil {
+		return err
+	}
+	buildID, err := tx.InsertWorkspaceBuild(ctx, database.InsertBuildParams{
+		WorkspaceID: workspaceID, TemplateVersionID: v.ID, Transition: transition, InitiatorID: actor(c).ID,
+		JobID: job.ID, RichParameterValues: params,
+	})
+	if errors.Is(err, database.ErrConflict) {
+		return conflict("Another build of this workspace was queued at the same moment; try again")
+	}
+	if err != nil {
+		return err
+	}
+	return tx.SetJobInput(ctx, job.ID, database.JobInput{WorkspaceBuildID: buildID})
+}
+
+// workspaceParam loads the :workspace parameter and checks the caller may
+// act on it. A workspace the caller may not read is reported as missing.
+func (api *API) workspaceParam(c *gin.Context, act action) (database.Workspace, error) {
+	w, err := api.db.WorkspaceByID(c.Request.Context(), c.Param("workspace"))
+	if errors.Is(err, database.ErrNotFound) {
+		return w, notFound("Workspace")
+	}
+	if err != nil {
+		return w, err
+	}
+	if !can(actor(c), resWorkspace, actRead, w.OwnerID) {
+		return w, notFound("Workspace")
+	}
+	return w, authorize(c, resWorkspace, act, w.OwnerID)
+}
+
+func (api *API) workspace(c *gin.Context) error {
+	w, err := api.workspaceParam(c, actRead)
+	if err != nil {
+		return err
+	}
+	return api.writeWorkspace(c, http.StatusOK, w)
+}
+
+func (api *API) workspaceByOwnerAndName(c *gin.Context) error {
+	owner, err := api.userParam(c)
+	if err != nil {
+		return err
+	}
+	if !can(actor(c), resWorkspace, actRead, owner.ID) {
+		return notFound("Workspace")
+	}
+	w, err := api.db.WorkspaceByOwnerAndName(c.Request.Context(), owner.ID, c.Param("name"))
+	if errors.Is(err, database.ErrNotFound) {
+		return notFound(fmt.Sprintf("Workspace %q of %s", c.Param("name"), owner.Username))
+	}
+	if err != nil {
+		return err
+	}
+	return api.writeWorkspace(c, http.StatusOK, w)
+}
+
+// workspaces answers GET /api/v2/workspaces?q=owner:NAME name:NAME&limit=&offset=.
+// Members see their own; owners and template admins see everyone's.
+func (api *API) workspaces(c *gin.Context) error {
+	ctx := c.Request.Context()
+	me := actor(c)
+	var f database.WorkspaceFilter
+	for _, term := range strings.Fields(c.Query("q")) {
+		key, val, ok := strings.Cut(term, ":")
+		if !ok {
+			f.Name = term
+			continue
+		}
+		switch key {
+		case "owner":
+			if val == codersdk.Me {
+				f.OwnerID = me.ID
+				continue
+			}
+			u, err := api.db.UserByEmailOrUsername(ctx, "", val)
+			if errors.Is(err, database.ErrNotFound) {
+				c.JSON(http.StatusOK, codersdk.WorkspacesResponse{Workspaces: []codersdk.Workspace{}})
+				return nil
+			}
+			if err != nil {
+				return err
+			}
+			f.OwnerID = u.ID
+		case "name":
+			f.Name = val
+		case "template":
+			t, err := api.db.TemplateByName(ctx, api.org.ID, val)
+			if errors.Is(err, database.ErrNotFound) {
+				c.JSON(http.StatusOK, codersdk.WorkspacesResponse{Workspaces: []codersdk.Workspace{}})
+				return nil
+			}
+			if err != nil {
+				return err
+			}
+			f.TemplateID = t.ID
+		default:
+			return validation("q", fmt.Sprintf("unknown filter %q; use owner:, name: or template:", key))
+		}
+	}
+	if !can(me, resWorkspace, actRead, "") {
+		if f.OwnerID != "" && f.OwnerID != me.ID {
+			c.JSON(http.StatusOK, codersdk.WorkspacesResponse{Workspaces: []codersdk.Workspace{}})
+			return nil
+		}
+		f.OwnerID = me.ID
+	}
+	for _, p := range []struct {
+		name string
+		dst  *int
+	}{{"limit", &f.Limit}, {"offset", &f.Offset}} {
+		if s := c.Query(p.name); s != "" {
+			n, err := strconv.Atoi(s)
+			if err != nil || n < 0 {
+				return validation(p.name, "must be a non-negative integer")
+			}
+			*p.dst = n
+		}
+	}
+	ws, count, err := api.db.Workspaces(ctx, f)
+	if err != nil {
+		return err
+	}
+	out, err := api.convertWorkspaces(c, ws)
+	if err != nil {
+		return err
+	}
+	c.JSON(http.StatusOK, codersdk.WorkspacesResponse{Workspaces: out, Count: count})
+	return nil
+}
+
+func (api *API) postWorkspaceBuild(c *gin.Context) error {
+	w, err := api.workspaceParam(c, actUpdate)
+	if err != nil {
+		return err
+	}
+	var req codersdk.CreateWorkspaceBuildRequest
+	if err := decode(c, &req); err != nil {
+		return err
+	}
+	switch req.Transition {
+	case codersdk.WorkspaceTransitionStart, codersdk.WorkspaceTransitionStop, codersdk.WorkspaceTransitionDelete:
+	default:
+		return validation("transition", "must be start, stop or delete")
+	}
+	if w.Deleted {
+		return badRequest("Workspace %s is deleted", w.Name)
+	}
+	latest := w.LatestBuild
+	if codersdk.ProvisionerJobStatus(latest.Job.Status()).Active() {
+		return conflict("Build #%d of workspace %s is still %s; wait for it or cancel it", latest.BuildNumber, w.Name, latest.Job.Status())
+	}
+	ctx := c.Request.Context()
+	versionID := latest.TemplateVersionID
+	if req.TemplateVersionID != "" {
+		versionID = req.TemplateVersionID
+	}
+	v, err := api.importedVersion(c, "template_version_id", versionID, w.TemplateID)
+	if err != nil {
+		return err
+	}
+	var previous []codersdk.WorkspaceBuildParameter
+	_ = json.Unmarshal(latest.RichParameterValues, &previous)
+	params, err := api.resolveParameters(v, previous, req.RichParameterValues)
+	if err != nil {
+		return err
+	}
+	err = api.db.InTx(ctx, func(tx *database.DB) error {
+		return api.insertBuild(c, tx, w.ID, w.OwnerID, v, string(req.Transition), params)
+	})
+	if err != nil {
+		return err
+	}
+	w, err = api.db.WorkspaceByID(ctx, w.ID)
+	if err != nil {
+		return err
+	}
+	bs, err := api.convertBuilds(c, w, []database.WorkspaceBuild{w.LatestBuild})
+	if err != nil {
+		return err
+	}
+	c.JSON(http.StatusCreated, bs[0])
+	return nil
+}
+
+func (api *API) workspaceBuilds(c *gin.Context) error {
+	w, err := api.workspaceParam(c, actRead)
+	if err != nil {
+		return err
+	}
+	bs, err := api.db.WorkspaceBuilds(c.Request.Context(), w.ID)
+	if err != nil {
+		return err
+	}
+	out, err := api.convertBuilds(c, w, bs)
+	if err != nil {
+		return err
+	}
+	c.JSON(http.StatusOK, out)
+	return nil
+}
+
+// buildParam loads the :build parameter and its workspace, checking access.
+func (api *API) buildParam(c *gin.Context, act action) (database.Workspace, database.WorkspaceBuild, error) {
+	ctx := c.Request.Context()
+	b, err := api.db.WorkspaceBuildByID(ctx, c.Param("build"))
+	if errors.Is(err, database.ErrNotFound) {
+		return database.Workspace{}, b, notFound("Workspace build")
+	}
+	if err != nil {
+		return database.Workspace{}, b, err
+	}
+	w, err := api.db.WorkspaceByID(ctx, b.WorkspaceID)
+	if err != nil {
+		return w, b, err
+	}
+	if !can(actor(c), resWorkspace, actRead, w.OwnerID) {
+		return w, b, notFound("Workspace build")
+	}
+	return w, b, authorize(c, resWorkspace, act, w.OwnerID)
+}
+
+func (api *API) workspaceBuild(c *gin.Context) error {
+	w, b, err := api.buildParam(c, actRead)
+	if err != nil {
+		return err
+	}
+	out, err := api.convertBuilds(c, w, []database.WorkspaceBuild{b})
+	if err != nil {
+		return err
+	}
+	c.JSON(http.StatusOK, out[0])
+	return nil
+}
+
+func (api *API) workspaceBuildLogs(c *gin.Context) error {
+	_, b, err := api.buildParam(c, actRead)
+	if err != nil {
+		return err
+	}
+	return api.streamJobLogs(c, b.Job.ID)
+}
+
+func (api *API) workspaceBuildState(c *gin.Context) error {
+	_, b, err := api.buildParam(c, actUpdate)
+	if err != nil {
+		return err
+	}
+	state, err := api.db.WorkspaceBuildState(c.Request.Context(), b.ID)
+	if err != nil {
+		return err
+	}
+	c.Data(http.StatusOK, "application/json", state)
+	return nil
+}
+
+func (api *API) cancelWorkspaceBuild(c *gin.Context) error {
+	_, b, err := api.buildParam(c, actUpdate)
+	if err != nil {
+		return err
+	}
+	return api.cancelJob(c, b.Job)
+}
