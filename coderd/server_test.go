@@ -16,8 +16,8 @@ import (
 	"time"
 
 	"airgapcoder/coderd"
-	"airgapcoder/coderd/codersdk"
 	"airgapcoder/coderd/coderdtest"
+	"airgapcoder/coderd/codersdk"
 )
 
 // runServer starts a real `coder server` (coderd.Server) and returns a client
@@ -344,12 +344,32 @@ func TestServerBuiltinPostgres(t *testing.T) {
 		waitStatus(t, member, w.ID, codersdk.WorkspaceStatusRunning)
 	})
 
+	status, body = coderdtest.Do(t, http.MethodGet, anon.URL.String()+"/metrics", "", nil, "")
+	if status != http.StatusOK || !strings.Contains(string(body), `coderd_api_requests_processed_total{code="201",method="POST",path="/api/v2/users/first"} 1`) ||
+		!strings.Contains(string(body), "coderd_provisionerd_jobs_acquired_total") {
+		t.Fatalf("/metrics: got %d without the API and queue counters", status)
+	}
+
 	before, err := owner.Workspaces(ctx, codersdk.WorkspaceFilter{})
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Graceful shutdown: a long-poll in flight when the signal comes still
+	// gets its answer.
+	inFlight := make(chan error, 1)
+	go func() {
+		j, err := daemonB.Client.AcquireJob(ctx, daemonB.ID, 1500*time.Millisecond)
+		if err == nil && j != nil {
+			err = fmt.Errorf("unexpected job %s", j.JobID)
+		}
+		inFlight <- err
+	}()
+	time.Sleep(300 * time.Millisecond)
 	if err := stop(); err != nil {
 		t.Fatalf("graceful shutdown: %v", err)
+	}
+	if err := <-inFlight; err != nil {
+		t.Fatalf("request in flight during shutdown: %v", err)
 	}
 
 	// Restart on the same global config dir: everything is still there.

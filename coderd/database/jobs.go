@@ -341,7 +341,6 @@ func (db *DB) MatchedProvisioners(ctx context.Context, organizationID string, ta
 	return count, available, lastSeen, err
 }
 
-
 // SetJobInput records what a job builds once that row exists.
 func (db *DB) SetJobInput(ctx context.Context, jobID string, in JobInput) error {
 	_, err := db.q().Exec(ctx, `UPDATE provisioner_jobs SET input = $2 WHERE id = $1`, jobID, in)

@@ -1,0 +1,39 @@
+# The two commands that matter: `make run` (the control plane on its built-in
+# PostgreSQL) and `make test` (every test, with the prerequisites installed).
+
+GO        ?= go
+VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null | sed 's/^\([^v]\)/v0.1.0-devel+\1/' || echo v0.1.0-devel)
+LDFLAGS   := -s -w -X airgapcoder/internal/buildinfo.version=$(VERSION)
+RUN_DIR   ?= $(CURDIR)/.run
+ADDRESS   ?= 127.0.0.1:3000
+
+.PHONY: all deps build run test test-go bench clean
+
+all: build
+
+deps:
+	./scripts/install-deps.sh
+
+build:
+	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o build/coder ./cmd/coder
+
+# The main job: coder server on the built-in PostgreSQL, data kept in $(RUN_DIR).
+run: deps build
+	@mkdir -p $(RUN_DIR) && chmod 755 $(RUN_DIR)
+	@echo "coder server on http://$(ADDRESS); first user: build/coder login http://$(ADDRESS) --first-user-username admin --first-user-email admin@example.com --first-user-password <password>"
+	./build/coder server --http-address $(ADDRESS) --global-config $(RUN_DIR)/config --cache-dir $(RUN_DIR)/cache
+
+# Every test, against real PostgreSQL: the built-in one and Debian's, which
+# this target starts on loopback for the external-database tests.
+test: deps
+	@set -e; url=$$(./scripts/test-postgres.sh start); \
+	trap './scripts/test-postgres.sh stop' EXIT; \
+	CODER_TEST_POSTGRES_URL="$$url" $(GO) test -count=1 -timeout 40m ./...
+
+bench: deps
+	@set -e; url=$$(./scripts/test-postgres.sh start); \
+	trap './scripts/test-postgres.sh stop' EXIT; \
+	CODER_TEST_POSTGRES_URL="$$url" $(GO) test -run '^$$' -bench . -benchtime 20x ./bench/
+
+clean:
+	rm -rf build
