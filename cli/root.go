@@ -130,6 +130,7 @@ func (inv *invocation) root() *cobra.Command {
 		inv.transitionCmd("stop", codersdk.WorkspaceTransitionStop),
 		inv.transitionCmd("delete", codersdk.WorkspaceTransitionDelete),
 		inv.provisionerCmd(),
+		inv.provisionerdCmd(),
 	)
 	// Every command rejects stray arguments as a usage error.
 	var walk func(c *cobra.Command)

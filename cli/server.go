@@ -28,6 +28,11 @@ var serverOptions = options{
 	{flag: "cache-dir", env: "CODER_CACHE_DIRECTORY"},
 	{flag: "postgres-run-as", env: "CODER_BUILTIN_POSTGRES_USER"},
 	{flag: "shutdown-timeout", env: "CODER_SHUTDOWN_TIMEOUT"},
+	{flag: "terraform-path", env: "CODER_TERRAFORM_PATH"},
+	{flag: "terraform-version", env: "CODER_TERRAFORM_VERSION"},
+	{flag: "terraform-download", env: "CODER_TERRAFORM_DOWNLOAD"},
+	{flag: "provider-mirror", env: "CODER_PROVIDER_MIRROR"},
+	{flag: "ca-cert-file", env: "CODER_CA_CERT_FILE"},
 }
 
 func defaultCacheDir() string {
@@ -49,6 +54,11 @@ off by default and, when on, go only to the URLs you configure.`,
 			if err := serverOptions.resolve(cmd, configPathFrom(cmd, inv.environ), inv.environ); err != nil {
 				return err
 			}
+			mirror, err := absMirror(cfg.Provisioner.ProviderMirror)
+			if err != nil {
+				return err
+			}
+			cfg.Provisioner.ProviderMirror = mirror
 			cfg.ConfigDir = inv.globalConfig
 			cfg.Version = buildinfo.Version()
 			cfg.Logger = inv.logger()
@@ -79,5 +89,6 @@ off by default and, when on, go only to the URLs you configure.`,
 	f.StringVar(&cfg.CacheDir, "cache-dir", defaultCacheDir(), "Cache directory (PostgreSQL binaries)")
 	f.StringVar(&cfg.BuiltinPostgres.RunAsUser, "postgres-run-as", "", "User that runs the built-in PostgreSQL when coder server runs as root (default nobody)")
 	f.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", 30*time.Second, "How long in-flight requests may take to finish on shutdown")
+	terraformFlags(cmd, &cfg.Provisioner.Terraform, &cfg.Provisioner.ProviderMirror, &cfg.Provisioner.CACertFile)
 	return cmd
 }

@@ -36,6 +36,9 @@ type Options struct {
 	// ProvisionerPSK, when set, lets external provisioner daemons
 	// authenticate with this pre-shared key.
 	ProvisionerPSK string
+	// BuiltinProvisionerKey authenticates the server's own provisioner
+	// daemons like a PSK; it never leaves the process.
+	BuiltinProvisionerKey string
 	// JobHeartbeatTimeout fails a running job whose daemon has been silent
 	// this long (default 60s).
 	JobHeartbeatTimeout time.Duration

@@ -35,6 +35,9 @@ type daemonCaller struct {
 
 func (api *API) authDaemonCaller(c *gin.Context) (daemonCaller, error) {
 	if psk := c.GetHeader(codersdk.ProvisionerDaemonPSKHeader); psk != "" {
+		if api.opts.BuiltinProvisionerKey != "" && subtle.ConstantTimeCompare([]byte(psk), []byte(api.opts.BuiltinProvisionerKey)) == 1 {
+			return daemonCaller{psk: true}, nil
+		}
 		if api.opts.ProvisionerPSK == "" {
 			return daemonCaller{}, errorf(http.StatusUnauthorized, "", "This deployment accepts no provisioner PSK: start coder server with --provisioner-daemon-psk (CODER_PROVISIONER_DAEMON_PSK), or authenticate the daemon with a session token")
 		}
@@ -325,10 +328,14 @@ func (api *API) completeJob(c *gin.Context) error {
 		for _, r := range req.Resources {
 			res := database.Resource{JobID: j.ID, Transition: transition, Type: r.Type, Name: r.Name}
 			for _, a := range r.Agents {
-				res.Agents = append(res.Agents, database.Agent{
+				agent := database.Agent{
 					ID: a.ID, Name: a.Name, AuthToken: a.Token, OperatingSystem: a.OperatingSystem, Architecture: a.Architecture,
-					Directory: a.Directory, StartupScript: a.StartupScript, Env: a.Env,
-				})
+					Directory: a.Directory, StartupScript: a.StartupScript, Env: a.Env, ConnectionTimeoutSeconds: a.ConnectionTimeoutSeconds,
+				}
+				for _, app := range a.Apps {
+					agent.Apps = append(agent.Apps, database.App{Slug: app.Slug, DisplayName: app.DisplayName, URL: app.URL, Port: app.Port, Share: app.Share})
+				}
+				res.Agents = append(res.Agents, agent)
 			}
 			if err := tx.InsertResource(ctx, res); err != nil {
 				return err

@@ -18,10 +18,12 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"airgapcoder/coderd/codersdk"
 	"airgapcoder/coderd/database"
 	"airgapcoder/coderd/database/postgres"
 	"airgapcoder/coderd/telemetry"
 	"airgapcoder/coderd/updatecheck"
+	"airgapcoder/provisionerd"
 )
 
 // ServerConfig is `coder server`'s configuration, filled from flags,
@@ -47,6 +49,8 @@ type ServerConfig struct {
 	ProvisionerDaemons  int
 	ProvisionerPSK      string
 	JobHeartbeatTimeout time.Duration
+	// Provisioner configures the built-in provisioner daemons.
+	Provisioner ProvisionerConfig
 
 	Telemetry      bool
 	TelemetryURL   string
@@ -62,6 +66,18 @@ type ServerConfig struct {
 	Logger  *slog.Logger
 	// ShutdownTimeout bounds the graceful shutdown (default 30s).
 	ShutdownTimeout time.Duration
+}
+
+// ProvisionerConfig is what built-in provisioner daemons run with.
+type ProvisionerConfig struct {
+	// Terraform locates the pinned terraform binary.
+	Terraform provisionerd.TerraformOptions
+	// ProviderMirror is a folder or https URL: the only provider source.
+	ProviderMirror string
+	// CACertFile is handed to terraform and carried in agent init scripts.
+	CACertFile string
+	// WorkDir holds job folders (default: under the cache dir).
+	WorkDir string
 }
 
 // TLSConfig is the HTTPS listener.
@@ -144,6 +160,18 @@ func (s *Server) AccessURL() *url.URL {
 // built-in PostgreSQL stops. It returns nil after a clean shutdown.
 func (s *Server) Run(ctx context.Context) (err error) {
 	log := s.log
+	// Fail before anything starts when the built-in provisioners cannot
+	// work: a missing or wrong terraform is a start-up error, not a build one.
+	var terraformPath string
+	if s.cfg.ProvisionerDaemons > 0 {
+		tfOpts := s.cfg.Provisioner.Terraform
+		if tfOpts.InstallDir == "" {
+			tfOpts.InstallDir = filepath.Join(s.cacheDir(), "terraform")
+		}
+		if terraformPath, err = provisionerd.FindTerraform(ctx, tfOpts); err != nil {
+			return fmt.Errorf("built-in provisioners: %w (or run with --provisioner-daemons=0)", err)
+		}
+	}
 	dbURL := s.cfg.PostgresURL
 	if dbURL == "" {
 		pg, err := s.startBuiltinPostgres(ctx)
@@ -223,9 +251,10 @@ func (s *Server) Run(ctx context.Context) (err error) {
 		goRun("updatecheck", checker.Run)
 	}
 
+	builtinKey := randomString(32)
 	api, err := New(ctx, Options{
 		DB: db, Pubsub: ps, Logger: log.With("component", "api"), AccessURL: accessURL, Version: s.cfg.Version,
-		ProvisionerPSK: s.cfg.ProvisionerPSK, JobHeartbeatTimeout: s.cfg.JobHeartbeatTimeout,
+		ProvisionerPSK: s.cfg.ProvisionerPSK, BuiltinProvisionerKey: builtinKey, JobHeartbeatTimeout: s.cfg.JobHeartbeatTimeout,
 		Telemetry: s.cfg.Telemetry, UpdateCheck: s.cfg.UpdateCheck, UpdateChecker: checker, Registerer: reg,
 	})
 	if err != nil {
@@ -259,10 +288,6 @@ func (s *Server) Run(ctx context.Context) (err error) {
 		}
 		goRun("telemetry", rep.Run)
 	}
-	if s.cfg.ProvisionerDaemons > 0 {
-		log.Warn("built-in provisioner daemons are not part of this build yet; run jobs with an external provisioner", "requested", s.cfg.ProvisionerDaemons)
-	}
-
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	mux.Handle("/", api)
@@ -299,6 +324,35 @@ func (s *Server) Run(ctx context.Context) (err error) {
 		}
 		serve(tlsLn, &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12})
 	}
+	if s.cfg.ProvisionerDaemons > 0 {
+		// Built-in daemons speak the same protocol as external ones, over a
+		// private loopback listener, authenticated by a key that lives only
+		// in this process.
+		internalLn, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return fmt.Errorf("listen for built-in provisioners: %w", err)
+		}
+		serve(internalLn, nil)
+		internalURL := &url.URL{Scheme: "http", Host: internalLn.Addr().String()}
+		workDir := s.cfg.Provisioner.WorkDir
+		if workDir == "" {
+			workDir = filepath.Join(s.cacheDir(), "provisionerd")
+		}
+		for i := range s.cfg.ProvisionerDaemons {
+			client := codersdk.New(internalURL)
+			client.ProvisionerPSK = builtinKey
+			d, err := provisionerd.New(provisionerd.Options{
+				Client: client, Name: fmt.Sprintf("built-in-%d", i+1), Version: s.cfg.Version,
+				TerraformPath: terraformPath, ProviderMirror: s.cfg.Provisioner.ProviderMirror, CACertFile: s.cfg.Provisioner.CACertFile,
+				WorkDir: workDir, AccessURL: accessURL.String(), Logger: log.With("component", "provisionerd"),
+			})
+			if err != nil {
+				return err
+			}
+			goRun(fmt.Sprintf("provisioner %d", i+1), d.Run)
+		}
+		log.Info("built-in provisioners started", "count", s.cfg.ProvisionerDaemons, "terraform", terraformPath, "mirror", s.cfg.Provisioner.ProviderMirror)
+	}
 
 	log.Info("coder server is ready", "access_url", accessURL.String(), "urls", s.URLs(),
 		"telemetry", s.cfg.Telemetry, "update_check", s.cfg.UpdateCheck, "block_direct_connections", s.cfg.BlockDirectConnections)
@@ -317,6 +371,13 @@ func (s *Server) Run(ctx context.Context) (err error) {
 	return nil
 }
 
+func (s *Server) cacheDir() string {
+	if s.cfg.CacheDir != "" {
+		return s.cfg.CacheDir
+	}
+	return filepath.Join(s.cfg.ConfigDir, "cache")
+}
+
 func (s *Server) startBuiltinPostgres(ctx context.Context) (*postgres.Server, error) {
 	opts := s.cfg.BuiltinPostgres
 	base := filepath.Join(s.cfg.ConfigDir, "postgres")
@@ -326,10 +387,7 @@ func (s *Server) startBuiltinPostgres(ctx context.Context) (*postgres.Server, er
 	if opts.RuntimeDir == "" {
 		opts.RuntimeDir = filepath.Join(base, "run")
 	}
-	cache := s.cfg.CacheDir
-	if cache == "" {
-		cache = filepath.Join(s.cfg.ConfigDir, "cache")
-	}
+	cache := s.cacheDir()
 	if opts.CacheDir == "" {
 		opts.CacheDir = filepath.Join(cache, "postgres")
 	}

@@ -66,10 +66,15 @@ func (api *API) convertResources(rs []database.Resource) []codersdk.WorkspaceRes
 	for _, r := range rs {
 		cr := codersdk.WorkspaceResource{ID: r.ID, CreatedAt: r.CreatedAt, JobID: r.JobID, Transition: r.Transition, Type: r.Type, Name: r.Name}
 		for _, a := range r.Agents {
-			cr.Agents = append(cr.Agents, codersdk.WorkspaceAgent{
+			ca := codersdk.WorkspaceAgent{
 				ID: a.ID, CreatedAt: a.CreatedAt, Name: a.Name, ResourceID: r.ID, Status: agentStatus(a, api.now()),
 				LifecycleState: a.LifecycleState, OperatingSystem: a.OperatingSystem, Architecture: a.Architecture, Directory: a.Directory,
-			})
+				Apps: []codersdk.WorkspaceApp{},
+			}
+			for _, app := range a.Apps {
+				ca.Apps = append(ca.Apps, codersdk.WorkspaceApp{ID: app.ID, Slug: app.Slug, DisplayName: app.DisplayName, URL: app.URL, Port: app.Port, Share: app.Share})
+			}
+			cr.Agents = append(cr.Agents, ca)
 		}
 		out = append(out, cr)
 	}

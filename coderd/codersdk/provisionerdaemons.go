@@ -100,6 +100,19 @@ type ProvisionedAgent struct {
 	Directory       string            `json:"directory,omitempty"`
 	StartupScript   string            `json:"startup_script,omitempty"`
 	Env             map[string]string `json:"env,omitempty"`
+	// ConnectionTimeoutSeconds is how long the agent may take to connect
+	// before it counts as timed out.
+	ConnectionTimeoutSeconds int32            `json:"connection_timeout_seconds,omitempty"`
+	Apps                     []ProvisionedApp `json:"apps,omitempty"`
+}
+
+// ProvisionedApp is a coder_app found in the applied state.
+type ProvisionedApp struct {
+	Slug        string `json:"slug"`
+	DisplayName string `json:"display_name,omitempty"`
+	URL         string `json:"url,omitempty"`
+	Port        int32  `json:"port,omitempty"`
+	Share       string `json:"share,omitempty"`
 }
 
 // CompleteJobRequest ends a job successfully.
@@ -163,4 +176,17 @@ func (c *Client) CompleteJob(ctx context.Context, daemonID, jobID string, req Co
 // FailJob ends a job with an error.
 func (c *Client) FailJob(ctx context.Context, daemonID, jobID string, req FailJobRequest) error {
 	return c.do(ctx, http.MethodPost, fmt.Sprintf("/api/v2/provisionerdaemons/%s/jobs/%s/fail", daemonID, jobID), req, nil)
+}
+
+// DaemonFile downloads the template tar of a job the daemon holds.
+func (c *Client) DaemonFile(ctx context.Context, daemonID, fileID string) ([]byte, error) {
+	resp, err := c.Request(ctx, http.MethodGet, fmt.Sprintf("/api/v2/provisionerdaemons/%s/files/%s", daemonID, fileID), nil)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, ReadBodyAsError(resp)
+	}
+	return readAll(resp)
 }

@@ -115,15 +115,26 @@ type WorkspaceResource struct {
 
 // WorkspaceAgent is the agent a resource runs.
 type WorkspaceAgent struct {
-	ID              string    `json:"id"`
-	CreatedAt       time.Time `json:"created_at"`
-	Name            string    `json:"name"`
-	ResourceID      string    `json:"resource_id"`
-	Status          string    `json:"status"`
-	LifecycleState  string    `json:"lifecycle_state"`
-	OperatingSystem string    `json:"operating_system"`
-	Architecture    string    `json:"architecture"`
-	Directory       string    `json:"directory,omitempty"`
+	ID              string         `json:"id"`
+	CreatedAt       time.Time      `json:"created_at"`
+	Name            string         `json:"name"`
+	ResourceID      string         `json:"resource_id"`
+	Status          string         `json:"status"`
+	LifecycleState  string         `json:"lifecycle_state"`
+	OperatingSystem string         `json:"operating_system"`
+	Architecture    string         `json:"architecture"`
+	Directory       string         `json:"directory,omitempty"`
+	Apps            []WorkspaceApp `json:"apps"`
+}
+
+// WorkspaceApp is a coder_app of an agent.
+type WorkspaceApp struct {
+	ID          string `json:"id"`
+	Slug        string `json:"slug"`
+	DisplayName string `json:"display_name"`
+	URL         string `json:"url,omitempty"`
+	Port        int32  `json:"port,omitempty"`
+	Share       string `json:"sharing_level"`
 }
 
 // CreateWorkspace creates a workspace for user.

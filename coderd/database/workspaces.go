@@ -169,11 +169,18 @@ func (db *DB) Workspaces(ctx context.Context, f WorkspaceFilter) ([]Workspace, i
 		return nil, 0, err
 	}
 	q := workspaceSelect + where + ` ORDER BY u.username, w.name`
-	if f.Limit > 0 {
-		q += fmt.Sprintf(" LIMIT %d", f.Limit)
-	}
-	if f.Offset > 0 {
-		q += fmt.Sprintf(" OFFSET %d", f.Offset)
+	if f.Limit > 0 || f.Offset > 0 {
+		// Pick the page from workspaces and owners alone: sorting the full
+		// select would look up every workspace's latest build and job first
+		// (55ms for a page of 100 out of 10,000 instead of 5ms).
+		page := `SELECT w.id FROM workspaces w JOIN users u ON u.id = w.owner_id` + where + ` ORDER BY u.username, w.name`
+		if f.Limit > 0 {
+			page += fmt.Sprintf(" LIMIT %d", f.Limit)
+		}
+		if f.Offset > 0 {
+			page += fmt.Sprintf(" OFFSET %d", f.Offset)
+		}
+		q = workspaceSelect + ` WHERE w.id IN (` + page + `) ORDER BY u.username, w.name`
 	}
 	rows, err := db.q().Query(ctx, q, args...)
 	if err != nil {
@@ -269,20 +276,34 @@ type Resource struct {
 
 // Agent is a row of workspace_agents.
 type Agent struct {
-	ID               string
-	ResourceID       string
-	Name             string
-	AuthToken        string
-	OperatingSystem  string
-	Architecture     string
-	Directory        string
-	StartupScript    string
-	Env              map[string]string
-	LifecycleState   string
-	CreatedAt        time.Time
-	FirstConnectedAt *time.Time
-	LastConnectedAt  *time.Time
-	DisconnectedAt   *time.Time
+	ID              string
+	ResourceID      string
+	Name            string
+	AuthToken       string
+	OperatingSystem string
+	Architecture    string
+	Directory       string
+	StartupScript   string
+	Env             map[string]string
+	LifecycleState  string
+	// ConnectionTimeoutSeconds is how long the agent may take to connect.
+	ConnectionTimeoutSeconds int32
+	Apps                     []App
+	CreatedAt                time.Time
+	FirstConnectedAt         *time.Time
+	LastConnectedAt          *time.Time
+	DisconnectedAt           *time.Time
+}
+
+// App is a row of workspace_apps.
+type App struct {
+	ID          string
+	AgentID     string
+	Slug        string
+	DisplayName string
+	URL         string
+	Port        int32
+	Share       string
 }
 
 // InsertResource records a resource and its agents.
@@ -294,16 +315,28 @@ func (db *DB) InsertResource(ctx context.Context, r Resource) error {
 		return mapErr(err)
 	}
 	for _, a := range r.Agents {
-		if a.ID == "" || uuid.Validate(a.ID) != nil {
-			a.ID = uuid.NewString()
-		}
+		// Every build gets agent rows of its own; the provider's id is
+		// stable across builds, so it cannot be the key.
+		a.ID = uuid.NewString()
 		if a.Env == nil {
 			a.Env = map[string]string{}
 		}
+		if a.ConnectionTimeoutSeconds <= 0 {
+			a.ConnectionTimeoutSeconds = 120
+		}
 		if _, err := db.q().Exec(ctx, `INSERT INTO workspace_agents (id, resource_id, name, auth_token, operating_system, architecture,
-				directory, startup_script, env, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`,
-			a.ID, r.ID, a.Name, a.AuthToken, a.OperatingSystem, a.Architecture, a.Directory, a.StartupScript, a.Env, now); err != nil {
+				directory, startup_script, env, connection_timeout_seconds, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)`,
+			a.ID, r.ID, a.Name, a.AuthToken, a.OperatingSystem, a.Architecture, a.Directory, a.StartupScript, a.Env, a.ConnectionTimeoutSeconds, now); err != nil {
 			return fmt.Errorf("insert agent %s: %w", a.Name, mapErr(err))
+		}
+		for _, app := range a.Apps {
+			if app.Share == "" {
+				app.Share = "owner"
+			}
+			if _, err := db.q().Exec(ctx, `INSERT INTO workspace_apps (id, agent_id, slug, display_name, url, port, share, created_at)
+				VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`, uuid.NewString(), a.ID, app.Slug, app.DisplayName, app.URL, app.Port, app.Share, now); err != nil {
+				return fmt.Errorf("insert app %s of agent %s: %w", app.Slug, a.Name, mapErr(err))
+			}
 		}
 	}
 	return nil
@@ -317,7 +350,7 @@ func (db *DB) ResourcesByJobIDs(ctx context.Context, jobIDs []string) (map[strin
 		return out, nil
 	}
 	rows, err := db.q().Query(ctx, `SELECT r.id, r.job_id, r.transition, r.type, r.name, r.created_at,
-			a.id, a.name, a.operating_system, a.architecture, a.directory, a.lifecycle_state, a.created_at,
+			a.id, a.name, a.operating_system, a.architecture, a.directory, a.lifecycle_state, a.connection_timeout_seconds, a.created_at,
 			a.first_connected_at, a.last_connected_at, a.disconnected_at
 		FROM workspace_resources r LEFT JOIN workspace_agents a ON a.resource_id = r.id
 		WHERE r.job_id = ANY($1::uuid[]) ORDER BY r.created_at, r.type, r.name, a.name`, jobIDs)
@@ -326,13 +359,15 @@ func (db *DB) ResourcesByJobIDs(ctx context.Context, jobIDs []string) (map[strin
 	}
 	defer rows.Close()
 	index := map[string]int{} // resource id -> position in out[job]
+	var agentIDs []string
 	for rows.Next() {
 		var r Resource
 		var aID, aName, aOS, aArch, aDir, aState *string
 		var aCreated *time.Time
+		var aTimeout *int32
 		var a Agent
 		if err := rows.Scan(&r.ID, &r.JobID, &r.Transition, &r.Type, &r.Name, &r.CreatedAt,
-			&aID, &aName, &aOS, &aArch, &aDir, &aState, &aCreated, &a.FirstConnectedAt, &a.LastConnectedAt, &a.DisconnectedAt); err != nil {
+			&aID, &aName, &aOS, &aArch, &aDir, &aState, &aTimeout, &aCreated, &a.FirstConnectedAt, &a.LastConnectedAt, &a.DisconnectedAt); err != nil {
 			return nil, err
 		}
 		i, ok := index[r.ID]
@@ -342,10 +377,47 @@ func (db *DB) ResourcesByJobIDs(ctx context.Context, jobIDs []string) (map[strin
 			index[r.ID] = i
 		}
 		if aID != nil {
-			a.ID, a.ResourceID, a.Name, a.OperatingSystem, a.Architecture, a.Directory, a.LifecycleState, a.CreatedAt =
-				*aID, r.ID, *aName, *aOS, *aArch, *aDir, *aState, *aCreated
+			a.ID, a.ResourceID, a.Name, a.OperatingSystem, a.Architecture, a.Directory, a.LifecycleState, a.ConnectionTimeoutSeconds, a.CreatedAt =
+				*aID, r.ID, *aName, *aOS, *aArch, *aDir, *aState, *aTimeout, *aCreated
 			out[r.JobID][i].Agents = append(out[r.JobID][i].Agents, a)
+			agentIDs = append(agentIDs, a.ID)
 		}
 	}
-	return out, rows.Err()
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	rows.Close()
+	apps, err := db.appsByAgentIDs(ctx, agentIDs)
+	if err != nil {
+		return nil, err
+	}
+	for _, rs := range out {
+		for i := range rs {
+			for j := range rs[i].Agents {
+				rs[i].Agents[j].Apps = apps[rs[i].Agents[j].ID]
+			}
+		}
+	}
+	return out, nil
+}
+
+func (db *DB) appsByAgentIDs(ctx context.Context, agentIDs []string) (map[string][]App, error) {
+	out := map[string][]App{}
+	if len(agentIDs) == 0 {
+		return out, nil
+	}
+	rows, err := db.q().Query(ctx, `SELECT id, agent_id, slug, display_name, url, port, share FROM workspace_apps
+		WHERE agent_id = ANY($1::uuid[]) ORDER BY slug`, agentIDs)
+	if err != nil {
+		return nil, err
+	}
+	apps, err := collect(rows, func(r pgx.Row) (App, error) {
+		var a App
+		err := r.Scan(&a.ID, &a.AgentID, &a.Slug, &a.DisplayName, &a.URL, &a.Port, &a.Share)
+		return a, err
+	})
+	for _, a := range apps {
+		out[a.AgentID] = append(out[a.AgentID], a)
+	}
+	return out, err
 }

@@ -1,5 +1,6 @@
 -- The control plane's first schema: deployment, users, organizations, API
--- keys, files, templates, provisioner daemons and jobs, workspaces and builds.
+-- keys, files, templates, provisioner daemons and jobs, workspaces, builds,
+-- their resources, agents and apps.
 
 CREATE TABLE deployment (
     key   text PRIMARY KEY,
@@ -179,16 +180,31 @@ CREATE TABLE workspace_agents (
     id               uuid PRIMARY KEY,
     resource_id      uuid NOT NULL REFERENCES workspace_resources (id) ON DELETE CASCADE,
     name             text NOT NULL,
-    auth_token       uuid NOT NULL UNIQUE,
+    auth_token       uuid NOT NULL,
     operating_system text NOT NULL,
     architecture     text NOT NULL,
     directory        text NOT NULL DEFAULT '',
     startup_script   text NOT NULL DEFAULT '',
     env              jsonb NOT NULL DEFAULT '{}',
     lifecycle_state  text NOT NULL DEFAULT 'created',
+    connection_timeout_seconds integer NOT NULL DEFAULT 120,
     created_at       timestamptz NOT NULL,
     first_connected_at timestamptz,
     last_connected_at  timestamptz,
     disconnected_at    timestamptz
 );
 CREATE INDEX workspace_agents_resource ON workspace_agents (resource_id);
+-- A template's agent keeps its token across builds: look up the newest.
+CREATE INDEX workspace_agents_token ON workspace_agents (auth_token, created_at DESC);
+
+CREATE TABLE workspace_apps (
+    id           uuid PRIMARY KEY,
+    agent_id     uuid NOT NULL REFERENCES workspace_agents (id) ON DELETE CASCADE,
+    slug         text NOT NULL,
+    display_name text NOT NULL DEFAULT '',
+    url          text NOT NULL DEFAULT '',
+    port         integer NOT NULL DEFAULT 0,
+    share        text NOT NULL DEFAULT 'owner',
+    created_at   timestamptz NOT NULL,
+    UNIQUE (agent_id, slug)
+);

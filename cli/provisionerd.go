@@ -1,0 +1,123 @@
+package cli
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/spf13/cobra"
+
+	"airgapcoder/coderd/codersdk"
+	"airgapcoder/internal/buildinfo"
+	"airgapcoder/provisionerd"
+)
+
+var provisionerdOptions = options{
+	{flag: "psk", env: "CODER_PROVISIONER_DAEMON_PSK"},
+	{flag: "name", env: "CODER_PROVISIONER_DAEMON_NAME"},
+	{flag: "tag", env: "CODER_PROVISIONER_DAEMON_TAGS"},
+	{flag: "terraform-path", env: "CODER_TERRAFORM_PATH"},
+	{flag: "terraform-version", env: "CODER_TERRAFORM_VERSION"},
+	{flag: "terraform-download", env: "CODER_TERRAFORM_DOWNLOAD"},
+	{flag: "provider-mirror", env: "CODER_PROVIDER_MIRROR"},
+	{flag: "ca-cert-file", env: "CODER_CA_CERT_FILE"},
+	{flag: "cache-dir", env: "CODER_CACHE_DIRECTORY"},
+}
+
+// terraformFlags declares the flags shared by coder server (for its built-in
+// daemons) and coder provisionerd start.
+func terraformFlags(cmd *cobra.Command, tf *provisionerd.TerraformOptions, mirror, caFile *string) {
+	f := cmd.Flags()
+	f.StringVar(&tf.Path, "terraform-path", "", "terraform binary of the pinned version (default: search the PATH)")
+	f.StringVar(&tf.Version, "terraform-version", provisionerd.DefaultTerraformVersion, "Exact terraform version required")
+	f.BoolVar(&tf.AllowDownload, "terraform-download", false, "On a connected host, download the pinned terraform (GPG-verified) when it is missing")
+	f.StringVar(mirror, "provider-mirror", "", "Provider mirror: a folder (filesystem_mirror) or an https URL (network_mirror); the only provider source terraform gets")
+	f.StringVar(caFile, "ca-cert-file", "", "PEM bundle trusted by terraform and carried in agent init scripts")
+}
+
+func absMirror(m string) (string, error) {
+	if m == "" || filepath.IsAbs(m) || len(m) > 8 && m[:8] == "https://" {
+		return m, nil
+	}
+	if len(m) > 7 && m[:7] == "http://" {
+		return "", usageErrorf("--provider-mirror %s: terraform network mirrors must be https", m)
+	}
+	abs, err := filepath.Abs(m)
+	if err != nil {
+		return "", err
+	}
+	if st, err := os.Stat(abs); err != nil || !st.IsDir() {
+		return "", usageErrorf("--provider-mirror %s is not a folder", m)
+	}
+	return abs, nil
+}
+
+func (inv *invocation) provisionerdCmd() *cobra.Command {
+	cmd := &cobra.Command{Use: "provisionerd", Short: "Run an external provisioner daemon"}
+	var (
+		psk, name, mirror, caFile, cacheDir string
+		tags                                []string
+		tf                                  provisionerd.TerraformOptions
+	)
+	start := &cobra.Command{
+		Use:   "start",
+		Short: "Take jobs from coderd and run them with the pinned terraform",
+		Long: `Take provisioner jobs from the deployment at CODER_URL. Authenticate with the
+deployment's pre-shared key (--psk) or a session token (an owner or template admin
+for organization daemons; any user with --tag scope=user).`,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := provisionerdOptions.resolve(cmd, "", inv.environ); err != nil {
+				return err
+			}
+			tagMap, err := parseKeyValues("tag", tags)
+			if err != nil {
+				return err
+			}
+			if mirror, err = absMirror(mirror); err != nil {
+				return err
+			}
+			var client *codersdk.Client
+			if psk != "" {
+				if inv.url == "" {
+					return usageErrorf("--url (CODER_URL) is required with --psk")
+				}
+				u, err := parseDeploymentURL(inv.url)
+				if err != nil {
+					return err
+				}
+				client = codersdk.New(u)
+				client.ProvisionerPSK = psk
+			} else if client, err = inv.client(); err != nil {
+				return fmt.Errorf("%w (or pass --psk)", err)
+			}
+			ctx := cmd.Context()
+			tf.InstallDir = filepath.Join(cacheDir, "terraform")
+			tf.Logger = inv.logger()
+			path, err := provisionerd.FindTerraform(ctx, tf)
+			if err != nil {
+				return err
+			}
+			d, err := provisionerd.New(provisionerd.Options{
+				Client: client, Name: name, Tags: tagMap, Version: buildinfo.Version(), TerraformPath: path,
+				ProviderMirror: mirror, CACertFile: caFile, WorkDir: filepath.Join(cacheDir, "provisionerd"), Logger: inv.logger(),
+			})
+			if err != nil {
+				return err
+			}
+			if err := d.Register(ctx); err != nil {
+				return err
+			}
+			fmt.Fprintf(inv.stderr, "Provisioner %s is waiting for jobs (tags %s).\n", name, tagString(tagMap))
+			return d.Run(ctx)
+		},
+	}
+	host, _ := os.Hostname()
+	f := start.Flags()
+	f.StringVar(&psk, "psk", "", "Pre-shared key of the deployment (CODER_PROVISIONER_DAEMON_PSK)")
+	f.StringVar(&name, "name", host, "Daemon name shown in listings")
+	f.StringArrayVarP(&tags, "tag", "t", nil, "Tag key=value this daemon carries (repeatable)")
+	f.StringVar(&cacheDir, "cache-dir", defaultCacheDir(), "Cache directory (terraform plugins, job folders)")
+	terraformFlags(start, &tf, &mirror, &caFile)
+	cmd.AddCommand(start)
+	return cmd
+}

@@ -1,0 +1,152 @@
+package provisionerd
+
+import (
+	"bytes"
+	"context"
+	"net/http"
+	"sync"
+	"time"
+
+	"airgapcoder/coderd/codersdk"
+)
+
+// jobLogs buffers a job's log lines and sends them to coderd with the
+// heartbeats: at least every heartbeat interval, and within flushEvery while
+// lines flow. When coderd answers that the job was canceled, or that the
+// daemon no longer holds it, onCancel is called.
+type jobLogs struct {
+	d        *Daemon
+	jobID    string
+	onCancel func(reason string)
+
+	mu      sync.Mutex
+	pending []codersdk.ProvisionerJobLogInput
+	stage   string
+
+	done chan struct{}
+	wg   sync.WaitGroup
+}
+
+const flushEvery = 250 * time.Millisecond
+
+func newJobLogs(d *Daemon, jobID string, onCancel func(string)) *jobLogs {
+	l := &jobLogs{d: d, jobID: jobID, onCancel: onCancel, done: make(chan struct{})}
+	l.wg.Add(1)
+	go l.run()
+	return l
+}
+
+// Stage starts a new stage: later lines carry its name.
+func (l *jobLogs) Stage(name string) {
+	l.mu.Lock()
+	l.stage = name
+	l.mu.Unlock()
+	l.add(codersdk.LogSourceProvisionerDaemon, codersdk.LogLevelInfo, name)
+}
+
+func (l *jobLogs) add(source, level, line string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.pending = append(l.pending, codersdk.ProvisionerJobLogInput{
+		CreatedAt: time.Now().UTC(), Source: source, Level: level, Stage: l.stage, Output: line,
+	})
+}
+
+// Infof logs a daemon line.
+func (l *jobLogs) Info(line string) { l.add(codersdk.LogSourceProvisionerDaemon, codersdk.LogLevelInfo, line) }
+
+// Error logs a daemon error line.
+func (l *jobLogs) Error(line string) { l.add(codersdk.LogSourceProvisionerDaemon, codersdk.LogLevelError, line) }
+
+// Writer returns an io.Writer that turns terraform output into log lines.
+func (l *jobLogs) Writer(level string) *lineWriter {
+	return &lineWriter{emit: func(s string) { l.add(codersdk.LogSourceProvisioner, level, s) }}
+}
+
+func (l *jobLogs) run() {
+	defer l.wg.Done()
+	t := time.NewTicker(flushEvery)
+	defer t.Stop()
+	last := time.Now()
+	for {
+		select {
+		case <-l.done:
+			return
+		case <-t.C:
+		}
+		l.mu.Lock()
+		n := len(l.pending)
+		l.mu.Unlock()
+		if n == 0 && time.Since(last) < l.d.opts.HeartbeatInterval {
+			continue
+		}
+		l.flush()
+		last = time.Now()
+	}
+}
+
+// flush sends what is pending (and counts as a heartbeat).
+func (l *jobLogs) flush() {
+	l.mu.Lock()
+	batch := l.pending
+	l.pending = nil
+	l.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	resp, err := l.d.opts.Client.UpdateJob(ctx, l.d.ID(), l.jobID, codersdk.UpdateJobRequest{Logs: batch})
+	switch {
+	case err == nil && resp.Canceled:
+		l.onCancel("the job was canceled")
+	case codersdk.IsStatus(err, http.StatusConflict):
+		l.onCancel("coderd no longer assigns this job to this daemon: " + err.Error())
+	case err != nil:
+		// Keep the lines for the next attempt; coderd may be restarting.
+		l.mu.Lock()
+		l.pending = append(batch, l.pending...)
+		l.mu.Unlock()
+		l.d.log.Warn("send job update", "job", l.jobID, "err", err)
+	}
+}
+
+// Close stops the sender and flushes the rest.
+func (l *jobLogs) Close() {
+	close(l.done)
+	l.wg.Wait()
+	l.mu.Lock()
+	n := len(l.pending)
+	l.mu.Unlock()
+	if n > 0 {
+		l.flush()
+	}
+}
+
+// lineWriter splits a byte stream into lines.
+type lineWriter struct {
+	mu   sync.Mutex
+	buf  bytes.Buffer
+	emit func(string)
+}
+
+func (w *lineWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.buf.Write(p)
+	for {
+		i := bytes.IndexByte(w.buf.Bytes(), '\n')
+		if i < 0 {
+			return len(p), nil
+		}
+		line := string(bytes.TrimRight(w.buf.Next(i+1), "\r\n"))
+		w.emit(line)
+	}
+}
+
+// Flush emits an unterminated last line.
+func (w *lineWriter) Flush() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.buf.Len() > 0 {
+		w.emit(w.buf.String())
+		w.buf.Reset()
+	}
+}

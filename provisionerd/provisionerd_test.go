@@ -1,0 +1,309 @@
+package provisionerd_test
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"airgapcoder/coderd/codersdk"
+	"airgapcoder/coderd/coderdtest"
+	"airgapcoder/provisionerd"
+)
+
+func TestMain(m *testing.M) { os.Exit(coderdtest.RunMain(m)) }
+
+// TestDependencies keeps provisionerd a network client of coderd: it must
+// never link the server's packages.
+func TestDependencies(t *testing.T) {
+	out, err := exec.Command("go", "list", "-deps", "airgapcoder/provisionerd").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go list: %v\n%s", err, out)
+	}
+	for _, dep := range strings.Fields(string(out)) {
+		for _, banned := range []string{"github.com/gin-gonic/gin", "github.com/jackc/pgx", "airgapcoder/coderd/database", "airgapcoder/coderd\n"} {
+			if dep == strings.TrimSpace(banned) {
+				t.Errorf("provisionerd depends on %s", dep)
+			}
+		}
+		if dep == "airgapcoder/coderd" {
+			t.Errorf("provisionerd depends on the coderd server package")
+		}
+	}
+}
+
+type harness struct {
+	deployment *coderdtest.Deployment
+	owner      *codersdk.Client
+	member     *codersdk.Client
+}
+
+func newHarness(t *testing.T) *harness {
+	d := coderdtest.New(t, coderdtest.Options{ProvisionerPSK: "psk", JobHeartbeatTimeout: 3 * time.Second})
+	owner, _ := d.CreateFirstUser(t)
+	member, _ := d.CreateUser(t, owner, "member")
+	return &harness{deployment: d, owner: owner, member: member}
+}
+
+func terraformPath(t *testing.T) string {
+	t.Helper()
+	p, err := provisionerd.FindTerraform(context.Background(), provisionerd.TerraformOptions{})
+	if err != nil {
+		t.Fatalf("the tests need terraform %s on the PATH (make test installs nothing for it: it is part of the machine): %v", provisionerd.DefaultTerraformVersion, err)
+	}
+	return p
+}
+
+// startDaemon runs a real daemon in this process until the test ends.
+func (h *harness) startDaemon(t *testing.T, name string, tags map[string]string, mirror string) *provisionerd.Daemon {
+	t.Helper()
+	c := h.deployment.Client()
+	c.ProvisionerPSK = "psk"
+	d, err := provisionerd.New(provisionerd.Options{
+		Client: c, Name: name, Tags: tags, Version: "test", TerraformPath: terraformPath(t), ProviderMirror: mirror,
+		WorkDir: t.TempDir(), AcquireWait: 2 * time.Second, HeartbeatInterval: 500 * time.Millisecond, CancelGrace: 5 * time.Second,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Register(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { defer wg.Done(); _ = d.Run(ctx) }()
+	t.Cleanup(func() { cancel(); wg.Wait() })
+	return d
+}
+
+func waitJob(t *testing.T, get func() (codersdk.ProvisionerJob, error), timeout time.Duration) codersdk.ProvisionerJob {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		j, err := get()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !j.Status.Active() {
+			return j
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("job %s still %s after %s", j.ID, j.Status, timeout)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func importTemplate(t *testing.T, h *harness, name string, files map[string]string, tags map[string]string) (codersdk.TemplateVersion, codersdk.Template) {
+	t.Helper()
+	ctx := context.Background()
+	v := coderdtest.UploadVersion(t, h.owner, "", files, tags)
+	j := waitJob(t, func() (codersdk.ProvisionerJob, error) {
+		v, err := h.owner.TemplateVersion(ctx, v.ID)
+		return v.Job, err
+	}, 60*time.Second)
+	if j.Status != codersdk.ProvisionerJobSucceeded {
+		t.Fatalf("import: got %s (%s), want succeeded", j.Status, j.Error)
+	}
+	tpl, err := h.owner.CreateTemplate(ctx, "default", codersdk.CreateTemplateRequest{Name: name, TemplateVersionID: v.ID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, _ = h.owner.TemplateVersion(ctx, v.ID)
+	return v, tpl
+}
+
+func buildAndWait(t *testing.T, c *codersdk.Client, b codersdk.WorkspaceBuild) codersdk.WorkspaceBuild {
+	t.Helper()
+	ctx := context.Background()
+	waitJob(t, func() (codersdk.ProvisionerJob, error) {
+		nb, err := c.WorkspaceBuild(ctx, b.ID)
+		return nb.Job, err
+	}, 90*time.Second)
+	nb, err := c.WorkspaceBuild(ctx, b.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return nb
+}
+
+const dataTemplate = `
+variable "greeting" {
+  type        = string
+  default     = "hello"
+  description = "What the workspace says."
+}
+
+variable "size" {
+  type = number
+}
+
+resource "terraform_data" "home" {
+  input = "${var.greeting} ${var.size}"
+  provisioner "local-exec" {
+    command = "echo provisioning $GREETING"
+    environment = { GREETING = var.greeting }
+  }
+}
+
+output "said" {
+  value = terraform_data.home.output
+}
+`
+
+// TestWorkspaceLifecycle runs real terraform through the whole lifecycle:
+// import records parameters, builds apply with the previous state, stop and
+// delete destroy what start created.
+func TestWorkspaceLifecycle(t *testing.T) {
+	h := newHarness(t)
+	h.startDaemon(t, "d1", nil, "")
+	ctx := context.Background()
+	v, tpl := importTemplate(t, h, "data", map[string]string{"main.tf": dataTemplate}, nil)
+	if len(v.Parameters) != 2 || v.Parameters[0].Name != "greeting" || v.Parameters[0].DefaultValue != "hello" || v.Parameters[1].Name != "size" || !v.Parameters[1].Required || v.Parameters[1].Type != "number" {
+		t.Fatalf("parameters: got %+v", v.Parameters)
+	}
+
+	if _, err := h.member.CreateWorkspace(ctx, codersdk.Me, codersdk.CreateWorkspaceRequest{TemplateID: tpl.ID, Name: "nosize"}); !codersdk.IsStatus(err, 400) {
+		t.Fatalf("workspace without a required parameter: got %v, want 400", err)
+	}
+	w, err := h.member.CreateWorkspace(ctx, codersdk.Me, codersdk.CreateWorkspaceRequest{TemplateID: tpl.ID, Name: "ws",
+		RichParameterValues: []codersdk.WorkspaceBuildParameter{{Name: "size", Value: "3"}, {Name: "greeting", Value: "hi-there"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := buildAndWait(t, h.member, w.LatestBuild)
+	if b.Status != codersdk.WorkspaceStatusRunning {
+		t.Fatalf("start: got %s (%s)", b.Status, b.Job.Error)
+	}
+	var logs []string
+	if err := h.member.WorkspaceBuildLogs(ctx, b.ID, 0, false, func(l codersdk.ProvisionerJobLog) error {
+		logs = append(logs, l.Stage+": "+l.Output)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	all := strings.Join(logs, "\n")
+	for _, want := range []string{"Initializing terraform", "Applying: ", "provisioning hi-there", "Apply complete!"} {
+		if !strings.Contains(all, want) {
+			t.Errorf("build logs lack %q:\n%s", want, all)
+		}
+	}
+	if len(b.Resources) != 1 || b.Resources[0].Type != "terraform_data" || b.Resources[0].Name != "home" {
+		t.Fatalf("resources: got %+v", b.Resources)
+	}
+	state, err := h.member.WorkspaceBuildState(ctx, b.ID)
+	if err != nil || !strings.Contains(string(state), `"hi-there 3"`) {
+		t.Fatalf("state: got %s, %v", state, err)
+	}
+
+	for _, tr := range []codersdk.WorkspaceTransition{codersdk.WorkspaceTransitionStop, codersdk.WorkspaceTransitionStart, codersdk.WorkspaceTransitionDelete} {
+		nb, err := h.member.CreateWorkspaceBuild(ctx, w.ID, codersdk.CreateWorkspaceBuildRequest{Transition: tr})
+		if err != nil {
+			t.Fatal(err)
+		}
+		nb = buildAndWait(t, h.member, nb)
+		if nb.Job.Status != codersdk.ProvisionerJobSucceeded {
+			t.Fatalf("%s: got %s (%s)", tr, nb.Status, nb.Job.Error)
+		}
+		if tr == codersdk.WorkspaceTransitionDelete {
+			st, _ := h.member.WorkspaceBuildState(ctx, nb.ID)
+			if strings.Contains(string(st), "terraform_data") {
+				t.Fatalf("state after delete still holds resources: %s", st)
+			}
+		}
+	}
+	w, err = h.member.Workspace(ctx, w.ID)
+	if err != nil || w.LatestBuild.Status != codersdk.WorkspaceStatusDeleted {
+		t.Fatalf("after delete: got %s, %v", w.LatestBuild.Status, err)
+	}
+	// Work dirs are removed after each job.
+	daemons, _ := h.owner.ProvisionerDaemons(ctx)
+	if len(daemons) != 1 || daemons[0].Name != "d1" || daemons[0].LastSeenAt == nil {
+		t.Fatalf("daemons: got %+v", daemons)
+	}
+}
+
+// TestProviderNotInMirror: terraform's own message, plus one line naming the
+// provider and the mirror.
+func TestProviderNotInMirror(t *testing.T) {
+	h := newHarness(t)
+	mirror := t.TempDir()
+	h.startDaemon(t, "d1", nil, mirror)
+	v := coderdtest.UploadVersion(t, h.owner, "", map[string]string{"main.tf": `
+terraform {
+  required_providers {
+    null = { source = "hashicorp/null" }
+  }
+}
+resource "null_resource" "x" {}
+`}, nil)
+	j := waitJob(t, func() (codersdk.ProvisionerJob, error) {
+		v, err := h.owner.TemplateVersion(context.Background(), v.ID)
+		return v.Job, err
+	}, 60*time.Second)
+	if j.Status != codersdk.ProvisionerJobFailed {
+		t.Fatalf("got %s, want failed", j.Status)
+	}
+	if !strings.Contains(j.Error, "registry.terraform.io/hashicorp/null is not in the provider mirror "+mirror) || !strings.Contains(j.Error, "terraform init") {
+		t.Fatalf("error: got %q", j.Error)
+	}
+}
+
+// TestCancelRunningBuild: cancel sends SIGINT to terraform and the build
+// ends canceled, long before the sleep it was running would have.
+func TestCancelRunningBuild(t *testing.T) {
+	h := newHarness(t)
+	h.startDaemon(t, "d1", nil, "")
+	ctx := context.Background()
+	_, tpl := importTemplate(t, h, "slow", map[string]string{"main.tf": `
+variable "sleep" {
+  type    = number
+  default = 0
+}
+resource "terraform_data" "slow" {
+  provisioner "local-exec" {
+    command = "echo sleeping; sleep ${var.sleep}"
+  }
+}
+`}, nil)
+	w, err := h.member.CreateWorkspace(ctx, codersdk.Me, codersdk.CreateWorkspaceRequest{TemplateID: tpl.ID, Name: "ws",
+		RichParameterValues: []codersdk.WorkspaceBuildParameter{{Name: "sleep", Value: "120"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Wait until the sleep runs.
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		var seen bool
+		_ = h.member.WorkspaceBuildLogs(ctx, w.LatestBuild.ID, 0, false, func(l codersdk.ProvisionerJobLog) error {
+			seen = seen || strings.Contains(l.Output, "sleeping")
+			return nil
+		})
+		if seen {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the build never reached its sleep")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	start := time.Now()
+	if err := h.member.CancelWorkspaceBuild(ctx, w.LatestBuild.ID); err != nil {
+		t.Fatal(err)
+	}
+	b := buildAndWait(t, h.member, w.LatestBuild)
+	if b.Status != codersdk.WorkspaceStatusCanceled {
+		t.Fatalf("got %s (%s), want canceled", b.Status, b.Job.Error)
+	}
+	t.Logf("canceled in %s", time.Since(start))
+	if time.Since(start) > 60*time.Second {
+		t.Fatalf("cancel took %s", time.Since(start))
+	}
+}

@@ -1,0 +1,120 @@
+package provisionerd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+
+	"github.com/hashicorp/go-version"
+	install "github.com/hashicorp/hc-install"
+	"github.com/hashicorp/hc-install/fs"
+	"github.com/hashicorp/hc-install/product"
+	"github.com/hashicorp/hc-install/releases"
+	"github.com/hashicorp/hc-install/src"
+)
+
+// DefaultTerraformVersion is the Terraform version the product pins.
+const DefaultTerraformVersion = "1.11.4"
+
+// TerraformOptions say which terraform binary to use.
+type TerraformOptions struct {
+	// Path is an explicit binary; empty means search the PATH.
+	Path string
+	// Version is the exact version required (default DefaultTerraformVersion).
+	Version string
+	// AllowDownload lets a connected host download the pinned version from
+	// HashiCorp's releases (GPG-verified by hc-install) into InstallDir when
+	// it is not found locally. Off by default: the appliance never downloads.
+	AllowDownload bool
+	InstallDir    string
+	Logger        *slog.Logger
+}
+
+// FindTerraform returns the path of a terraform binary of exactly the pinned
+// version. It fails at once, naming the path and the version expected, when
+// the binary is missing or of another version and downloading is off.
+func FindTerraform(ctx context.Context, opts TerraformOptions) (string, error) {
+	want := opts.Version
+	if want == "" {
+		want = DefaultTerraformVersion
+	}
+	v, err := version.NewVersion(want)
+	if err != nil {
+		return "", fmt.Errorf("terraform version %q: %w", want, err)
+	}
+	if opts.Path != "" {
+		got, err := terraformVersion(ctx, opts.Path)
+		if err != nil {
+			return "", fmt.Errorf("terraform at %s: %w (want version %s; set --terraform-path to a terraform %s binary)", opts.Path, err, want, want)
+		}
+		if !got.Equal(v) {
+			return "", fmt.Errorf("terraform at %s is version %s, want exactly %s: install terraform %s there or point --terraform-path at it", opts.Path, got, want, want)
+		}
+		return opts.Path, nil
+	}
+	sources := []src.Source{&fs.ExactVersion{Product: product.Terraform, Version: v}}
+	if opts.AllowDownload {
+		dir := opts.InstallDir
+		if dir == "" {
+			return "", errors.New("terraform download needs an install dir")
+		}
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return "", err
+		}
+		sources = append(sources, &releases.ExactVersion{Product: product.Terraform, Version: v, InstallDir: dir})
+	}
+	path, err := install.NewInstaller().Ensure(ctx, sources)
+	if err != nil {
+		found := "none on the PATH"
+		if p, lerr := exec.LookPath("terraform"); lerr == nil {
+			found = p
+			if got, verr := terraformVersion(ctx, p); verr == nil {
+				found = fmt.Sprintf("%s (version %s)", p, got)
+			}
+		}
+		hint := "downloading is off"
+		if opts.AllowDownload {
+			hint = "and the download failed: " + err.Error()
+		}
+		return "", fmt.Errorf("no terraform %s found (found %s; %s): install terraform %s on the PATH or set --terraform-path", want, found, hint, want)
+	}
+	return path, nil
+}
+
+func terraformVersion(ctx context.Context, path string) (*version.Version, error) {
+	out, err := exec.CommandContext(ctx, path, "version").Output()
+	if err != nil {
+		return nil, fmt.Errorf("run %s version: %w", filepath.Base(path), err)
+	}
+	first := strings.Fields(strings.SplitN(string(out), "\n", 2)[0])
+	if len(first) < 2 || first[0] != "Terraform" {
+		return nil, fmt.Errorf("unexpected output of %s version: %q", path, strings.TrimSpace(string(out)))
+	}
+	return version.NewVersion(strings.TrimPrefix(first[1], "v"))
+}
+
+// cliConfig is the CLI configuration each job gets: the mirror is the only
+// installation method (no direct block), so terraform never reaches a
+// registry.
+func cliConfig(mirror, pluginCache string) string {
+	var b strings.Builder
+	b.WriteString("disable_checkpoint = true\n")
+	fmt.Fprintf(&b, "plugin_cache_dir = %q\n", pluginCache)
+	b.WriteString("provider_installation {\n")
+	switch {
+	case strings.HasPrefix(mirror, "https://"):
+		fmt.Fprintf(&b, "  network_mirror {\n    url = %q\n  }\n", mirror)
+	case mirror != "":
+		fmt.Fprintf(&b, "  filesystem_mirror {\n    path = %q\n  }\n", mirror)
+	default:
+		// No mirror: nothing may be installed at all.
+		b.WriteString("  filesystem_mirror {\n    path = \"/nonexistent/coder-provider-mirror\"\n  }\n")
+	}
+	b.WriteString("}\n")
+	return b.String()
+}
