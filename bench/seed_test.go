@@ -10,8 +10,8 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
-	"airgapcoder/coderd/codersdk"
 	"airgapcoder/coderd/coderdtest"
+	"airgapcoder/coderd/codersdk"
 	"airgapcoder/coderd/database"
 )
 
@@ -149,20 +149,25 @@ func buildSeedRows(f fleet, n, perUser int, now time.Time) seedRows {
 }
 
 // TestSeedWorkspaces keeps the benchmarks' seeding honest in CI: seeded
-// workspaces must come back through the API like real ones.
+// workspaces must come back through the API like real ones, in order and
+// paged.
 func TestSeedWorkspaces(t *testing.T) {
 	f := newFleet(t)
-	seedWorkspaces(t, f, 100, 7)
+	seedWorkspaces(t, f, 100, 7) // user-00000 owns ws-00000…ws-00006, and so on
 	ctx := context.Background()
 	tests := []struct {
-		name   string
-		filter codersdk.WorkspaceFilter
-		want   int
+		name      string
+		filter    codersdk.WorkspaceFilter
+		wantCount int
+		wantLen   int
+		wantFirst string // owner/name
 	}{
-		{"all", codersdk.WorkspaceFilter{}, 100},
-		{"limit", codersdk.WorkspaceFilter{Limit: 10}, 10},
-		{"last page", codersdk.WorkspaceFilter{Limit: 10, Offset: 95}, 5},
-		{"one owner", codersdk.WorkspaceFilter{Owner: "user-00002"}, 7},
+		{"all", codersdk.WorkspaceFilter{}, 100, 100, "user-00000/ws-00000"},
+		{"first page", codersdk.WorkspaceFilter{Limit: 10}, 100, 10, "user-00000/ws-00000"},
+		{"last page", codersdk.WorkspaceFilter{Limit: 10, Offset: 95}, 100, 5, "user-00013/ws-00095"},
+		{"one owner", codersdk.WorkspaceFilter{Owner: "user-00002"}, 7, 7, "user-00002/ws-00014"},
+		{"one owner paged", codersdk.WorkspaceFilter{Owner: "user-00002", Limit: 3, Offset: 5}, 7, 2, "user-00002/ws-00019"},
+		{"name paged", codersdk.WorkspaceFilter{Name: "ws-0001", Limit: 4, Offset: 2}, 10, 4, "user-00001/ws-00012"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -170,17 +175,16 @@ func TestSeedWorkspaces(t *testing.T) {
 			if err != nil {
 				t.Fatalf("list workspaces: %v", err)
 			}
-			wantCount := 100
-			if tt.filter.Owner != "" {
-				wantCount = tt.want
+			if resp.Count != tt.wantCount {
+				t.Errorf("got count %d, want %d", resp.Count, tt.wantCount)
 			}
-			if resp.Count != wantCount {
-				t.Errorf("got count %d, want %d", resp.Count, wantCount)
-			}
-			if len(resp.Workspaces) != tt.want {
-				t.Fatalf("got %d workspaces, want %d", len(resp.Workspaces), tt.want)
+			if len(resp.Workspaces) != tt.wantLen {
+				t.Fatalf("got %d workspaces, want %d", len(resp.Workspaces), tt.wantLen)
 			}
 			w := resp.Workspaces[0]
+			if got := w.OwnerName + "/" + w.Name; got != tt.wantFirst {
+				t.Errorf("got first workspace %s, want %s", got, tt.wantFirst)
+			}
 			if w.LatestBuild.Status != codersdk.WorkspaceStatusRunning || w.LatestBuild.Job.Status != codersdk.ProvisionerJobSucceeded {
 				t.Errorf("workspace %s: got status %s (job %s), want running (job succeeded)", w.Name, w.LatestBuild.Status, w.LatestBuild.Job.Status)
 			}
@@ -188,10 +192,5 @@ func TestSeedWorkspaces(t *testing.T) {
 				t.Errorf("workspace %s: got resources %+v, want one with one agent", w.Name, w.LatestBuild.Resources)
 			}
 		})
-	}
-	if resp, err := f.owner.Workspaces(ctx, codersdk.WorkspaceFilter{}); err == nil && len(resp.Workspaces) == 100 {
-		if got, want := resp.Workspaces[0].Name+"/"+resp.Workspaces[0].OwnerName, "ws-00000/user-00000"; got != want {
-			t.Errorf("got first workspace %s, want %s (ordered by owner, then name)", got, want)
-		}
 	}
 }

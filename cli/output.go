@@ -18,6 +18,15 @@ import (
 func outputFlag(cmd *cobra.Command) *string {
 	var o string
 	cmd.Flags().StringVarP(&o, "output", "o", "table", "Output format: table or json")
+	// Reject a bad format before any work is done (or fails for another
+	// reason, which would hide the usage error behind exit code 1).
+	cmd.PreRunE = func(*cobra.Command, []string) error {
+		switch o {
+		case "table", "json", "":
+			return nil
+		}
+		return usageErrorf("unknown --output %q: use table or json", o)
+	}
 	return &o
 }
 

@@ -10,8 +10,8 @@ import (
 	"strings"
 	"testing"
 
-	"airgapcoder/coderd/codersdk"
 	"airgapcoder/coderd/coderdtest"
+	"airgapcoder/coderd/codersdk"
 )
 
 // The roles of the authorization matrix. "member" acts on its own things;
@@ -325,7 +325,9 @@ func azTable() []azCase {
 		{name: "templates/versions", method: "GET", path: func(f *azFixture) string { return "/api/v2/templates/" + f.template.ID + "/versions" },
 			want: azSignedIn},
 		{name: "templates/update-active-version", method: "PATCH", path: func(f *azFixture) string { return "/api/v2/templates/" + f.template.ID + "/versions" },
-			body: func(f *azFixture) any { return codersdk.UpdateActiveTemplateVersion{ID: f.importedVersion(f.template.ID)} },
+			body: func(f *azFixture) any {
+				return codersdk.UpdateActiveTemplateVersion{ID: f.importedVersion(f.template.ID)}
+			},
 			want: azAdmins},
 		{name: "templates/delete", method: "DELETE", path: func(f *azFixture) string { return "/api/v2/templates/" + f.freshTemplate() }, want: azAdmins},
 
@@ -343,8 +345,12 @@ func azTable() []azCase {
 		{name: "workspaces/list", method: "GET", path: azStatic("/api/v2/workspaces"), want: azWant{200, 200, 200, 200, 401}},
 		{name: "workspaces/read-members", method: "GET", path: func(f *azFixture) string { return "/api/v2/workspaces/" + memberWS(f).ID }, want: azOwnReadAll},
 		{name: "workspaces/read-members-by-name", method: "GET",
-			path: func(f *azFixture) string { return "/api/v2/users/" + member(f).Username + "/workspace/" + memberWS(f).Name },
-			want: azOwnReadAll},
+			path: func(f *azFixture) string {
+				return "/api/v2/users/" + member(f).Username + "/workspace/" + memberWS(f).Name
+			},
+			// Another member may not look up users at all, so the answer
+			// does not reveal whether the user exists.
+			want: azWant{200, 200, 200, 403, 401}},
 		{name: "workspaces/builds-of-members", method: "GET", path: func(f *azFixture) string { return "/api/v2/workspaces/" + memberWS(f).ID + "/builds" },
 			want: azOwnReadAll},
 		{name: "builds/start-members", method: "POST", path: func(f *azFixture) string { return "/api/v2/workspaces/" + f.idleWorkspace(azMember) + "/builds" },
@@ -365,7 +371,9 @@ func azTable() []azCase {
 		{name: "provisionerdaemons/list", method: "GET", path: azStatic("/api/v2/provisionerdaemons"), want: azAdmins},
 		{name: "provisionerdaemons/list-org", method: "GET", path: azStatic("/api/v2/organizations/default/provisionerdaemons"), want: azAdmins},
 		{name: "provisionerdaemons/register-org", method: "POST", path: azStatic("/api/v2/provisionerdaemons"), want: azAdmins201,
-			body: func(f *azFixture) any { return codersdk.RegisterProvisionerDaemonRequest{Name: f.unique("pd"), Version: "test"} }},
+			body: func(f *azFixture) any {
+				return codersdk.RegisterProvisionerDaemonRequest{Name: f.unique("pd"), Version: "test"}
+			}},
 		{name: "provisionerdaemons/register-user-scope", method: "POST", path: azStatic("/api/v2/provisionerdaemons"),
 			body: func(f *azFixture) any {
 				return codersdk.RegisterProvisionerDaemonRequest{Name: f.unique("pd"), Version: "test", Tags: map[string]string{codersdk.TagScope: codersdk.ProvisionerScopeUser}}
@@ -426,6 +434,37 @@ func TestAuthzMatrix(t *testing.T) {
 			}
 		})
 	}
+	// Listing answers 200 for everyone; what it lists must follow the same
+	// rules as reading one workspace.
+	t.Run("workspaces/list-is-scoped", func(t *testing.T) {
+		ctx := context.Background()
+		for _, tc := range []struct {
+			role, owner string
+			seesMember  bool
+		}{
+			{azOwner, "", true},
+			{azTemplateAdmin, "", true},
+			{azMember, "", true},
+			{azOther, "", false},
+			{azOther, f.users[azMember].Username, false},
+		} {
+			res, err := f.clients[tc.role].Workspaces(ctx, codersdk.WorkspaceFilter{Owner: tc.owner})
+			if err != nil {
+				t.Fatalf("list as %s: %v", tc.role, err)
+			}
+			seen := false
+			for _, w := range res.Workspaces {
+				seen = seen || w.OwnerID == f.users[azMember].ID
+				if !tc.seesMember && w.OwnerID != f.users[tc.role].ID {
+					t.Errorf("list owner:%q as %s: got workspace %s of %s, want only the caller's", tc.owner, tc.role, w.Name, w.OwnerName)
+				}
+			}
+			if seen != tc.seesMember {
+				t.Errorf("list owner:%q as %s: got the member's workspaces listed %v, want %v", tc.owner, tc.role, seen, tc.seesMember)
+			}
+		}
+	})
+
 	// Nothing a row did may leave a job the daemon cannot finish.
 	f.t = t
 	f.drain()

@@ -106,6 +106,8 @@ func decode(c *gin.Context, v any) error {
 			return badRequest("Request body is empty; send a JSON object")
 		case errors.As(err, &syntaxErr):
 			return errorf(http.StatusBadRequest, fmt.Sprintf("%v at byte %d", err, syntaxErr.Offset), "Malformed JSON in request body")
+		case errors.As(err, &typeErr) && typeErr.Field == "":
+			return badRequest("Request body must be a JSON object, got a JSON %s", typeErr.Value)
 		case errors.As(err, &typeErr):
 			return validation(typeErr.Field, fmt.Sprintf("must be a %s, got a JSON %s", typeErr.Type, typeErr.Value))
 		case strings.HasPrefix(err.Error(), "json: unknown field "):

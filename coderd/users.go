@@ -97,8 +97,11 @@ func (api *API) postLogin(c *gin.Context) error {
 	if err := decode(c, &req); err != nil {
 		return err
 	}
-	if req.Email == "" || req.Password == "" {
-		return validation("email", "email and password are required")
+	if req.Email == "" {
+		return validation("email", "is required")
+	}
+	if req.Password == "" {
+		return validation("password", "is required")
 	}
 	ctx := c.Request.Context()
 	user, err := api.db.UserByEmailOrUsername(ctx, req.Email, req.Email)
@@ -138,8 +141,13 @@ func (api *API) postLogout(c *gin.Context) error {
 // userParam resolves the :user path parameter: "me", a username or an id.
 func (api *API) userParam(c *gin.Context) (database.User, error) {
 	p := c.Param("user")
-	if p == codersdk.Me {
-		return actor(c), nil
+	me := actor(c)
+	if p == codersdk.Me || p == me.ID || strings.EqualFold(p, me.Username) {
+		return me, nil
+	}
+	// Who cannot read other users cannot learn whether one exists either.
+	if !can(me, resUser, actRead, "") {
+		return database.User{}, forbidden()
 	}
 	ctx := c.Request.Context()
 	u, err := api.db.UserByID(ctx, p)

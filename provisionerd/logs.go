@@ -53,10 +53,14 @@ func (l *jobLogs) add(source, level, line string) {
 }
 
 // Infof logs a daemon line.
-func (l *jobLogs) Info(line string) { l.add(codersdk.LogSourceProvisionerDaemon, codersdk.LogLevelInfo, line) }
+func (l *jobLogs) Info(line string) {
+	l.add(codersdk.LogSourceProvisionerDaemon, codersdk.LogLevelInfo, line)
+}
 
 // Error logs a daemon error line.
-func (l *jobLogs) Error(line string) { l.add(codersdk.LogSourceProvisionerDaemon, codersdk.LogLevelError, line) }
+func (l *jobLogs) Error(line string) {
+	l.add(codersdk.LogSourceProvisionerDaemon, codersdk.LogLevelError, line)
+}
 
 // Writer returns an io.Writer that turns terraform output into log lines.
 func (l *jobLogs) Writer(level string) *lineWriter {

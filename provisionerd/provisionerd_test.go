@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"airgapcoder/coderd/codersdk"
 	"airgapcoder/coderd/coderdtest"
+	"airgapcoder/coderd/codersdk"
 	"airgapcoder/provisionerd"
 )
 

@@ -6,8 +6,8 @@ import (
 	"sort"
 	"strings"
 
-	tfjson "github.com/hashicorp/terraform-json"
 	"github.com/hashicorp/terraform-config-inspect/tfconfig"
+	tfjson "github.com/hashicorp/terraform-json"
 
 	"airgapcoder/coderd/codersdk"
 )

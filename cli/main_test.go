@@ -1,0 +1,281 @@
+package cli_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"airgapcoder/coderd/coderdtest"
+)
+
+func TestMain(m *testing.M) { os.Exit(coderdtest.RunMain(m)) }
+
+// testVersion is linked into the test binary, so that `coder --version`,
+// `coder version` and /api/v2/buildinfo are checked against a value that only
+// the link-time setting can produce.
+const testVersion = "v2.99.0-clitest"
+
+var (
+	binOnce sync.Once
+	binPath string
+	binErr  error
+)
+
+// coderBinary builds cmd/coder once per test binary and returns its path.
+// Tests run the binary rather than cli.Main when they need their own
+// environment (cli.Main reads os.Environ) or a server they can stop with
+// SIGTERM.
+func coderBinary(t testing.TB) string {
+	t.Helper()
+	binOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "coder-cli-test-")
+		if err != nil {
+			binErr = err
+			return
+		}
+		binPath = filepath.Join(dir, "coder")
+		cmd := exec.Command("go", "build", "-o", binPath,
+			"-ldflags", "-X airgapcoder/internal/buildinfo.version="+testVersion, "airgapcoder/cmd/coder")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			binErr = fmt.Errorf("go build ./cmd/coder: %v\n%s", err, out)
+		}
+	})
+	if binErr != nil {
+		t.Fatal(binErr)
+	}
+	return binPath
+}
+
+// syncBuffer is a bytes.Buffer safe for a process writing and a test reading.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// proc is a running coder binary.
+type proc struct {
+	cmd            *exec.Cmd
+	args           []string
+	stdout, stderr *syncBuffer
+	done           chan struct{}
+	code           int
+}
+
+// baseEnv is the environment every test run of the binary starts from: no
+// CODER_* variable of the test's own environment leaks in, and HOME points at
+// a temp dir so that defaults (~/.config/coderv2, ~/.cache) stay inside it.
+func baseEnv(t testing.TB, kv ...string) []string {
+	t.Helper()
+	env := []string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir()}
+	return append(env, kv...)
+}
+
+// start runs the binary with env and args in the background; the process is
+// killed when the test ends if it is still running.
+func start(t testing.TB, env []string, args ...string) *proc {
+	t.Helper()
+	p := &proc{args: args, stdout: &syncBuffer{}, stderr: &syncBuffer{}, done: make(chan struct{})}
+	p.cmd = exec.Command(coderBinary(t), args...)
+	p.cmd.Env = env
+	p.cmd.Stdin = strings.NewReader("")
+	p.cmd.Stdout, p.cmd.Stderr = p.stdout, p.stderr
+	if err := p.cmd.Start(); err != nil {
+		t.Fatalf("start coder %s: %v", strings.Join(args, " "), err)
+	}
+	go func() {
+		defer close(p.done)
+		err := p.cmd.Wait()
+		var ee *exec.ExitError
+		switch {
+		case err == nil:
+			p.code = 0
+		case errors.As(err, &ee):
+			p.code = ee.ExitCode()
+		default:
+			p.code = -1
+		}
+	}()
+	t.Cleanup(func() {
+		select {
+		case <-p.done:
+		default:
+			_ = p.cmd.Process.Kill()
+			<-p.done
+		}
+	})
+	return p
+}
+
+// wait waits up to timeout for the process to exit and returns its exit
+// code.
+func (p *proc) wait(t testing.TB, timeout time.Duration) int {
+	t.Helper()
+	select {
+	case <-p.done:
+		return p.code
+	case <-time.After(timeout):
+		_ = p.cmd.Process.Kill()
+		<-p.done
+		t.Fatalf("coder %s did not exit within %s\nstdout: %s\nstderr: %s", strings.Join(p.args, " "), timeout, p.stdout, p.stderr)
+		return -1
+	}
+}
+
+// waitOutput waits until the process's stderr (or stdout) contains want.
+func (p *proc) waitStderr(t testing.TB, want string, timeout time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !strings.Contains(p.stderr.String(), want) {
+		select {
+		case <-p.done:
+			if strings.Contains(p.stderr.String(), want) {
+				return
+			}
+			t.Fatalf("coder %s exited (code %d) before printing %q\nstdout: %s\nstderr: %s", strings.Join(p.args, " "), p.code, want, p.stdout, p.stderr)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("coder %s: %q not on stderr within %s\nstderr: %s", strings.Join(p.args, " "), want, timeout, p.stderr)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// run runs the binary to completion (at most a minute) and returns stdout,
+// stderr and the exit code.
+func run(t testing.TB, env []string, args ...string) (string, string, int) {
+	t.Helper()
+	p := start(t, env, args...)
+	code := p.wait(t, time.Minute)
+	return p.stdout.String(), p.stderr.String(), code
+}
+
+// mustRun runs the binary and fails the test unless it exits 0.
+func mustRun(t testing.TB, env []string, args ...string) string {
+	t.Helper()
+	stdout, stderr, code := run(t, env, args...)
+	if code != 0 {
+		t.Fatalf("coder %s: exit %d, want 0\nstdout: %s\nstderr: %s", strings.Join(args, " "), code, stdout, stderr)
+	}
+	return stdout
+}
+
+// freeAddr returns a loopback address nobody listens on right now.
+func freeAddr(t testing.TB) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	return addr
+}
+
+// waitHealthy polls baseURL/healthz until it answers 200 "OK", failing early
+// when the server process exits.
+func waitHealthy(t testing.TB, srv *proc, baseURL string) {
+	t.Helper()
+	client := &http.Client{Timeout: 2 * time.Second}
+	deadline := time.Now().Add(time.Minute)
+	for {
+		resp, err := client.Get(baseURL + "/healthz")
+		if err == nil {
+			var body bytes.Buffer
+			_, _ = body.ReadFrom(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK && body.String() == "OK" {
+				return
+			}
+		}
+		select {
+		case <-srv.done:
+			t.Fatalf("coder %s exited with %d before %s/healthz answered\nstderr: %s", strings.Join(srv.args, " "), srv.code, baseURL, srv.stderr)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s/healthz not OK within a minute (last error %v)\nstderr: %s", baseURL, err, srv.stderr)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// stopGracefully sends SIGTERM and wants exit code 0 within 30s.
+func stopGracefully(t testing.TB, srv *proc) {
+	t.Helper()
+	if err := srv.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatalf("SIGTERM: %v", err)
+	}
+	began := time.Now()
+	if code := srv.wait(t, 30*time.Second); code != 0 {
+		t.Fatalf("coder server after SIGTERM: exit %d, want 0 (graceful shutdown)\nstderr: %s", code, srv.stderr)
+	}
+	t.Logf("coder server stopped gracefully in %s", time.Since(began).Round(time.Millisecond))
+}
+
+// server is a `coder server` run by the binary over a fresh database.
+type server struct {
+	proc *proc
+	URL  string
+}
+
+// psk is the provisioner pre-shared key of every test server.
+const psk = "cli-test-psk"
+
+// startServer runs `coder server` on a free loopback port over a fresh test
+// database, waits for /healthz, and stops it with SIGTERM at the end of the
+// test, wanting exit code 0.
+func startServer(t *testing.T) *server {
+	t.Helper()
+	addr := freeAddr(t)
+	dir := t.TempDir()
+	p := start(t, baseEnv(t), "server",
+		"--http-address", addr,
+		"--postgres-url", coderdtest.NewDatabase(t),
+		"--provisioner-daemons", "0",
+		"--provisioner-daemon-psk", psk,
+		"--global-config", filepath.Join(dir, "config"),
+		"--cache-dir", filepath.Join(dir, "cache"),
+	)
+	s := &server{proc: p, URL: "http://" + addr}
+	waitHealthy(t, p, s.URL)
+	t.Cleanup(func() {
+		select {
+		case <-p.done:
+			return
+		default:
+		}
+		stopGracefully(t, p)
+	})
+	return s
+}
+
+// ctxTimeout returns a context that ends after d or with the test.
+func ctxTimeout(t testing.TB, d time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	t.Cleanup(cancel)
+	return ctx
+}
