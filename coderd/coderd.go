@@ -53,6 +53,9 @@ type Options struct {
 	Telemetry     bool
 	UpdateCheck   bool
 	UpdateChecker *updatecheck.Checker
+	// AgentBinariesDir holds coder-<os>-<arch> binaries for platforms other
+	// than the server's own (optional).
+	AgentBinariesDir string
 	// Registerer receives the API's metrics; nil means none.
 	Registerer prometheus.Registerer
 	// Now is the clock (default time.Now).
@@ -155,6 +158,8 @@ func (api *API) routes() *gin.Engine {
 	}))
 
 	r.GET("/healthz", api.handle(api.healthz))
+	r.GET("/bin/:name", api.handle(api.agentBinary))
+	r.HEAD("/bin/:name", api.handle(api.agentBinary))
 	v2 := r.Group("/api/v2")
 	v2.GET("/buildinfo", api.handle(api.buildInfo))
 	v2.GET("/users/first", api.handle(api.firstUserExists))

@@ -113,7 +113,9 @@ func (api *API) registerProvisionerDaemon(c *gin.Context) error {
 		return err
 	}
 	api.log.Info("provisioner daemon registered", "name", d.Name, "id", d.ID, "tags", displayTags(tags), "psk", dc.psk, "user", dc.user.Username)
-	c.JSON(http.StatusCreated, convertDaemon(d, api.now()))
+	out := convertDaemon(d, api.now())
+	out.JobHeartbeatTimeoutMillis = api.opts.JobHeartbeatTimeout.Milliseconds()
+	c.JSON(http.StatusCreated, out)
 	return nil
 }
 

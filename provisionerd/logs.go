@@ -81,7 +81,7 @@ func (l *jobLogs) run() {
 		l.mu.Lock()
 		n := len(l.pending)
 		l.mu.Unlock()
-		if n == 0 && time.Since(last) < l.d.opts.HeartbeatInterval {
+		if n == 0 && time.Since(last) < l.d.heartbeatInterval() {
 			continue
 		}
 		l.flush()

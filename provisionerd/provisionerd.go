@@ -61,8 +61,9 @@ type Daemon struct {
 	opts Options
 	log  *slog.Logger
 
-	mu sync.Mutex
-	id string
+	mu        sync.Mutex
+	id        string
+	heartbeat time.Duration
 }
 
 // New validates options; it starts nothing.
@@ -112,9 +113,24 @@ func (d *Daemon) Register(ctx context.Context) error {
 	}
 	d.mu.Lock()
 	d.id = reg.ID
+	d.heartbeat = d.opts.HeartbeatInterval
+	if t := time.Duration(reg.JobHeartbeatTimeoutMillis) * time.Millisecond; t > 0 && t/3 < d.heartbeat {
+		// Heartbeat well within the server's deadline.
+		d.heartbeat = t / 3
+	}
 	d.mu.Unlock()
 	d.log.Info("provisioner daemon registered", "id", reg.ID, "tags", reg.Tags)
 	return nil
+}
+
+// heartbeatInterval is the interval agreed at registration.
+func (d *Daemon) heartbeatInterval() time.Duration {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.heartbeat > 0 {
+		return d.heartbeat
+	}
+	return d.opts.HeartbeatInterval
 }
 
 // ID is the daemon's id once registered.

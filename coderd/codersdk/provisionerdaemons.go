@@ -24,6 +24,9 @@ type ProvisionerDaemon struct {
 	Provisioners   []string          `json:"provisioners"`
 	Status         string            `json:"status"`
 	CurrentJobID   *string           `json:"current_job_id,omitempty"`
+	// JobHeartbeatTimeoutMillis is how long coderd waits for a heartbeat
+	// before failing a running job; daemons heartbeat well within it.
+	JobHeartbeatTimeoutMillis int64 `json:"job_heartbeat_timeout_ms,omitempty"`
 }
 
 // Daemon statuses.
