@@ -1,12 +1,16 @@
 package cli_test
 
 import (
+	"context"
+	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"airgapcoder/coderd/coderdtest"
+	"airgapcoder/coderd/codersdk"
 )
 
 // writeConfig writes a YAML config file and returns its path.
@@ -101,10 +105,11 @@ func TestConfigBadValueNamesItsSource(t *testing.T) {
 }
 
 // TestConfigPrecedence proves flags > CODER_* environment > config file >
-// defaults for `coder server`: every layer above the winner holds nothing and
-// every layer below it holds an --http-address nobody can listen on, so the
-// server answers /healthz on the winning address only if the winning layer was
-// used. Each server is then stopped with SIGTERM and must exit 0.
+// defaults for `coder server`. Every layer below the winner holds an
+// --http-address nobody can listen on, so the server answers /healthz on the
+// winning address only if the winning layer was used; and every layer holds
+// its own --provisioner-daemon-psk, of which only the winner's is accepted.
+// Each server is then stopped with SIGTERM and must exit 0.
 func TestConfigPrecedence(t *testing.T) {
 	t.Parallel()
 	// Addresses no machine can bind: the losing layers.
@@ -114,45 +119,65 @@ func TestConfigPrecedence(t *testing.T) {
 	)
 	tests := []struct {
 		name string
-		// setup returns env, extra args and the address that must win.
-		setup func(t *testing.T) (env, args []string, winner string)
+		// setup returns env, extra args, the address that must win, the PSK
+		// that must win and the PSKs that must lose.
+		setup func(t *testing.T) (env, args []string, winner, psk string, losers []string)
 	}{
 		{
 			name: "FlagBeatsEnvAndFile",
-			setup: func(t *testing.T) ([]string, []string, string) {
+			setup: func(t *testing.T) ([]string, []string, string, string, []string) {
 				winner := freeAddr(t)
-				file := writeConfig(t, "http-address: \""+fileLoser+"\"\n")
-				return []string{"CODER_HTTP_ADDRESS=" + envLoser, "CODER_CONFIG_PATH=" + file},
-					[]string{"--http-address", winner}, winner
+				file := writeConfig(t, "http-address: \""+fileLoser+"\"\nprovisioner-daemon-psk: file-psk\n")
+				return []string{"CODER_HTTP_ADDRESS=" + envLoser, "CODER_PROVISIONER_DAEMON_PSK=env-psk", "CODER_CONFIG_PATH=" + file},
+					[]string{"--http-address", winner, "--provisioner-daemon-psk", "flag-psk"}, winner, "flag-psk", []string{"env-psk", "file-psk"}
 			},
 		},
 		{
 			name: "EnvBeatsFile",
-			setup: func(t *testing.T) ([]string, []string, string) {
+			setup: func(t *testing.T) ([]string, []string, string, string, []string) {
 				winner := freeAddr(t)
-				file := writeConfig(t, "http-address: \""+fileLoser+"\"\n")
-				return []string{"CODER_HTTP_ADDRESS=" + winner}, []string{"--config", file}, winner
+				file := writeConfig(t, "http-address: \""+fileLoser+"\"\nprovisioner-daemon-psk: file-psk\n")
+				return []string{"CODER_HTTP_ADDRESS=" + winner, "CODER_PROVISIONER_DAEMON_PSK=env-psk"},
+					[]string{"--config", file}, winner, "env-psk", []string{"file-psk"}
 			},
 		},
 		{
 			name: "FileBeatsDefault",
-			setup: func(t *testing.T) ([]string, []string, string) {
+			setup: func(t *testing.T) ([]string, []string, string, string, []string) {
 				winner := freeAddr(t)
 				// Unquoted, as people write it.
-				file := writeConfig(t, "http-address: "+winner+"\nprovisioner-daemons: 0\n")
-				return []string{"CODER_CONFIG_PATH=" + file}, nil, winner
+				file := writeConfig(t, "http-address: "+winner+"\nprovisioner-daemon-psk: file-psk\n")
+				return []string{"CODER_CONFIG_PATH=" + file}, nil, winner, "file-psk", []string{"flag-psk"}
 			},
 		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			env, args, winner := tt.setup(t)
+			env, args, winner, psk, losers := tt.setup(t)
 			dir := t.TempDir()
-			args = append([]string{"server", "--postgres-url", coderdtest.NewDatabase(t),
+			// No built-in provisioners: they need terraform, and this is about
+			// configuration layering only.
+			args = append([]string{"server", "--postgres-url", coderdtest.NewDatabase(t), "--provisioner-daemons", "0",
 				"--global-config", filepath.Join(dir, "config"), "--cache-dir", filepath.Join(dir, "cache")}, args...)
 			srv := start(t, baseEnv(t, env...), args...)
 			waitHealthy(t, srv, "http://"+winner)
+
+			u, _ := url.Parse("http://" + winner)
+			register := func(key string) error {
+				c := codersdk.New(u)
+				c.ProvisionerPSK = key
+				_, err := c.RegisterProvisionerDaemon(context.Background(), codersdk.RegisterProvisionerDaemonRequest{Name: "precedence-" + key})
+				return err
+			}
+			if err := register(psk); err != nil {
+				t.Errorf("register with the winning PSK %q: %v", psk, err)
+			}
+			for _, key := range losers {
+				if err := register(key); !codersdk.IsStatus(err, http.StatusUnauthorized) {
+					t.Errorf("register with the losing PSK %q: got %v, want 401", key, err)
+				}
+			}
 			stopGracefully(t, srv)
 		})
 	}
@@ -163,7 +188,7 @@ func TestConfigPrecedence(t *testing.T) {
 		t.Parallel()
 		dir := t.TempDir()
 		stdout, stderr, code := run(t, baseEnv(t, "CODER_HTTP_ADDRESS="+envLoser), "server",
-			"--postgres-url", coderdtest.NewDatabase(t),
+			"--postgres-url", coderdtest.NewDatabase(t), "--provisioner-daemons", "0",
 			"--global-config", filepath.Join(dir, "config"), "--cache-dir", filepath.Join(dir, "cache"))
 		if code != 1 || !strings.Contains(stderr, "--http-address") || !strings.Contains(stderr, envLoser) {
 			t.Fatalf("server on %s: got exit %d, want 1 with an error naming --http-address %s\nstdout: %s\nstderr: %s", envLoser, code, envLoser, stdout, stderr)

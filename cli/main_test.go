@@ -2,7 +2,6 @@ package cli_test
 
 import (
 	"bytes"
-	"context"
 	"errors"
 	"fmt"
 	"net"
@@ -19,7 +18,13 @@ import (
 	"airgapcoder/coderd/coderdtest"
 )
 
-func TestMain(m *testing.M) { os.Exit(coderdtest.RunMain(m)) }
+func TestMain(m *testing.M) {
+	code := coderdtest.RunMain(m)
+	if binPath != "" {
+		_ = os.RemoveAll(filepath.Dir(binPath))
+	}
+	os.Exit(code)
+}
 
 // testVersion is linked into the test binary, so that `coder --version`,
 // `coder version` and /api/v2/buildinfo are checked against a value that only
@@ -144,7 +149,7 @@ func (p *proc) wait(t testing.TB, timeout time.Duration) int {
 	}
 }
 
-// waitOutput waits until the process's stderr (or stdout) contains want.
+// waitStderr waits until the process's stderr contains want.
 func (p *proc) waitStderr(t testing.TB, want string, timeout time.Duration) {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
@@ -271,11 +276,4 @@ func startServer(t *testing.T) *server {
 		stopGracefully(t, p)
 	})
 	return s
-}
-
-// ctxTimeout returns a context that ends after d or with the test.
-func ctxTimeout(t testing.TB, d time.Duration) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), d)
-	t.Cleanup(cancel)
-	return ctx
 }

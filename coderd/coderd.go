@@ -13,6 +13,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"sync"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -72,6 +73,16 @@ type API struct {
 	org     database.Organization
 	metrics *metrics
 	router  *gin.Engine
+
+	shutdownOnce sync.Once
+	// closing is closed when the server begins to shut down.
+	closing chan struct{}
+}
+
+// Shutdown makes long-polls (job acquisition) answer at once, so a graceful
+// HTTP shutdown does not wait for their deadline. The API keeps serving.
+func (api *API) Shutdown() {
+	api.shutdownOnce.Do(func() { close(api.closing) })
 }
 
 // New builds the API over a migrated database. It starts no goroutines.
@@ -101,7 +112,7 @@ func New(ctx context.Context, opts Options) (*API, error) {
 	api := &API{
 		opts: opts, db: opts.DB, ps: opts.Pubsub, log: opts.Logger,
 		now: func() time.Time { return opts.Now().UTC() },
-		org: org, metrics: newMetrics(opts.Registerer),
+		org: org, metrics: newMetrics(opts.Registerer), closing: make(chan struct{}),
 	}
 	api.router = api.routes()
 	return api, nil

@@ -166,7 +166,7 @@ func TestEgressNone(t *testing.T) {
 	var serverOut lockedBuffer
 	cmd := exec.Command("strace", "-f", "--seccomp-bpf", "-qq", "-e", "trace=connect", "-e", "signal=none", "-o", traceFile, "--",
 		bin, "server", "--http-address", addr, "--global-config", filepath.Join(dir, "config"),
-		"--cache-dir", filepath.Join(dir, "cache"), "--provisioner-daemons", "0")
+		"--cache-dir", filepath.Join(dir, "cache"))
 	cmd.Env = env
 	cmd.Stdout, cmd.Stderr = &serverOut, &serverOut
 	if err := cmd.Start(); err != nil {

@@ -187,6 +187,9 @@ func (api *API) acquireJob(c *gin.Context) error {
 		case <-timer.C:
 			c.Status(http.StatusNoContent)
 			return nil
+		case <-api.closing:
+			c.Status(http.StatusNoContent)
+			return nil
 		case <-ctx.Done():
 			return nil
 		}

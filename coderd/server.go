@@ -324,6 +324,11 @@ func (s *Server) Run(ctx context.Context) (err error) {
 		}
 		serve(tlsLn, &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12})
 	}
+	// Built-in daemons stop first on shutdown, while the API can still hear
+	// them report the job they were running.
+	daemonsCtx, stopDaemons := context.WithCancel(bg)
+	defer stopDaemons()
+	var daemons sync.WaitGroup
 	if s.cfg.ProvisionerDaemons > 0 {
 		// Built-in daemons speak the same protocol as external ones, over a
 		// private loopback listener, authenticated by a key that lives only
@@ -349,7 +354,11 @@ func (s *Server) Run(ctx context.Context) (err error) {
 			if err != nil {
 				return err
 			}
-			goRun(fmt.Sprintf("provisioner %d", i+1), d.Run)
+			daemons.Add(1)
+			go func() {
+				defer daemons.Done()
+				_ = d.Run(daemonsCtx)
+			}()
 		}
 		log.Info("built-in provisioners started", "count", s.cfg.ProvisionerDaemons, "terraform", terraformPath, "mirror", s.cfg.Provisioner.ProviderMirror)
 	}
@@ -362,6 +371,10 @@ func (s *Server) Run(ctx context.Context) (err error) {
 	log.Info("shutting down: waiting for in-flight requests", "timeout", s.cfg.ShutdownTimeout)
 	shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.ShutdownTimeout)
 	defer cancel()
+	stopDaemons()
+	daemons.Wait()
+	// Answer waiting job requests now rather than at their long-poll deadline.
+	api.Shutdown()
 	for _, srv := range servers {
 		if err := srv.Shutdown(shutdownCtx); err != nil {
 			log.Warn("graceful shutdown timed out; closing connections", "err", err)

@@ -12,7 +12,6 @@ import (
 
 	"github.com/hashicorp/go-version"
 	install "github.com/hashicorp/hc-install"
-	"github.com/hashicorp/hc-install/fs"
 	"github.com/hashicorp/hc-install/product"
 	"github.com/hashicorp/hc-install/releases"
 	"github.com/hashicorp/hc-install/src"
@@ -57,37 +56,42 @@ func FindTerraform(ctx context.Context, opts TerraformOptions) (string, error) {
 		}
 		return opts.Path, nil
 	}
-	sources := []src.Source{&fs.ExactVersion{Product: product.Terraform, Version: v}}
-	if opts.AllowDownload {
-		dir := opts.InstallDir
-		if dir == "" {
-			return "", errors.New("terraform download needs an install dir")
+	found := "none on the PATH"
+	if p, err := exec.LookPath("terraform"); err == nil {
+		found = p
+		got, err := terraformVersion(ctx, p)
+		if err == nil && got.Equal(v) {
+			return p, nil
 		}
-		if err := os.MkdirAll(dir, 0o755); err != nil {
-			return "", err
+		if err == nil {
+			found = fmt.Sprintf("%s, version %s", p, got)
 		}
-		sources = append(sources, &releases.ExactVersion{Product: product.Terraform, Version: v, InstallDir: dir})
 	}
-	path, err := install.NewInstaller().Ensure(ctx, sources)
+	if !opts.AllowDownload {
+		return "", fmt.Errorf("no terraform %s found (found %s; downloading is off): install terraform %s on the PATH or set --terraform-path", want, found, want)
+	}
+	if opts.InstallDir == "" {
+		return "", errors.New("terraform download needs an install dir")
+	}
+	if err := os.MkdirAll(opts.InstallDir, 0o755); err != nil {
+		return "", err
+	}
+	// hc-install verifies the download against HashiCorp's signed SHA256SUMS.
+	path, err := install.NewInstaller().Ensure(ctx, []src.Source{
+		&releases.ExactVersion{Product: product.Terraform, Version: v, InstallDir: opts.InstallDir},
+	})
 	if err != nil {
-		found := "none on the PATH"
-		if p, lerr := exec.LookPath("terraform"); lerr == nil {
-			found = p
-			if got, verr := terraformVersion(ctx, p); verr == nil {
-				found = fmt.Sprintf("%s (version %s)", p, got)
-			}
-		}
-		hint := "downloading is off"
-		if opts.AllowDownload {
-			hint = "and the download failed: " + err.Error()
-		}
-		return "", fmt.Errorf("no terraform %s found (found %s; %s): install terraform %s on the PATH or set --terraform-path", want, found, hint, want)
+		return "", fmt.Errorf("no terraform %s found (found %s) and the download failed: %w", want, found, err)
 	}
 	return path, nil
 }
 
 func terraformVersion(ctx context.Context, path string) (*version.Version, error) {
-	out, err := exec.CommandContext(ctx, path, "version").Output()
+	cmd := exec.CommandContext(ctx, path, "version")
+	// CHECKPOINT_DISABLE: `terraform version` otherwise asks HashiCorp
+	// whether a newer release exists — a connection off the machine.
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.TempDir(), "CHECKPOINT_DISABLE=1", "TF_CLI_CONFIG_FILE=" + os.DevNull}
+	out, err := cmd.Output()
 	if err != nil {
 		return nil, fmt.Errorf("run %s version: %w", filepath.Base(path), err)
 	}
