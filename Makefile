@@ -7,6 +7,13 @@ LDFLAGS   := -s -w -X airgapcoder/internal/buildinfo.version=$(VERSION)
 RUN_DIR   ?= $(CURDIR)/.run
 ADDRESS   ?= 127.0.0.1:3000
 
+# The project's Terraform provider, packed into the provider mirror at
+# build/providers/ for the build host's platform.
+PROVIDER_SOURCE  ?= coder.internal/appliance/coder
+PROVIDER_VERSION ?= 0.1.0
+PROVIDER_OS      ?= $(shell $(GO) env GOOS)
+PROVIDER_ARCH    ?= $(shell $(GO) env GOARCH)
+
 .PHONY: all deps build run test test-go bench clean
 
 all: build
@@ -16,12 +23,18 @@ deps:
 
 build:
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o build/coder ./cmd/coder
+	GOOS=$(PROVIDER_OS) GOARCH=$(PROVIDER_ARCH) $(GO) build -trimpath -ldflags '-s -w -X main.version=$(PROVIDER_VERSION)' -o build/terraform-provider-coder ./cmd/terraform-provider-coder
+	rm -rf build/providers
+	$(GO) run ./internal/tools/providermirror -dir build/providers -source $(PROVIDER_SOURCE) \
+		-version $(PROVIDER_VERSION) -os $(PROVIDER_OS) -arch $(PROVIDER_ARCH) -binary build/terraform-provider-coder
 
 # The main job: coder server on the built-in PostgreSQL, data kept in $(RUN_DIR).
 run: deps build
 	@mkdir -p $(RUN_DIR) && chmod 755 $(RUN_DIR)
 	@echo "coder server on http://$(ADDRESS); first user: build/coder login http://$(ADDRESS) --first-user-username admin --first-user-email admin@example.com --first-user-password <password>"
-	./build/coder server --http-address $(ADDRESS) --global-config $(RUN_DIR)/config --cache-dir $(RUN_DIR)/cache
+	@echo "then: build/coder templates create process --directory examples/templates/process && build/coder create dev --template process"
+	./build/coder server --http-address $(ADDRESS) --global-config $(RUN_DIR)/config --cache-dir $(RUN_DIR)/cache \
+		--provider-mirror $(CURDIR)/build/providers
 
 # Every test, against real PostgreSQL: the built-in one and Debian's, which
 # this target starts on loopback for the external-database tests.

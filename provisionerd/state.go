@@ -1,6 +1,7 @@
 package provisionerd
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
 	"sort"
@@ -110,8 +111,14 @@ func str(v any) string {
 	return ""
 }
 
+// num reads a number from show -json, which may decode as float64 or
+// json.Number.
 func num(v any) float64 {
-	if f, ok := v.(float64); ok {
+	switch n := v.(type) {
+	case float64:
+		return n
+	case json.Number:
+		f, _ := n.Float64()
 		return f
 	}
 	return 0
