@@ -132,7 +132,9 @@ type Options struct {
 	DatabaseURL         string
 	ProvisionerPSK      string
 	JobHeartbeatTimeout time.Duration
-	Logger              *slog.Logger
+	// AgentBinariesDir serves coder-<os>-<arch> agent binaries.
+	AgentBinariesDir string
+	Logger           *slog.Logger
 }
 
 // Deployment is a running API.
@@ -177,7 +179,7 @@ func New(t testing.TB, opts Options) *Deployment {
 	u, _ := url.Parse("http://" + srv.Listener.Addr().String())
 	api, err := coderd.New(ctx, coderd.Options{
 		DB: db, Pubsub: ps, Logger: log, AccessURL: u, Version: "v0.0.0-test",
-		ProvisionerPSK: opts.ProvisionerPSK, JobHeartbeatTimeout: opts.JobHeartbeatTimeout,
+		ProvisionerPSK: opts.ProvisionerPSK, JobHeartbeatTimeout: opts.JobHeartbeatTimeout, AgentBinariesDir: opts.AgentBinariesDir,
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -1,0 +1,188 @@
+package provisionerd_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"airgapcoder/coderd/codersdk"
+	"airgapcoder/coderd/coderdtest"
+	"airgapcoder/mirror"
+	"airgapcoder/provider"
+	"airgapcoder/provisionerd"
+)
+
+var (
+	mirrorOnce sync.Once
+	mirrorDir  string
+	mirrorErr  error
+)
+
+// providerMirror builds our provider and lays it out as a filesystem
+// mirror, once per test binary.
+func providerMirror(t *testing.T) string {
+	t.Helper()
+	mirrorOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "provider-mirror-")
+		if err != nil {
+			mirrorErr = err
+			return
+		}
+		bin := filepath.Join(dir, "terraform-provider-coder")
+		out, err := exec.Command("go", "build", "-o", bin, "airgapcoder/cmd/terraform-provider-coder").CombinedOutput()
+		if err != nil {
+			mirrorErr = fmt.Errorf("build provider: %v\n%s", err, out)
+			return
+		}
+		addr, err := mirror.ParseProviderAddress(provider.Address)
+		if err != nil {
+			mirrorErr = err
+			return
+		}
+		mirrorDir = filepath.Join(dir, "mirror")
+		mirrorErr = mirror.AddProvider(mirrorDir, addr, "0.1.0", mirror.Platform{OS: runtime.GOOS, Arch: runtime.GOARCH}, bin)
+	})
+	if mirrorErr != nil {
+		t.Fatal(mirrorErr)
+	}
+	return mirrorDir
+}
+
+func readTemplateDir(t *testing.T, dir string) map[string]string {
+	t.Helper()
+	files := map[string]string{}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		b, err := os.ReadFile(filepath.Join(dir, e.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		files[e.Name()] = string(b)
+	}
+	return files
+}
+
+func alive(pid int) bool {
+	if syscall.Kill(pid, 0) != nil {
+		return false
+	}
+	// A zombie is gone for our purposes.
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	return err == nil && !strings.Contains(string(b), ") Z ")
+}
+
+// TestProcessTemplate runs examples/templates/process with real terraform
+// and our real provider, offline (the CLI config allows only the mirror): the
+// agent process starts on start, is gone on stop, and delete destroys the
+// state. The agent binary served to the workspace is a stand-in that stays
+// up like an agent would.
+func TestProcessTemplate(t *testing.T) {
+	agentDir := t.TempDir()
+	fakeAgent := "#!/bin/sh\n[ \"$1\" = agent ] || exit 2\n[ -n \"$CODER_AGENT_TOKEN\" ] || exit 3\nexec sleep 300\n"
+	if err := os.WriteFile(filepath.Join(agentDir, "coder-"+runtime.GOOS+"-"+runtime.GOARCH), []byte(fakeAgent), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	d := coderdtest.New(t, coderdtest.Options{ProvisionerPSK: "psk", AgentBinariesDir: agentDir})
+	owner, _ := d.CreateFirstUser(t)
+	member, _ := d.CreateUser(t, owner, "member")
+	h := &harness{deployment: d, owner: owner, member: member}
+	c := d.Client()
+	c.ProvisionerPSK = "psk"
+	daemon, err := provisionerd.New(provisionerd.Options{
+		Client: c, Name: "process", TerraformPath: terraformPath(t), ProviderMirror: providerMirror(t), WorkDir: t.TempDir(),
+		AcquireWait: 2 * time.Second, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = daemon.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+
+	_, tpl := importTemplate(t, h, "process", readTemplateDir(t, "../examples/templates/process"), nil)
+	base := t.TempDir()
+	w, err := member.CreateWorkspace(context.Background(), codersdk.Me, codersdk.CreateWorkspaceRequest{TemplateID: tpl.ID, Name: "dev",
+		RichParameterValues: []codersdk.WorkspaceBuildParameter{{Name: "base_dir", Value: base}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := buildAndWait(t, member, w.LatestBuild)
+	if b.Status != codersdk.WorkspaceStatusRunning {
+		t.Fatalf("start: %s (%s)", b.Status, b.Job.Error)
+	}
+	if len(b.Resources) != 1 || b.Resources[0].Type != "terraform_data" || len(b.Resources[0].Agents) != 1 {
+		t.Fatalf("resources: got %+v, want terraform_data.agent[0] with the agent", b.Resources)
+	}
+	agent := b.Resources[0].Agents[0]
+	if agent.Name != "main" || agent.OperatingSystem != runtime.GOOS || agent.Architecture != runtime.GOARCH ||
+		len(agent.Apps) != 1 || agent.Apps[0].Slug != "web" || agent.Apps[0].Port != 8080 {
+		t.Fatalf("agent: got %+v", agent)
+	}
+
+	pidFile := filepath.Join(base, "member", "dev", ".coder-agent.pid")
+	readPid := func() int {
+		b, err := os.ReadFile(pidFile)
+		if err != nil {
+			t.Fatalf("pid file: %v", err)
+		}
+		pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return pid
+	}
+	pid := readPid()
+	waitFor(t, "the agent process to run the served agent binary", 30*time.Second, func() bool {
+		cmdline, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+		return alive(pid) && strings.Contains(string(cmdline), "sleep")
+	})
+
+	transition := func(tr codersdk.WorkspaceTransition) codersdk.WorkspaceBuild {
+		t.Helper()
+		nb, err := member.CreateWorkspaceBuild(context.Background(), w.ID, codersdk.CreateWorkspaceBuildRequest{Transition: tr})
+		if err != nil {
+			t.Fatal(err)
+		}
+		nb = buildAndWait(t, member, nb)
+		if nb.Job.Status != codersdk.ProvisionerJobSucceeded {
+			t.Fatalf("%s: %s (%s)", tr, nb.Status, nb.Job.Error)
+		}
+		return nb
+	}
+	stopped := transition(codersdk.WorkspaceTransitionStop)
+	if alive(pid) {
+		t.Fatalf("agent process %d still runs after stop", pid)
+	}
+	if len(stopped.Resources) != 0 {
+		t.Fatalf("stop build resources: got %+v, want none", stopped.Resources)
+	}
+	transition(codersdk.WorkspaceTransitionStart)
+	pid = readPid()
+	waitFor(t, "the agent process after start", 30*time.Second, func() bool { return alive(pid) })
+	deleted := transition(codersdk.WorkspaceTransitionDelete)
+	if alive(pid) {
+		t.Fatalf("agent process %d still runs after delete", pid)
+	}
+	state, err := member.WorkspaceBuildState(context.Background(), deleted.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(state), `"type": "coder_agent"`) || strings.Contains(string(state), `"terraform_data"`) {
+		t.Fatalf("state after delete still has resources:\n%s", state)
+	}
+}
