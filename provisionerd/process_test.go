@@ -16,8 +16,8 @@ import (
 	"testing"
 	"time"
 
-	"airgapcoder/coderd/codersdk"
 	"airgapcoder/coderd/coderdtest"
+	"airgapcoder/coderd/codersdk"
 	"airgapcoder/mirror"
 	"airgapcoder/provider"
 	"airgapcoder/provisionerd"
