@@ -6,58 +6,19 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"airgapcoder/coderd/coderdtest"
 	"airgapcoder/coderd/codersdk"
-	"airgapcoder/mirror"
-	"airgapcoder/provider"
+	"airgapcoder/internal/testprovider"
 	"airgapcoder/provisionerd"
 )
-
-var (
-	mirrorOnce sync.Once
-	mirrorDir  string
-	mirrorErr  error
-)
-
-// providerMirror builds our provider and lays it out as a filesystem
-// mirror, once per test binary.
-func providerMirror(t *testing.T) string {
-	t.Helper()
-	mirrorOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "provider-mirror-")
-		if err != nil {
-			mirrorErr = err
-			return
-		}
-		bin := filepath.Join(dir, "terraform-provider-coder")
-		out, err := exec.Command("go", "build", "-o", bin, "airgapcoder/cmd/terraform-provider-coder").CombinedOutput()
-		if err != nil {
-			mirrorErr = fmt.Errorf("build provider: %v\n%s", err, out)
-			return
-		}
-		addr, err := mirror.ParseProviderAddress(provider.Address)
-		if err != nil {
-			mirrorErr = err
-			return
-		}
-		mirrorDir = filepath.Join(dir, "mirror")
-		mirrorErr = mirror.AddProvider(mirrorDir, addr, "0.1.0", mirror.Platform{OS: runtime.GOOS, Arch: runtime.GOARCH}, bin)
-	})
-	if mirrorErr != nil {
-		t.Fatal(mirrorErr)
-	}
-	return mirrorDir
-}
 
 func readTemplateDir(t *testing.T, dir string) map[string]string {
 	t.Helper()
@@ -91,19 +52,14 @@ func alive(pid int) bool {
 // state. The agent binary served to the workspace is a stand-in that stays
 // up like an agent would.
 func TestProcessTemplate(t *testing.T) {
-	agentDir := t.TempDir()
-	fakeAgent := "#!/bin/sh\n[ \"$1\" = agent ] || exit 2\n[ -n \"$CODER_AGENT_TOKEN\" ] || exit 3\nexec sleep 300\n"
-	if err := os.WriteFile(filepath.Join(agentDir, "coder-"+runtime.GOOS+"-"+runtime.GOARCH), []byte(fakeAgent), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	d := coderdtest.New(t, coderdtest.Options{ProvisionerPSK: "psk", AgentBinariesDir: agentDir})
+	d := coderdtest.New(t, coderdtest.Options{ProvisionerPSK: "psk", AgentBinariesDir: testprovider.FakeAgentDir(t)})
 	owner, _ := d.CreateFirstUser(t)
 	member, _ := d.CreateUser(t, owner, "member")
 	h := &harness{deployment: d, owner: owner, member: member}
 	c := d.Client()
 	c.ProvisionerPSK = "psk"
 	daemon, err := provisionerd.New(provisionerd.Options{
-		Client: c, Name: "process", TerraformPath: terraformPath(t), ProviderMirror: providerMirror(t), WorkDir: t.TempDir(),
+		Client: c, Name: "process", TerraformPath: terraformPath(t), ProviderMirror: testprovider.Mirror(t), WorkDir: t.TempDir(),
 		AcquireWait: 2 * time.Second, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 	})
 	if err != nil {
