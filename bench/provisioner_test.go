@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"airgapcoder/coderd/codersdk"
 	"airgapcoder/coderd/coderdtest"
+	"airgapcoder/coderd/codersdk"
 	"airgapcoder/internal/testprovider"
 	"airgapcoder/provisionerd"
 )
