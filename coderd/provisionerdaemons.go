@@ -161,10 +161,12 @@ func (api *API) acquireJob(c *gin.Context) error {
 	defer cancel()
 	timer := time.NewTimer(wait)
 	defer timer.Stop()
+	// Seen once per call, not per wake-up: every waiter wakes on every new
+	// job, and a write per waiter per job would crowd the pool.
+	if err := api.db.TouchProvisionerDaemon(ctx, d.ID); err != nil {
+		return err
+	}
 	for {
-		if err := api.db.TouchProvisionerDaemon(ctx, d.ID); err != nil {
-			return err
-		}
 		job, err := api.db.AcquireJob(ctx, d.OrganizationID, d.ID, d.Tags)
 		if err == nil {
 			out, err := api.acquiredJob(c, job)
