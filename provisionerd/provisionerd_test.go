@@ -62,11 +62,16 @@ func terraformPath(t *testing.T) string {
 // startDaemon runs a real daemon in this process until the test ends.
 func (h *harness) startDaemon(t *testing.T, name string, tags map[string]string, mirror string) *provisionerd.Daemon {
 	t.Helper()
+	return h.startDaemonIn(t, t.TempDir(), name, tags, mirror)
+}
+
+func (h *harness) startDaemonIn(t *testing.T, workDir, name string, tags map[string]string, mirror string) *provisionerd.Daemon {
+	t.Helper()
 	c := h.deployment.Client()
 	c.ProvisionerPSK = "psk"
 	d, err := provisionerd.New(provisionerd.Options{
 		Client: c, Name: name, Tags: tags, Version: "test", TerraformPath: terraformPath(t), ProviderMirror: mirror,
-		WorkDir: t.TempDir(), AcquireWait: 2 * time.Second, HeartbeatInterval: 500 * time.Millisecond, CancelGrace: 5 * time.Second,
+		WorkDir: workDir, AcquireWait: 2 * time.Second, HeartbeatInterval: 500 * time.Millisecond, CancelGrace: 5 * time.Second,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 	})
 	if err != nil {
@@ -163,7 +168,8 @@ output "said" {
 // delete destroy what start created.
 func TestWorkspaceLifecycle(t *testing.T) {
 	h := newHarness(t)
-	h.startDaemon(t, "d1", nil, "")
+	workDir := t.TempDir()
+	h.startDaemonIn(t, workDir, "d1", nil, "")
 	ctx := context.Background()
 	v, tpl := importTemplate(t, h, "data", map[string]string{"main.tf": dataTemplate}, nil)
 	if len(v.Parameters) != 2 || v.Parameters[0].Name != "greeting" || v.Parameters[0].DefaultValue != "hello" || v.Parameters[1].Name != "size" || !v.Parameters[1].Required || v.Parameters[1].Type != "number" {
@@ -223,7 +229,16 @@ func TestWorkspaceLifecycle(t *testing.T) {
 	if err != nil || w.LatestBuild.Status != codersdk.WorkspaceStatusDeleted {
 		t.Fatalf("after delete: got %s, %v", w.LatestBuild.Status, err)
 	}
-	// Work dirs are removed after each job.
+	// Work dirs are removed after each job; only the plugin cache stays.
+	entries, err := os.ReadDir(workDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		if !strings.HasPrefix(e.Name(), "plugin-cache-") {
+			t.Errorf("left behind in the daemon's work dir: %s", e.Name())
+		}
+	}
 	daemons, _ := h.owner.ProvisionerDaemons(ctx)
 	if len(daemons) != 1 || daemons[0].Name != "d1" || daemons[0].LastSeenAt == nil {
 		t.Fatalf("daemons: got %+v", daemons)

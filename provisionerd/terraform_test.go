@@ -1,0 +1,56 @@
+package provisionerd_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"airgapcoder/provisionerd"
+)
+
+// TestFindTerraform: a missing or wrong-version terraform is an error that
+// names the path and the version expected; the pinned one is found.
+func TestFindTerraform(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	wrong := filepath.Join(dir, "terraform-old")
+	if err := os.WriteFile(wrong, []byte("#!/bin/sh\necho 'Terraform v1.5.7'\necho 'on linux_amd64'\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	broken := filepath.Join(dir, "terraform-broken")
+	if err := os.WriteFile(broken, []byte("#!/bin/sh\nexit 3\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		opts provisionerd.TerraformOptions
+		want []string
+	}{
+		{"WrongVersion", provisionerd.TerraformOptions{Path: wrong}, []string{wrong, "1.5.7", "1.11.4"}},
+		{"NotTerraform", provisionerd.TerraformOptions{Path: broken}, []string{broken, "1.11.4"}},
+		{"Missing", provisionerd.TerraformOptions{Path: filepath.Join(dir, "nope")}, []string{filepath.Join(dir, "nope"), "1.11.4"}},
+		{"OtherPinnedVersion", provisionerd.TerraformOptions{Version: "1.9.0"}, []string{"no terraform 1.9.0 found", "downloading is off"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := provisionerd.FindTerraform(ctx, tc.opts)
+			if err == nil {
+				t.Fatal("got no error")
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not mention %q", err, w)
+				}
+			}
+		})
+	}
+	// The pinned version on the PATH, and by explicit path.
+	p, err := provisionerd.FindTerraform(ctx, provisionerd.TerraformOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := provisionerd.FindTerraform(ctx, provisionerd.TerraformOptions{Path: p}); err != nil || got != p {
+		t.Fatalf("explicit path: got %q, %v", got, err)
+	}
+}
