@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -56,33 +55,21 @@ func ago(t time.Time) string {
 	return d.String() + " ago"
 }
 
-// followJob prints a job's logs as they arrive until it ends, then returns
-// an error when it did not succeed.
-func followJob(ctx context.Context, w io.Writer, logs func(ctx context.Context, after int64, follow bool, fn func(codersdk.ProvisionerJobLog) error) error,
-	job func(ctx context.Context) (codersdk.ProvisionerJob, error)) (codersdk.ProvisionerJob, error) {
+// printLog returns a printer of job log lines that heads each stage.
+func (inv *invocation) printLog() func(codersdk.ProvisionerJobLog) {
 	stage := ""
-	err := logs(ctx, 0, true, func(l codersdk.ProvisionerJobLog) error {
+	return func(l codersdk.ProvisionerJobLog) {
 		if l.Stage != "" && l.Stage != stage {
 			stage = l.Stage
-			fmt.Fprintf(w, "==> %s\n", stage)
+			fmt.Fprintf(inv.stderr, "==> %s\n", stage)
 		}
-		fmt.Fprintf(w, "    %s\n", l.Output)
-		return nil
-	})
-	if err != nil {
-		return codersdk.ProvisionerJob{}, fmt.Errorf("follow build logs: %w", err)
+		fmt.Fprintf(inv.stderr, "    %s\n", l.Output)
 	}
-	j, err := job(ctx)
-	if err != nil {
-		return j, err
-	}
-	switch j.Status {
-	case codersdk.ProvisionerJobSucceeded:
-		return j, nil
-	case codersdk.ProvisionerJobCanceled:
-		return j, fmt.Errorf("the job was canceled")
-	}
-	return j, fmt.Errorf("the job %s: %s", j.Status, j.Error)
+}
+
+// printPending says why a job has not started yet.
+func (inv *invocation) printPending(j codersdk.ProvisionerJob) {
+	fmt.Fprintf(inv.stderr, "The job is pending: %s.\n", describePending(j))
 }
 
 // describePending explains why a job has not started.

@@ -2,10 +2,8 @@ package cli
 
 import (
 	"bytes"
-	"context"
 	"errors"
 	"fmt"
-	"net/http"
 	"os"
 	"time"
 
@@ -48,54 +46,26 @@ func (inv *invocation) templatePushCmd(use string, mustBeNew bool) *cobra.Comman
 			if err != nil {
 				return err
 			}
-			ctx := cmd.Context()
-			existing, err := client.TemplateByName(ctx, "default", args[0])
-			switch {
-			case err == nil && mustBeNew:
-				return fmt.Errorf("template %q already exists: use `coder templates push %s`", args[0], args[0])
-			case err != nil && !codersdk.IsStatus(err, http.StatusNotFound):
-				return err
-			}
 			var buf bytes.Buffer
 			if err := templatetar.Pack(dir, &buf, templatetar.DefaultMaxSize); err != nil {
 				return fmt.Errorf("pack %s: %w", dir, err)
 			}
-			up, err := client.Upload(ctx, &buf)
-			if err != nil {
-				return fmt.Errorf("upload %s: %w", dir, err)
-			}
-			version, err := client.CreateTemplateVersion(ctx, "default", codersdk.CreateTemplateVersionRequest{
-				Name: name, Message: message, TemplateID: existing.ID, StorageMethod: "file", FileID: up.ID, Provisioner: "terraform", Tags: tagMap,
+			fmt.Fprintf(inv.stderr, "Importing %s...\n", args[0])
+			res, err := client.PushTemplate(cmd.Context(), codersdk.PushTemplateRequest{
+				Name: args[0], Tar: &buf, VersionName: name, Message: message, Tags: tagMap, MustBeNew: mustBeNew,
+				Logs: inv.printLog(), Pending: inv.printPending,
 			})
+			if errors.Is(err, codersdk.ErrTemplateExists) {
+				return fmt.Errorf("template %q already exists: use `coder templates push %s`", args[0], args[0])
+			}
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(inv.stderr, "Importing template version %s...\n", version.Name)
-			inv.explainPending(ctx, version.Job, func(ctx context.Context) (codersdk.ProvisionerJob, error) {
-				v, err := client.TemplateVersion(ctx, version.ID)
-				return v.Job, err
-			})
-			_, err = followJob(ctx, inv.stderr, func(ctx context.Context, after int64, follow bool, fn func(codersdk.ProvisionerJobLog) error) error {
-				return client.TemplateVersionLogs(ctx, version.ID, after, follow, fn)
-			}, func(ctx context.Context) (codersdk.ProvisionerJob, error) {
-				v, err := client.TemplateVersion(ctx, version.ID)
-				return v.Job, err
-			})
-			if err != nil {
-				return fmt.Errorf("import template version %s: %w", version.Name, err)
-			}
-			if existing.ID == "" {
-				t, err := client.CreateTemplate(ctx, "default", codersdk.CreateTemplateRequest{Name: args[0], TemplateVersionID: version.ID})
-				if err != nil {
-					return err
-				}
-				fmt.Fprintf(inv.stdout, "Template %s created (version %s).\n", t.Name, version.Name)
+			if res.Created {
+				fmt.Fprintf(inv.stdout, "Template %s created (version %s).\n", res.Template.Name, res.Version.Name)
 				return nil
 			}
-			if err := client.UpdateActiveTemplateVersion(ctx, existing.ID, codersdk.UpdateActiveTemplateVersion{ID: version.ID}); err != nil {
-				return err
-			}
-			fmt.Fprintf(inv.stdout, "Template %s updated to version %s.\n", existing.Name, version.Name)
+			fmt.Fprintf(inv.stdout, "Template %s updated to version %s.\n", res.Template.Name, res.Version.Name)
 			return nil
 		},
 	}
@@ -106,25 +76,6 @@ func (inv *invocation) templatePushCmd(use string, mustBeNew bool) *cobra.Comman
 	f.StringVarP(&message, "message", "m", "", "Version message")
 	f.BoolVarP(&yes, "yes", "y", false, "Skip confirmation prompts")
 	return cmd
-}
-
-// explainPending prints, once, why a job is still waiting after a moment:
-// most often no provisioner carries the tags it needs.
-func (inv *invocation) explainPending(ctx context.Context, job codersdk.ProvisionerJob, refresh func(context.Context) (codersdk.ProvisionerJob, error)) {
-	if job.Status != codersdk.ProvisionerJobPending {
-		return
-	}
-	go func() {
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(2 * time.Second):
-		}
-		j, err := refresh(ctx)
-		if err == nil && j.Status == codersdk.ProvisionerJobPending {
-			fmt.Fprintf(inv.stderr, "The job is pending: %s.\n", describePending(j))
-		}
-	}()
 }
 
 func (inv *invocation) templatesListCmd() *cobra.Command {

@@ -26,14 +26,12 @@ func workspaceByName(ctx context.Context, client *codersdk.Client, arg string) (
 
 // followBuild prints a build's logs until it ends.
 func (inv *invocation) followBuild(ctx context.Context, client *codersdk.Client, b codersdk.WorkspaceBuild) error {
-	refresh := func(ctx context.Context) (codersdk.ProvisionerJob, error) {
+	_, err := client.WaitJob(ctx, b.Job, func(ctx context.Context, after int64, fn func(codersdk.ProvisionerJobLog) error) error {
+		return client.WorkspaceBuildLogs(ctx, b.ID, after, true, fn)
+	}, func(ctx context.Context) (codersdk.ProvisionerJob, error) {
 		nb, err := client.WorkspaceBuild(ctx, b.ID)
 		return nb.Job, err
-	}
-	inv.explainPending(ctx, b.Job, refresh)
-	_, err := followJob(ctx, inv.stderr, func(ctx context.Context, after int64, follow bool, fn func(codersdk.ProvisionerJobLog) error) error {
-		return client.WorkspaceBuildLogs(ctx, b.ID, after, follow, fn)
-	}, refresh)
+	}, inv.printLog(), inv.printPending, 0)
 	if err != nil {
 		return fmt.Errorf("%s workspace %s: %w", b.Transition, b.WorkspaceName, err)
 	}

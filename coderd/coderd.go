@@ -13,6 +13,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"sort"
 	"sync"
 	"time"
 
@@ -57,6 +58,13 @@ type Options struct {
 	// AgentBinariesDir holds coder-<os>-<arch> binaries for platforms other
 	// than the server's own (optional).
 	AgentBinariesDir string
+	// HealthChecks are extra readiness checks /healthz runs (e.g. the
+	// appliance's mirror); a failing one makes /healthz answer 503.
+	HealthChecks map[string]func(context.Context) error
+	// OnFirstUser, when set, runs after the first user is created, with a
+	// short-lived API token of that user (the appliance pushes its bundled
+	// templates with it).
+	OnFirstUser func(ctx context.Context, username, token string)
 	// Registerer receives the API's metrics; nil means none.
 	Registerer prometheus.Registerer
 	// Now is the clock (default time.Now).
@@ -236,6 +244,11 @@ func (api *API) healthz(c *gin.Context) error {
 	if err := api.db.Ping(ctx); err != nil {
 		return errorf(http.StatusServiceUnavailable, err.Error(), "Database is not reachable")
 	}
+	for _, name := range sortedKeys(api.opts.HealthChecks) {
+		if err := api.opts.HealthChecks[name](ctx); err != nil {
+			return errorf(http.StatusServiceUnavailable, err.Error(), "%s is not ready", name)
+		}
+	}
 	c.String(http.StatusOK, "OK")
 	return nil
 }
@@ -258,4 +271,13 @@ func (api *API) updateCheck(c *gin.Context) error {
 	}
 	c.JSON(http.StatusOK, res)
 	return nil
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
 }

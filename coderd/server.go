@@ -62,6 +62,12 @@ type ServerConfig struct {
 
 	TLS TLSConfig
 
+	// AgentBinariesDir serves agent binaries of other platforms (a bundle's).
+	AgentBinariesDir string
+	// HealthChecks and OnFirstUser are passed to the API (see Options).
+	HealthChecks map[string]func(context.Context) error
+	OnFirstUser  func(ctx context.Context, username, token string)
+
 	Version string
 	Logger  *slog.Logger
 	// ShutdownTimeout bounds the graceful shutdown (default 30s).
@@ -256,6 +262,7 @@ func (s *Server) Run(ctx context.Context) (err error) {
 		DB: db, Pubsub: ps, Logger: log.With("component", "api"), AccessURL: accessURL, Version: s.cfg.Version,
 		ProvisionerPSK: s.cfg.ProvisionerPSK, BuiltinProvisionerKey: builtinKey, JobHeartbeatTimeout: s.cfg.JobHeartbeatTimeout,
 		Telemetry: s.cfg.Telemetry, UpdateCheck: s.cfg.UpdateCheck, UpdateChecker: checker, Registerer: reg,
+		AgentBinariesDir: s.cfg.AgentBinariesDir, HealthChecks: s.cfg.HealthChecks, OnFirstUser: s.cfg.OnFirstUser,
 	})
 	if err != nil {
 		return err

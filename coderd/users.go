@@ -1,6 +1,7 @@
 package coderd
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/http"
@@ -88,6 +89,13 @@ func (api *API) postFirstUser(c *gin.Context) error {
 		return err
 	}
 	api.log.Info("first user created", "username", user.Username)
+	if api.opts.OnFirstUser != nil {
+		token, _, err := api.newAPIKey(c.Request.Context(), user.ID, loginTypeToken, "first-boot-"+randomString(6), time.Hour)
+		if err != nil {
+			return err
+		}
+		go api.opts.OnFirstUser(context.WithoutCancel(c.Request.Context()), user.Username, token)
+	}
 	c.JSON(http.StatusCreated, codersdk.CreateFirstUserResponse{UserID: user.ID, OrganizationID: api.org.ID})
 	return nil
 }

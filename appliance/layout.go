@@ -1,0 +1,148 @@
+package appliance
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/user"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+)
+
+// Layout names the folders of an appliance DIR.
+type Layout struct{ Dir string }
+
+func (l Layout) Releases() string           { return filepath.Join(l.Dir, "releases") }
+func (l Layout) Release(name string) string { return filepath.Join(l.Dir, "releases", name) }
+func (l Layout) Current() string            { return filepath.Join(l.Dir, "current") }
+func (l Layout) Previous() string           { return filepath.Join(l.Dir, "previous") }
+func (l Layout) Data() string               { return filepath.Join(l.Dir, "data") }
+func (l Layout) Postgres() string           { return filepath.Join(l.Dir, "data", "postgres") }
+func (l Layout) Certs() string              { return l.Dir } // certs keeps DIR/certs/
+func (l Layout) Run() string                { return filepath.Join(l.Dir, "run") }
+func (l Layout) Cache() string              { return filepath.Join(l.Dir, "cache") }
+func (l Layout) Staging() string            { return filepath.Join(l.Dir, "staging") }
+func (l Layout) Backups() string            { return filepath.Join(l.Dir, "backups") }
+
+// CurrentRelease returns the release the current link points at ("" when
+// nothing is installed).
+func (l Layout) CurrentRelease() (string, error) { return l.linkTarget(l.Current()) }
+
+// PreviousRelease returns the release before the current one ("" if none).
+func (l Layout) PreviousRelease() (string, error) { return l.linkTarget(l.Previous()) }
+
+func (l Layout) linkTarget(link string) (string, error) {
+	target, err := os.Readlink(link)
+	if errors.Is(err, os.ErrNotExist) {
+		return "", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("read %s: %w", link, err)
+	}
+	return filepath.Base(target), nil
+}
+
+// switchLink points link at releases/<release> atomically: a new symlink
+// beside it, renamed over the old one.
+func (l Layout) switchLink(link, release string) error {
+	tmp := link + ".new"
+	_ = os.Remove(tmp)
+	if err := os.Symlink(filepath.Join("releases", release), tmp); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp, link); err != nil {
+		return err
+	}
+	return syncDir(l.Dir)
+}
+
+// Activate makes release current and remembers the old current as
+// previous.
+func (l Layout) Activate(release string) error {
+	old, err := l.CurrentRelease()
+	if err != nil {
+		return err
+	}
+	if old != "" && old != release {
+		if err := l.switchLink(l.Previous(), old); err != nil {
+			return fmt.Errorf("remember previous release %s: %w", old, err)
+		}
+	}
+	if err := l.switchLink(l.Current(), release); err != nil {
+		return fmt.Errorf("switch to release %s: %w", release, err)
+	}
+	return nil
+}
+
+func syncDir(dir string) error {
+	f, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	return f.Sync()
+}
+
+// serviceAccount is the unprivileged user PostgreSQL runs as.
+type serviceAccount struct {
+	Name     string
+	UID, GID int
+}
+
+// ensureServiceUser returns the service user, creating it (a system user
+// with no login shell) when running as root and it does not exist.
+func ensureServiceUser(name string) (serviceAccount, error) {
+	u, err := user.Lookup(name)
+	if err != nil {
+		var unknown user.UnknownUserError
+		if !errors.As(err, &unknown) {
+			return serviceAccount{}, err
+		}
+		if os.Geteuid() != 0 {
+			return serviceAccount{}, fmt.Errorf("service user %q does not exist; create it or run install as root", name)
+		}
+		out, cerr := exec.Command("useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", "--user-group", name).CombinedOutput()
+		if cerr != nil {
+			return serviceAccount{}, fmt.Errorf("create service user %s: %v: %s", name, cerr, strings.TrimSpace(string(out)))
+		}
+		if u, err = user.Lookup(name); err != nil {
+			return serviceAccount{}, err
+		}
+	}
+	uid, _ := strconv.Atoi(u.Uid)
+	gid, _ := strconv.Atoi(u.Gid)
+	return serviceAccount{Name: name, UID: uid, GID: gid}, nil
+}
+
+// freeBytes is the free space of the filesystem holding path.
+func freeBytes(path string) (uint64, error) {
+	var st syscall.Statfs_t
+	for p := path; ; p = filepath.Dir(p) {
+		if err := syscall.Statfs(p, &st); err == nil {
+			return st.Bavail * uint64(st.Bsize), nil
+		} else if p == filepath.Dir(p) {
+			return 0, err
+		}
+	}
+}
+
+// systemdUnit is the unit file install writes for the appliance.
+func systemdUnit(binary, dir string) string {
+	return fmt.Sprintf(`[Unit]
+Description=Coder appliance (offline remote development)
+After=network.target
+
+[Service]
+ExecStart=%s appliance up --dir %s
+Restart=on-failure
+KillSignal=SIGTERM
+TimeoutStopSec=90
+LimitNOFILE=65536
+
+[Install]
+WantedBy=multi-user.target
+`, binary, dir)
+}
