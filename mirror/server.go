@@ -1,0 +1,214 @@
+package mirror
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"airgapcoder/certs"
+)
+
+// URL paths of the mirror's two services.
+const (
+	ProvidersPath = "/terraform/providers/"
+	RegistryPath  = "/v2/"
+)
+
+// DefaultAddress is where `coder mirror serve` listens unless told
+// otherwise: loopback, so that exposing the mirror is a decision.
+const DefaultAddress = "127.0.0.1:8443"
+
+// Folders of an installed bundle that the mirror serves.
+const (
+	ProvidersDir = "providers"
+	ImagesDir    = "images"
+)
+
+// ServerOptions configure a Server.
+type ServerOptions struct {
+	// Dir is the appliance folder: the provider tree at Dir/providers, the
+	// OCI layout at Dir/images and the serving certificate in Dir/certs
+	// (server.pem, server-key.pem; see package certs). Required.
+	Dir string
+	// ProvidersDir and ImagesDir override where the provider tree and the
+	// OCI layout are read from (an installed appliance keeps them in its
+	// current release); empty means Dir/providers and Dir/images.
+	ProvidersDir, ImagesDir string
+	// Address is the TCP address to listen on; empty means DefaultAddress.
+	// Ignored when Listener is set.
+	Address string
+	// Listener, when set, is used instead of listening on Address; Run
+	// closes it.
+	Listener net.Listener
+	// Logger receives errors and warnings; nil discards them.
+	Logger *slog.Logger
+	// ShutdownTimeout bounds how long in-flight downloads may take to finish
+	// when Run's context is cancelled; zero means 30 s.
+	ShutdownTimeout time.Duration
+}
+
+// Server serves the provider network mirror at ProvidersPath and the
+// read-only OCI registry at RegistryPath over HTTPS, plus GET /healthz.
+type Server struct {
+	opts     ServerOptions
+	log      *slog.Logger
+	handler  http.Handler
+	registry *Registry
+	cert     tls.Certificate
+
+	ready chan struct{}
+	mu    sync.Mutex
+	addr  net.Addr
+}
+
+// NewServer reads the image layout (see NewRegistry) and the serving
+// certificate. It neither listens nor starts goroutines: Run does.
+func NewServer(opts ServerOptions) (*Server, error) {
+	if opts.Dir == "" {
+		return nil, errors.New("mirror: server: no folder given")
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	cert, err := certs.LoadServerCertificate(opts.Dir)
+	if err != nil {
+		return nil, fmt.Errorf("mirror: server: %w", err)
+	}
+	if opts.ProvidersDir == "" {
+		opts.ProvidersDir = filepath.Join(opts.Dir, ProvidersDir)
+	}
+	if opts.ImagesDir == "" {
+		opts.ImagesDir = filepath.Join(opts.Dir, ImagesDir)
+	}
+	reg, err := NewRegistry(opts.ImagesDir, log)
+	if err != nil {
+		return nil, err
+	}
+	mux := http.NewServeMux()
+	mux.Handle(ProvidersPath, http.StripPrefix(ProvidersPath[:len(ProvidersPath)-1], ProviderHandler(opts.ProvidersDir)))
+	mux.Handle("/v2/", reg)
+	mux.Handle("/v2", reg)
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		w.Write([]byte("OK"))
+	})
+	return &Server{opts: opts, log: log, handler: logRequests(log, mux), registry: reg, cert: cert, ready: make(chan struct{})}, nil
+}
+
+// logRequests logs every request at debug level (coder mirror serve -v):
+// method, path, status, bytes and duration.
+func logRequests(log *slog.Logger, h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !log.Enabled(r.Context(), slog.LevelDebug) {
+			h.ServeHTTP(w, r)
+			return
+		}
+		start := time.Now()
+		sw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
+		h.ServeHTTP(sw, r)
+		log.Debug("request", "method", r.Method, "path", r.URL.Path, "range", r.Header.Get("Range"),
+			"status", sw.status, "bytes", sw.bytes, "duration", time.Since(start), "remote", r.RemoteAddr)
+	})
+}
+
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+	bytes  int64
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	w.status = code
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	n, err := w.ResponseWriter.Write(b)
+	w.bytes += int64(n)
+	return n, err
+}
+
+// Handler returns the server's HTTP handler (without TLS), for tests and for
+// mounting in another server.
+func (s *Server) Handler() http.Handler { return s.handler }
+
+// Registry returns the registry the server serves.
+func (s *Server) Registry() *Registry { return s.registry }
+
+// Ready is closed once Run listens; Addr is valid from then on.
+func (s *Server) Ready() <-chan struct{} { return s.ready }
+
+// Addr returns the address Run listens on, nil before Ready.
+func (s *Server) Addr() net.Addr {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.addr
+}
+
+// TLSConfig returns the server side TLS configuration: the serving
+// certificate, TLS 1.2 or later.
+func (s *Server) TLSConfig() *tls.Config {
+	return &tls.Config{Certificates: []tls.Certificate{s.cert}, MinVersion: tls.VersionTLS12}
+}
+
+// Run listens and serves HTTPS until ctx is cancelled, then shuts down
+// gracefully (in-flight downloads get ShutdownTimeout) and returns nil.
+func (s *Server) Run(ctx context.Context) error {
+	ln := s.opts.Listener
+	if ln == nil {
+		addr := s.opts.Address
+		if addr == "" {
+			addr = DefaultAddress
+		}
+		var err error
+		if ln, err = net.Listen("tcp", addr); err != nil {
+			return fmt.Errorf("mirror: listen: %w", err)
+		}
+	}
+	srv := &http.Server{
+		Handler:           s.handler,
+		TLSConfig:         s.TLSConfig(),
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		// No WriteTimeout: large layers on slow links take as long as
+		// they take. Requests have no body worth reading (writes are
+		// refused).
+		ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
+	}
+	// HTTP/1.1 only: Go's HTTP/2 server sends layers in 16 KiB frames
+	// and pulls over it ran at less than half the speed (see
+	// docs/mirror-and-certs.md); registry clients open a connection per
+	// concurrent blob anyway.
+	srv.TLSNextProto = map[string]func(*http.Server, *tls.Conn, http.Handler){}
+	s.mu.Lock()
+	s.addr = ln.Addr()
+	s.mu.Unlock()
+	close(s.ready)
+
+	errc := make(chan error, 1)
+	go func() { errc <- srv.ServeTLS(ln, "", "") }()
+	select {
+	case err := <-errc:
+		return fmt.Errorf("mirror: serve: %w", err)
+	case <-ctx.Done():
+	}
+	timeout := s.opts.ShutdownTimeout
+	if timeout == 0 {
+		timeout = 30 * time.Second
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil {
+		srv.Close()
+	}
+	<-errc
+	return nil
+}
