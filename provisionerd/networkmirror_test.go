@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"airgapcoder/certs"
-	"airgapcoder/coderd/codersdk"
 	"airgapcoder/coderd/coderdtest"
+	"airgapcoder/coderd/codersdk"
 	"airgapcoder/internal/testprovider"
 	"airgapcoder/mirror"
 	"airgapcoder/provisionerd"
