@@ -14,7 +14,7 @@ PROVIDER_VERSION ?= 0.1.0
 PROVIDER_OS      ?= $(shell $(GO) env GOOS)
 PROVIDER_ARCH    ?= $(shell $(GO) env GOARCH)
 
-.PHONY: all deps build run test test-go bench clean
+.PHONY: all deps build run run-server test test-e2e bench clean
 
 all: build
 
@@ -28,11 +28,14 @@ build:
 	$(GO) run ./internal/tools/providermirror -dir build/providers -source $(PROVIDER_SOURCE) \
 		-version $(PROVIDER_VERSION) -os $(PROVIDER_OS) -arch $(PROVIDER_ARCH) -binary build/terraform-provider-coder
 
-# The main job: coder server on the built-in PostgreSQL, data kept in $(RUN_DIR).
+# The main job: build a bundle from local sources, install it into
+# $(RUN_DIR)/appliance and boot the appliance, offline.
 run: deps build
+	RUN_DIR=$(RUN_DIR) ADDRESS=$(ADDRESS) ./scripts/run-appliance.sh
+
+# The control plane alone on its built-in PostgreSQL (no bundle).
+run-server: deps build
 	@mkdir -p $(RUN_DIR) && chmod 755 $(RUN_DIR)
-	@echo "coder server on http://$(ADDRESS); first user: build/coder login http://$(ADDRESS) --first-user-username admin --first-user-email admin@example.com --first-user-password <password>"
-	@echo "then: build/coder templates create process --directory examples/templates/process && build/coder create dev --template process"
 	./build/coder server --http-address $(ADDRESS) --global-config $(RUN_DIR)/config --cache-dir $(RUN_DIR)/cache \
 		--provider-mirror $(CURDIR)/build/providers
 
@@ -50,3 +53,8 @@ bench: deps
 
 clean:
 	rm -rf build
+
+# The product end to end: a bundle built from local sources, installed and
+# run inside a network namespace with only a loopback interface (root).
+test-e2e: deps
+	$(GO) test -tags e2e -count=1 -timeout 20m -v ./e2e/

@@ -45,6 +45,10 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if err == nil {
 		return 0
 	}
+	var ec *exitCodeError
+	if errors.As(err, &ec) {
+		return ec.code // a remote command's own exit code (coder ssh)
+	}
 	fmt.Fprintf(stderr, "error: %s\n", oneLine(err))
 	var ue *usageError
 	if errors.As(err, &ue) {
@@ -131,6 +135,14 @@ func (inv *invocation) root() *cobra.Command {
 		inv.transitionCmd("delete", codersdk.WorkspaceTransitionDelete),
 		inv.provisionerCmd(),
 		inv.provisionerdCmd(),
+		inv.applianceCmd(),
+		inv.mirrorCmd(),
+		inv.certsCmd(),
+		inv.bundleCmd(),
+		inv.agentCmd(),
+		inv.sshCmd(),
+		inv.portForwardCmd(),
+		inv.configSSHCmd(),
 	)
 	// Every command rejects stray arguments as a usage error.
 	var walk func(c *cobra.Command)

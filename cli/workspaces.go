@@ -190,7 +190,7 @@ func (inv *invocation) showCmd() *cobra.Command {
 		if b.Job.Error != "" {
 			fmt.Fprintf(inv.stdout, "Error: %s\n", b.Job.Error)
 		}
-		return render(inv.stdout, "table", nil, []string{"RESOURCE", "AGENT", "STATUS", "LIFECYCLE", "OS/ARCH"}, func() [][]string {
+		err = render(inv.stdout, "table", nil, []string{"RESOURCE", "AGENT", "STATUS", "LIFECYCLE", "OS/ARCH"}, func() [][]string {
 			rows := [][]string{}
 			for _, r := range b.Resources {
 				if len(r.Agents) == 0 {
@@ -202,6 +202,10 @@ func (inv *invocation) showCmd() *cobra.Command {
 			}
 			return rows
 		})
+		if err != nil {
+			return err
+		}
+		return inv.printAgentDetails(cmd.Context(), client, w)
 	}
 	return cmd
 }

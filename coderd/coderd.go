@@ -69,6 +69,14 @@ type Options struct {
 	Registerer prometheus.Registerer
 	// Now is the clock (default time.Now).
 	Now func() time.Time
+	// AgentHeartbeatInterval is how often coderd records that a connected
+	// agent is alive (default 10s); an agent silent for three intervals
+	// counts as disconnected.
+	AgentHeartbeatInterval time.Duration
+	// AgentKeepAliveInterval is the relay's ping interval on an agent's
+	// connection (default 15s): a dead connection is noticed within about
+	// twice this.
+	AgentKeepAliveInterval time.Duration
 }
 
 // API serves /api/v2. Construct with New; run its background loops with Run.
@@ -81,6 +89,9 @@ type API struct {
 	org     database.Organization
 	metrics *metrics
 	router  *gin.Engine
+
+	// relay holds this replica's agent connections (relay.go).
+	relay *relay
 
 	shutdownOnce sync.Once
 	// closing is closed when the server begins to shut down.
@@ -109,6 +120,12 @@ func New(ctx context.Context, opts Options) (*API, error) {
 	}
 	if opts.Now == nil {
 		opts.Now = time.Now
+	}
+	if opts.AgentHeartbeatInterval <= 0 {
+		opts.AgentHeartbeatInterval = 10 * time.Second
+	}
+	if opts.AgentKeepAliveInterval <= 0 {
+		opts.AgentKeepAliveInterval = 15 * time.Second
 	}
 	if opts.AccessURL == nil {
 		opts.AccessURL = &url.URL{Scheme: "http", Host: "127.0.0.1:3000"}
@@ -170,6 +187,9 @@ func (api *API) routes() *gin.Engine {
 	gin.SetMode(gin.ReleaseMode)
 	r := gin.New()
 	r.Use(gin.Recovery(), api.instrument())
+	// Dev URLs (/@owner/workspace/apps|ports/...) match no route; this
+	// middleware serves them before the 404 handler (devurls.go).
+	r.Use(api.devURLs())
 	r.HandleMethodNotAllowed = true
 	r.NoRoute(api.handle(func(c *gin.Context) error { return notFound("Route " + c.Request.URL.Path) }))
 	r.NoMethod(api.handle(func(c *gin.Context) error {
@@ -193,6 +213,16 @@ func (api *API) routes() *gin.Engine {
 	pd.POST("/:daemon/jobs/:job/complete", api.handle(api.completeJob))
 	pd.POST("/:daemon/jobs/:job/fail", api.handle(api.failJob))
 	pd.GET("/:daemon/files/:file", api.handle(api.daemonFile))
+
+	// Workspace agents authenticate with their own token (workspaceagents.go, relay.go).
+	api.relay = newRelay()
+	me := v2.Group("/workspaceagents/me", api.requireAgent())
+	me.GET("/manifest", api.handle(api.agentManifest))
+	me.POST("/startup", api.handle(api.postAgentStartup))
+	me.POST("/lifecycle", api.handle(api.postAgentLifecycle))
+	me.POST("/logs", api.handle(api.postAgentLogs))
+	me.POST("/ports", api.handle(api.postAgentPorts))
+	me.GET("/connect", api.handle(api.agentConnect))
 
 	a := v2.Group("", api.requireAuth())
 	a.GET("/updatecheck", api.handle(api.updateCheck))
@@ -235,6 +265,9 @@ func (api *API) routes() *gin.Engine {
 	a.GET("/workspacebuilds/:build/logs", api.handle(api.workspaceBuildLogs))
 	a.GET("/workspacebuilds/:build/state", api.handle(api.workspaceBuildState))
 	a.PATCH("/workspacebuilds/:build/cancel", api.handle(api.cancelWorkspaceBuild))
+	a.GET("/workspaceagents/:agent", api.handle(api.workspaceAgent))
+	a.GET("/workspaceagents/:agent/logs", api.handle(api.workspaceAgentLogs))
+	a.GET("/workspaceagents/:agent/connect", api.handle(api.workspaceAgentConnect))
 	return r
 }
 

@@ -80,8 +80,10 @@ type ProvisionerConfig struct {
 	Terraform provisionerd.TerraformOptions
 	// ProviderMirror is a folder or https URL: the only provider source.
 	ProviderMirror string
-	// CACertFile is handed to terraform and carried in agent init scripts.
+	// CACertFile is handed to terraform (SSL_CERT_FILE).
 	CACertFile string
+	// AgentCACertFile is carried in agent init scripts (default CACertFile).
+	AgentCACertFile string
 	// WorkDir holds job folders (default: under the cache dir).
 	WorkDir string
 }
@@ -356,7 +358,8 @@ func (s *Server) Run(ctx context.Context) (err error) {
 			d, err := provisionerd.New(provisionerd.Options{
 				Client: client, Name: fmt.Sprintf("built-in-%d", i+1), Version: s.cfg.Version,
 				TerraformPath: terraformPath, ProviderMirror: s.cfg.Provisioner.ProviderMirror, CACertFile: s.cfg.Provisioner.CACertFile,
-				WorkDir: workDir, AccessURL: accessURL.String(), Logger: log.With("component", "provisionerd"),
+				AgentCACertFile: s.cfg.Provisioner.AgentCACertFile,
+				WorkDir:         workDir, AccessURL: accessURL.String(), Logger: log.With("component", "provisionerd"),
 			})
 			if err != nil {
 				return err

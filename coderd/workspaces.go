@@ -8,7 +8,6 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/gin-gonic/gin"
 
@@ -48,33 +47,12 @@ func workspaceStatus(transition, jobStatus string) codersdk.WorkspaceStatus {
 	return codersdk.WorkspaceStatusRunning
 }
 
-// agentStatus derives liveness from connection timestamps.
-func agentStatus(a database.Agent, now time.Time) string {
-	switch {
-	case a.FirstConnectedAt == nil:
-		return "connecting"
-	case a.DisconnectedAt != nil && (a.LastConnectedAt == nil || a.DisconnectedAt.After(*a.LastConnectedAt)):
-		return "disconnected"
-	case a.LastConnectedAt != nil && now.Sub(*a.LastConnectedAt) > 30*time.Second:
-		return "disconnected"
-	}
-	return "connected"
-}
-
-func (api *API) convertResources(rs []database.Resource) []codersdk.WorkspaceResource {
+func (api *API) convertResources(rs []database.Resource, runtimes map[string]database.AgentRuntime) []codersdk.WorkspaceResource {
 	out := []codersdk.WorkspaceResource{}
 	for _, r := range rs {
 		cr := codersdk.WorkspaceResource{ID: r.ID, CreatedAt: r.CreatedAt, JobID: r.JobID, Transition: r.Transition, Type: r.Type, Name: r.Name}
 		for _, a := range r.Agents {
-			ca := codersdk.WorkspaceAgent{
-				ID: a.ID, CreatedAt: a.CreatedAt, Name: a.Name, ResourceID: r.ID, Status: agentStatus(a, api.now()),
-				LifecycleState: a.LifecycleState, OperatingSystem: a.OperatingSystem, Architecture: a.Architecture, Directory: a.Directory,
-				Apps: []codersdk.WorkspaceApp{},
-			}
-			for _, app := range a.Apps {
-				ca.Apps = append(ca.Apps, codersdk.WorkspaceApp{ID: app.ID, Slug: app.Slug, DisplayName: app.DisplayName, URL: app.URL, Port: app.Port, Share: app.Share})
-			}
-			cr.Agents = append(cr.Agents, ca)
+			cr.Agents = append(cr.Agents, api.convertAgent(a, r.ID, runtimes[a.ID]))
 		}
 		out = append(out, cr)
 	}
@@ -92,6 +70,10 @@ func (api *API) convertBuilds(c *gin.Context, w database.Workspace, bs []databas
 	if err != nil {
 		return nil, err
 	}
+	runtimes, err := api.agentRuntimes(c, resources)
+	if err != nil {
+		return nil, err
+	}
 	out := make([]codersdk.WorkspaceBuild, 0, len(bs))
 	for _, b := range bs {
 		job, err := api.convertJob(c, b.Job)
@@ -105,7 +87,7 @@ func (api *API) convertBuilds(c *gin.Context, w database.Workspace, bs []databas
 			WorkspaceOwnerID: w.OwnerID, WorkspaceOwnerName: w.OwnerName, TemplateVersionID: b.TemplateVersionID,
 			TemplateVersionName: b.TemplateVersionName, BuildNumber: b.BuildNumber, Transition: codersdk.WorkspaceTransition(b.Transition),
 			InitiatorID: b.InitiatorID, InitiatorUsername: b.InitiatorName, Job: job, Reason: b.Reason,
-			Resources: api.convertResources(resources[b.Job.ID]), Status: workspaceStatus(b.Transition, b.Job.Status()),
+			Resources: api.convertResources(resources[b.Job.ID], runtimes), Status: workspaceStatus(b.Transition, b.Job.Status()),
 			RichParameterValues: params,
 		})
 	}
@@ -118,6 +100,10 @@ func (api *API) convertWorkspaces(c *gin.Context, ws []database.Workspace) ([]co
 		jobIDs[i] = w.LatestBuild.Job.ID
 	}
 	resources, err := api.db.ResourcesByJobIDs(c.Request.Context(), jobIDs)
+	if err != nil {
+		return nil, err
+	}
+	runtimes, err := api.agentRuntimes(c, resources)
 	if err != nil {
 		return nil, err
 	}
@@ -137,7 +123,7 @@ func (api *API) convertWorkspaces(c *gin.Context, ws []database.Workspace) ([]co
 				WorkspaceOwnerID: w.OwnerID, WorkspaceOwnerName: w.OwnerName, TemplateVersionID: b.TemplateVersionID,
 				TemplateVersionName: b.TemplateVersionName, BuildNumber: b.BuildNumber, Transition: codersdk.WorkspaceTransition(b.Transition),
 				InitiatorID: b.InitiatorID, InitiatorUsername: b.InitiatorName, Job: job, Reason: b.Reason,
-				Resources: api.convertResources(resources[b.Job.ID]), Status: workspaceStatus(b.Transition, b.Job.Status()),
+				Resources: api.convertResources(resources[b.Job.ID], runtimes), Status: workspaceStatus(b.Transition, b.Job.Status()),
 			},
 		})
 	}

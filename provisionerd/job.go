@@ -164,6 +164,9 @@ func (d *Daemon) environment(job *codersdk.AcquiredJob, dir, rc, cache string) m
 		env["SSL_CERT_FILE"] = d.opts.CACertFile
 		env["CODER_CA_CERT_FILE"] = d.opts.CACertFile
 	}
+	if d.opts.AgentCACertFile != "" {
+		env["CODER_CA_CERT_FILE"] = d.opts.AgentCACertFile
+	}
 	return env
 }
 

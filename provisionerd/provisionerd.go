@@ -40,6 +40,11 @@ type Options struct {
 	// CACertFile is the trust bundle handed to terraform and providers as
 	// SSL_CERT_FILE and carried in agent init scripts (optional).
 	CACertFile string
+	// AgentCACertFile is the PEM bundle our provider embeds in agent init
+	// scripts, so workspaces trust coderd without knowing its CA (default
+	// CACertFile). Keep it to the site's own CAs: an init script lives in
+	// an environment variable, which Linux caps at 128 KiB.
+	AgentCACertFile string
 	// WorkDir holds the per-job folders and the plugin cache (default: a
 	// folder under the OS temp dir).
 	WorkDir string

@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -135,6 +136,13 @@ type Options struct {
 	// AgentBinariesDir serves coder-<os>-<arch> agent binaries.
 	AgentBinariesDir string
 	Logger           *slog.Logger
+	// Address, when set, is the loopback address to listen on (e.g. the
+	// address of a deployment stopped with Close, to restart it there).
+	Address string
+	// AgentHeartbeatInterval and AgentKeepAliveInterval tune agent liveness
+	// (coderd's defaults when zero).
+	AgentHeartbeatInterval time.Duration
+	AgentKeepAliveInterval time.Duration
 }
 
 // Deployment is a running API.
@@ -144,6 +152,7 @@ type Deployment struct {
 	DB          *database.DB
 	API         *coderd.API
 	server      *httptest.Server
+	stop        func()
 }
 
 // New starts an API over a fresh (or the given) database and stops it when
@@ -176,10 +185,26 @@ func New(t testing.TB, opts Options) *Deployment {
 		t.Fatal("pubsub did not connect")
 	}
 	srv := httptest.NewUnstartedServer(nil)
+	if opts.Address != "" {
+		_ = srv.Listener.Close()
+		var ln net.Listener
+		// The old deployment's port may take a moment to be released.
+		for i := 0; ; i++ {
+			if ln, err = net.Listen("tcp", opts.Address); err == nil || i == 50 {
+				break
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		if err != nil {
+			t.Fatalf("listen on %s: %v", opts.Address, err)
+		}
+		srv.Listener = ln
+	}
 	u, _ := url.Parse("http://" + srv.Listener.Addr().String())
 	api, err := coderd.New(ctx, coderd.Options{
 		DB: db, Pubsub: ps, Logger: log, AccessURL: u, Version: "v0.0.0-test",
 		ProvisionerPSK: opts.ProvisionerPSK, JobHeartbeatTimeout: opts.JobHeartbeatTimeout, AgentBinariesDir: opts.AgentBinariesDir,
+		AgentHeartbeatInterval: opts.AgentHeartbeatInterval, AgentKeepAliveInterval: opts.AgentKeepAliveInterval,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -188,15 +213,27 @@ func New(t testing.TB, opts Options) *Deployment {
 	srv.Start()
 	wg.Add(1)
 	go func() { defer wg.Done(); _ = api.Run(ctx) }()
-	t.Cleanup(func() {
-		srv.CloseClientConnections()
-		srv.Close()
-		cancel()
-		wg.Wait()
-		db.Close()
-	})
-	return &Deployment{URL: u, DatabaseURL: dbURL, DB: db, API: api, server: srv}
+	var once sync.Once
+	stop := func() {
+		once.Do(func() {
+			// Shutdown ends agent connections, which the HTTP server no
+			// longer tracks once they are WebSockets.
+			api.Shutdown()
+			srv.CloseClientConnections()
+			srv.Close()
+			cancel()
+			wg.Wait()
+			db.Close()
+		})
+	}
+	t.Cleanup(stop)
+	return &Deployment{URL: u, DatabaseURL: dbURL, DB: db, API: api, server: srv, stop: stop}
 }
+
+// Close stops the deployment now, as a crash would for its clients: every
+// connection is cut. Its database stays; New with DatabaseURL and Address
+// starts it again.
+func (d *Deployment) Close() { d.stop() }
 
 // Client returns an unauthenticated client.
 func (d *Deployment) Client() *codersdk.Client {

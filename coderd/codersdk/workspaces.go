@@ -125,6 +125,17 @@ type WorkspaceAgent struct {
 	Architecture    string         `json:"architecture"`
 	Directory       string         `json:"directory,omitempty"`
 	Apps            []WorkspaceApp `json:"apps"`
+	// Version is the agent's build, as it reported it ("" before it has).
+	Version string `json:"version,omitempty"`
+	// ExpandedDirectory is Directory as the agent resolved it.
+	ExpandedDirectory string `json:"expanded_directory,omitempty"`
+	// ListeningPorts are the TCP ports the agent last saw listening in the
+	// workspace; reach them with coder port-forward or their dev URL.
+	ListeningPorts           []AgentListeningPort `json:"listening_ports"`
+	FirstConnectedAt         *time.Time           `json:"first_connected_at,omitempty"`
+	LastConnectedAt          *time.Time           `json:"last_connected_at,omitempty"`
+	DisconnectedAt           *time.Time           `json:"disconnected_at,omitempty"`
+	ConnectionTimeoutSeconds int32                `json:"connection_timeout_seconds"`
 }
 
 // WorkspaceApp is a coder_app of an agent.

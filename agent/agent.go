@@ -1,0 +1,330 @@
+// Package agent is the workspace agent: what `coder agent` runs inside a
+// workspace. It owns the agent's end of the relay: one WebSocket to coderd
+// carrying a yamux session, kept up with backoff across coderd restarts and
+// network blips, in which coderd opens one stream per user connection. A
+// stream of kind ssh goes to the agent's SSH server (shells with a PTY,
+// exec with exit codes, SFTP, direct-tcpip), a stream of kind tcp to a port
+// inside the workspace. The agent also runs the startup script and streams
+// its output, reports its lifecycle (created → starting → ready |
+// start_timeout | start_error → shutting_down → off), its version and
+// platform, and the TCP ports listening in the workspace.
+//
+// The agent is a network client of coderd: it talks to it only through
+// codersdk and must not import server packages (coderd, its database, gin,
+// pgx). TestDependencies fails if it does. It never listens on a network
+// port of its own: every connection arrives through coderd.
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"net/http"
+	"os"
+	"runtime"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/yamux"
+
+	"airgapcoder/coderd/codersdk"
+)
+
+// Options configure an Agent. Client is required.
+type Options struct {
+	// Client reaches coderd; its SessionToken is the agent token.
+	Client *codersdk.Client
+	// Logger receives the agent's own logs (default: discarded).
+	Logger *slog.Logger
+	// Version is reported to coderd.
+	Version string
+	// Environ is the base environment of shells and the startup script
+	// (default os.Environ()). CODER_AGENT_TOKEN is always removed from it.
+	Environ []string
+	// ReconnectMin and ReconnectMax bound the backoff between attempts to
+	// reach coderd (defaults 1s and 30s).
+	ReconnectMin, ReconnectMax time.Duration
+	// PortsInterval is how often listening ports are scanned (default 5s;
+	// negative turns the scan off).
+	PortsInterval time.Duration
+	// StartupScriptTimeout stops a startup script that runs longer and
+	// reports start_timeout (zero: no limit).
+	StartupScriptTimeout time.Duration
+	// KeepAliveInterval is the yamux ping interval on the connection to
+	// coderd (default 15s): a dead connection is noticed within about twice
+	// this.
+	KeepAliveInterval time.Duration
+	// LogFlushInterval is how often startup script output is sent (default
+	// 250ms).
+	LogFlushInterval time.Duration
+}
+
+// Agent is a workspace agent. Construct with New and run with Run.
+type Agent struct {
+	opts   Options
+	log    *slog.Logger
+	client *codersdk.Client
+	ssh    *sshServer
+
+	mu        sync.Mutex
+	manifest  codersdk.AgentManifest
+	lifecycle *lifecycleReporter
+	logs      *logSender
+}
+
+// New checks opts and prepares an agent (its SSH host key included). It
+// starts no goroutines.
+func New(opts Options) (*Agent, error) {
+	if opts.Client == nil || opts.Client.URL == nil {
+		return nil, errors.New("agent: a client with the coderd URL is required (CODER_AGENT_URL)")
+	}
+	if opts.Client.SessionToken == "" {
+		return nil, errors.New("agent: the agent token is required (CODER_AGENT_TOKEN)")
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	if opts.Environ == nil {
+		opts.Environ = os.Environ()
+	}
+	if opts.ReconnectMin <= 0 {
+		opts.ReconnectMin = time.Second
+	}
+	if opts.ReconnectMax < opts.ReconnectMin {
+		opts.ReconnectMax = max(30*time.Second, opts.ReconnectMin)
+	}
+	if opts.PortsInterval == 0 {
+		opts.PortsInterval = 5 * time.Second
+	}
+	if opts.KeepAliveInterval <= 0 {
+		opts.KeepAliveInterval = 15 * time.Second
+	}
+	if opts.LogFlushInterval <= 0 {
+		opts.LogFlushInterval = 250 * time.Millisecond
+	}
+	a := &Agent{opts: opts, log: opts.Logger, client: opts.Client}
+	var err error
+	if a.ssh, err = newSSHServer(a); err != nil {
+		return nil, err
+	}
+	a.lifecycle = newLifecycleReporter(a)
+	a.logs = newLogSender(a)
+	return a, nil
+}
+
+// Run fetches the manifest, starts the startup script and keeps the
+// connection to coderd up until ctx ends; then it reports shutting_down and
+// off and returns nil.
+func (a *Agent) Run(ctx context.Context) error {
+	// Reports outlive ctx a little, so that shutting_down and off arrive.
+	reportCtx, stopReports := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopReports()
+	var reporters sync.WaitGroup
+	reporters.Go(func() { a.lifecycle.run(reportCtx) })
+	reporters.Go(func() { a.logs.run(reportCtx) })
+
+	m, ok := a.fetchManifest(ctx)
+	if !ok {
+		stopReports()
+		reporters.Wait()
+		return nil
+	}
+	a.mu.Lock()
+	a.manifest = m
+	a.mu.Unlock()
+	a.log.Info("agent manifest", "agent", m.AgentID, "workspace", m.OwnerName+"/"+m.WorkspaceName, "directory", m.Directory)
+
+	var wg sync.WaitGroup
+	wg.Go(func() { a.reportStartup(ctx) })
+	wg.Go(func() { a.runStartupScript(ctx) })
+	if a.opts.PortsInterval > 0 {
+		wg.Go(func() { a.reportPorts(ctx) })
+	}
+	a.connectLoop(ctx)
+	wg.Wait()
+
+	a.lifecycle.set(codersdk.AgentLifecycleShuttingDown)
+	a.ssh.closeAll()
+	a.lifecycle.set(codersdk.AgentLifecycleOff)
+	flushCtx, cancel := context.WithTimeout(reportCtx, 5*time.Second)
+	defer cancel()
+	a.logs.flush(flushCtx)
+	a.lifecycle.wait(flushCtx)
+	stopReports()
+	reporters.Wait()
+	return nil
+}
+
+func (a *Agent) currentManifest() codersdk.AgentManifest {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.manifest
+}
+
+// backoff is an exponential backoff with jitter.
+type backoff struct {
+	min, max, next time.Duration
+}
+
+func (b *backoff) reset() { b.next = b.min }
+
+// wait sleeps for the next delay; false when ctx ended.
+func (b *backoff) wait(ctx context.Context) bool {
+	if b.next < b.min {
+		b.next = b.min
+	}
+	d := b.next
+	// ±20% jitter spreads agents that lost the same coderd.
+	d += time.Duration((rand.Float64()*0.4 - 0.2) * float64(d))
+	b.next = min(b.next*2, b.max)
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
+func (a *Agent) newBackoff() *backoff {
+	return &backoff{min: a.opts.ReconnectMin, max: a.opts.ReconnectMax}
+}
+
+// retry calls fn until it succeeds, ctx ends or fn's error is permanent.
+func (a *Agent) retry(ctx context.Context, what string, fn func(context.Context) error) error {
+	b := a.newBackoff()
+	for {
+		err := fn(ctx)
+		if err == nil || ctx.Err() != nil {
+			return err
+		}
+		if permanent(err) {
+			return err
+		}
+		a.log.Warn(what+" failed; retrying", "err", err)
+		if !b.wait(ctx) {
+			return ctx.Err()
+		}
+	}
+}
+
+// permanent reports whether retrying err cannot help (a bad request).
+func permanent(err error) bool {
+	var e *codersdk.Error
+	return errors.As(err, &e) && e.StatusCode >= 400 && e.StatusCode < 500 &&
+		e.StatusCode != http.StatusUnauthorized && e.StatusCode != http.StatusTooManyRequests && e.StatusCode != http.StatusRequestTimeout
+}
+
+func (a *Agent) fetchManifest(ctx context.Context) (codersdk.AgentManifest, bool) {
+	var m codersdk.AgentManifest
+	b := a.newBackoff()
+	for {
+		var err error
+		m, err = a.client.AgentManifest(ctx)
+		if err == nil {
+			return m, true
+		}
+		if ctx.Err() != nil {
+			return m, false
+		}
+		if codersdk.IsStatus(err, http.StatusUnauthorized) {
+			a.log.Error("coderd refuses the agent token; retrying (is the workspace deleted, or CODER_AGENT_TOKEN wrong?)", "err", err)
+		} else {
+			a.log.Warn("fetch agent manifest; retrying", "err", err)
+		}
+		if !b.wait(ctx) {
+			return m, false
+		}
+	}
+}
+
+func (a *Agent) reportStartup(ctx context.Context) {
+	m := a.currentManifest()
+	req := codersdk.PostAgentStartupRequest{
+		Version: a.opts.Version, OperatingSystem: runtime.GOOS, Architecture: runtime.GOARCH,
+		ExpandedDirectory: a.workDir(m),
+	}
+	if err := a.retry(ctx, "report agent startup", func(ctx context.Context) error { return a.client.PostAgentStartup(ctx, req) }); err != nil && ctx.Err() == nil {
+		a.log.Error("report agent startup", "err", err)
+	}
+}
+
+// connectLoop keeps a connection to coderd up until ctx ends.
+func (a *Agent) connectLoop(ctx context.Context) {
+	b := a.newBackoff()
+	for ctx.Err() == nil {
+		began := time.Now()
+		err := a.serveConnection(ctx)
+		if ctx.Err() != nil {
+			return
+		}
+		if time.Since(began) > time.Minute {
+			b.reset()
+		}
+		if codersdk.IsStatus(err, http.StatusUnauthorized) {
+			a.log.Error("coderd refuses the agent token; retrying", "err", err)
+		} else {
+			a.log.Warn("connection to coderd lost; reconnecting", "err", err)
+		}
+		if !b.wait(ctx) {
+			return
+		}
+	}
+}
+
+func (a *Agent) yamuxConfig() *yamux.Config {
+	cfg := yamux.DefaultConfig()
+	cfg.LogOutput = nil
+	cfg.Logger = yamuxLogger{a.log}
+	cfg.KeepAliveInterval = a.opts.KeepAliveInterval
+	cfg.ConnectionWriteTimeout = a.opts.KeepAliveInterval
+	cfg.MaxStreamWindowSize = 1 << 20
+	cfg.StreamCloseTimeout = 30 * time.Second
+	return cfg
+}
+
+// serveConnection dials coderd and serves the streams it opens until the
+// connection ends.
+func (a *Agent) serveConnection(ctx context.Context) error {
+	dialCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	conn, err := a.client.ConnectAgent(dialCtx)
+	cancel()
+	if err != nil {
+		return err
+	}
+	mux, err := yamux.Server(conn, a.yamuxConfig())
+	if err != nil {
+		_ = conn.Close()
+		return fmt.Errorf("start relay session: %w", err)
+	}
+	defer mux.Close()
+	stop := context.AfterFunc(ctx, func() { _ = mux.Close() })
+	defer stop()
+	a.log.Info("connected to coderd", "url", a.client.URL.Redacted())
+	// A lifecycle report lost while coderd was away is sent again.
+	a.lifecycle.resend()
+	for {
+		stream, err := mux.AcceptStream()
+		if err != nil {
+			if errors.Is(err, yamux.ErrSessionShutdown) {
+				return errors.New("coderd closed the connection")
+			}
+			return err
+		}
+		go a.handleStream(ctx, stream)
+	}
+}
+
+// yamuxLogger sends yamux's own log lines to slog at debug level.
+type yamuxLogger struct{ log *slog.Logger }
+
+func (l yamuxLogger) Print(v ...any) { l.log.Debug(strings.TrimSpace(fmt.Sprint(v...))) }
+func (l yamuxLogger) Printf(format string, v ...any) {
+	l.log.Debug(strings.TrimSpace(fmt.Sprintf(format, v...)))
+}
+func (l yamuxLogger) Println(v ...any) { l.log.Debug(strings.TrimSpace(fmt.Sprintln(v...))) }

@@ -1,0 +1,619 @@
+package agent_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+	"github.com/google/uuid"
+	"github.com/pkg/sftp"
+	"golang.org/x/crypto/ssh"
+
+	"airgapcoder/agent"
+	"airgapcoder/coderd/coderdtest"
+	"airgapcoder/coderd/codersdk"
+)
+
+// relayEnv is a deployment with users, a workspace of alice's whose agent
+// runs in this process, and an app server the agent can reach.
+type relayEnv struct {
+	d                      *coderdtest.Deployment
+	admin, member, tadmin  *codersdk.Client
+	alice                  *codersdk.Client
+	workspace              codersdk.Workspace
+	agentID, token, dir    string
+	appPort                int
+	app                    *httptest.Server
+	stopAgent              func()
+	agentDone              chan struct{}
+	deploymentOpts         coderdtest.Options
+	daemon                 *coderdtest.Daemon
+	startupScript, appHost string
+}
+
+// appServer answers / with what it received (path, Host, headers) and
+// echoes WebSocket messages on /ws.
+func appServer(t testing.TB) *httptest.Server {
+	t.Helper()
+	mux := http.NewServeMux()
+	mux.HandleFunc("/ws", func(w http.ResponseWriter, r *http.Request) {
+		c, err := websocket.Accept(w, r, nil)
+		if err != nil {
+			return
+		}
+		defer c.CloseNow()
+		for {
+			typ, msg, err := c.Read(r.Context())
+			if err != nil {
+				return
+			}
+			if err := c.Write(r.Context(), typ, append([]byte("echo: "), msg...)); err != nil {
+				return
+			}
+		}
+	})
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Query().Has("set-cookies") {
+			http.SetCookie(w, &http.Cookie{Name: codersdk.SessionTokenCookie, Value: "from-the-app", Path: "/"})
+			http.SetCookie(w, &http.Cookie{Name: "app_cookie", Value: "set"})
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(appEcho{Path: r.URL.RequestURI(), Host: r.Host, Header: r.Header})
+	})
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+type appEcho struct {
+	Path   string      `json:"path"`
+	Host   string      `json:"host"`
+	Header http.Header `json:"header"`
+}
+
+func newRelayEnv(t testing.TB) *relayEnv {
+	t.Helper()
+	e := &relayEnv{app: appServer(t), token: uuid.NewString(), dir: t.TempDir()}
+	_, port, _ := net.SplitHostPort(e.app.Listener.Addr().String())
+	e.appPort, _ = strconv.Atoi(port)
+	e.deploymentOpts = coderdtest.Options{ProvisionerPSK: "psk", AgentHeartbeatInterval: 200 * time.Millisecond, AgentKeepAliveInterval: time.Second}
+	e.d = coderdtest.New(t, e.deploymentOpts)
+	e.admin, _ = e.d.CreateFirstUser(t)
+	e.member, _ = e.d.CreateUser(t, e.admin, "member")
+	e.tadmin, _ = e.d.CreateUser(t, e.admin, "tadmin", codersdk.RoleTemplateAdmin)
+	e.alice, _ = e.d.CreateUser(t, e.admin, "alice")
+	psk := e.d.Client()
+	psk.ProvisionerPSK = "psk"
+	e.daemon = coderdtest.NewDaemon(t, psk, "test", nil)
+	e.workspace = coderdtest.CreateWorkspaceWithAgent(t, e.admin, e.alice, e.daemon, "dev", codersdk.ProvisionedAgent{
+		Token: e.token, Directory: e.dir, Env: map[string]string{"FROM_TEMPLATE": "yes"},
+		StartupScript: "echo startup says hello\necho to stderr >&2\n",
+		Apps: []codersdk.ProvisionedApp{
+			{Slug: "web", Port: int32(e.appPort)},
+			{Slug: "byurl", URL: fmt.Sprintf("http://localhost:%d/base/?fixed=1", e.appPort)},
+			{Slug: "pub", Port: int32(e.appPort), Share: "public"},
+		},
+	})
+	e.agentID = coderdtest.WorkspaceAgent(t, e.workspace).ID
+	e.startAgent(t)
+	return e
+}
+
+// startAgent runs the agent in this process until the test ends.
+func (e *relayEnv) startAgent(t testing.TB) {
+	t.Helper()
+	c := codersdk.New(e.d.URL)
+	c.SessionToken = e.token
+	a, err := agent.New(agent.Options{
+		Client: c, Version: "v9.9.9-test", PortsInterval: 200 * time.Millisecond, KeepAliveInterval: time.Second,
+		ReconnectMin: 100 * time.Millisecond, ReconnectMax: time.Second,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := a.Run(ctx); err != nil {
+			t.Errorf("agent.Run: %v", err)
+		}
+	}()
+	e.stopAgent = func() {
+		cancel()
+		<-done
+	}
+	e.agentDone = done
+	t.Cleanup(e.stopAgent)
+}
+
+// waitFor polls cond until it holds, failing after timeout with its last
+// explanation.
+func waitFor(t testing.TB, timeout time.Duration, cond func() (bool, string)) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		ok, why := cond()
+		if ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("not within %s: %s", timeout, why)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func (e *relayEnv) waitReady(t testing.TB, c *codersdk.Client) codersdk.WorkspaceAgent {
+	t.Helper()
+	var a codersdk.WorkspaceAgent
+	waitFor(t, 30*time.Second, func() (bool, string) {
+		var err error
+		a, err = c.WorkspaceAgent(context.Background(), e.agentID)
+		if err != nil {
+			return false, err.Error()
+		}
+		return a.Status == codersdk.AgentStatusConnected && a.LifecycleState == codersdk.AgentLifecycleReady,
+			fmt.Sprintf("agent status %s, lifecycle %s", a.Status, a.LifecycleState)
+	})
+	return a
+}
+
+// sshClient opens an SSH client to the agent through the relay as c.
+func sshClient(t *testing.T, c *codersdk.Client, agentID string) *ssh.Client {
+	t.Helper()
+	conn, err := c.DialWorkspaceAgent(context.Background(), agentID, codersdk.DialOptions{Kind: codersdk.RelayKindSSH})
+	if err != nil {
+		t.Fatalf("dial agent: %v", err)
+	}
+	sconn, chans, reqs, err := ssh.NewClientConn(conn, "dev", &ssh.ClientConfig{User: "alice", HostKeyCallback: ssh.InsecureIgnoreHostKey()})
+	if err != nil {
+		t.Fatalf("ssh handshake: %v", err)
+	}
+	client := ssh.NewClient(sconn, chans, reqs)
+	t.Cleanup(func() { _ = client.Close() })
+	return client
+}
+
+// run runs command in a new session and returns stdout, stderr and the
+// exit code.
+func run(t *testing.T, client *ssh.Client, stdin, command string) (string, string, int) {
+	t.Helper()
+	sess, err := client.NewSession()
+	if err != nil {
+		t.Fatalf("new session: %v", err)
+	}
+	defer sess.Close()
+	var stdout, stderr bytes.Buffer
+	sess.Stdin, sess.Stdout, sess.Stderr = strings.NewReader(stdin), &stdout, &stderr
+	err = sess.Run(command)
+	code := 0
+	var ee *ssh.ExitError
+	if errors.As(err, &ee) {
+		code = ee.ExitStatus()
+	} else if err != nil {
+		t.Fatalf("run %q: %v", command, err)
+	}
+	return stdout.String(), stderr.String(), code
+}
+
+func TestRelay(t *testing.T) {
+	e := newRelayEnv(t)
+	ctx := context.Background()
+	a := e.waitReady(t, e.alice)
+
+	t.Run("AgentReport", func(t *testing.T) {
+		if a.Version != "v9.9.9-test" || a.OperatingSystem != "linux" || a.ExpandedDirectory != e.dir {
+			t.Errorf("got version %q os %q dir %q, want v9.9.9-test linux %s", a.Version, a.OperatingSystem, a.ExpandedDirectory, e.dir)
+		}
+		if a.FirstConnectedAt == nil || a.LastConnectedAt == nil {
+			t.Errorf("connection times not recorded: %+v", a)
+		}
+		waitFor(t, 10*time.Second, func() (bool, string) {
+			a, err := e.alice.WorkspaceAgent(ctx, e.agentID)
+			if err != nil {
+				return false, err.Error()
+			}
+			return slices.ContainsFunc(a.ListeningPorts, func(p codersdk.AgentListeningPort) bool { return int(p.Port) == e.appPort }),
+				fmt.Sprintf("listening ports %v lack the app's %d", a.ListeningPorts, e.appPort)
+		})
+		w, err := e.alice.Workspace(ctx, e.workspace.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := coderdtest.WorkspaceAgent(t, w); got.Status != codersdk.AgentStatusConnected || got.Version != "v9.9.9-test" {
+			t.Errorf("workspace view of the agent: status %s version %q", got.Status, got.Version)
+		}
+	})
+
+	t.Run("StartupLogs", func(t *testing.T) {
+		waitFor(t, 10*time.Second, func() (bool, string) {
+			logs, err := e.alice.WorkspaceAgentLogs(ctx, e.agentID, 0)
+			if err != nil {
+				return false, err.Error()
+			}
+			var lines []string
+			for _, l := range logs {
+				lines = append(lines, l.Output)
+			}
+			return slices.Contains(lines, "startup says hello") && slices.Contains(lines, "to stderr"), fmt.Sprintf("agent logs %q", lines)
+		})
+		var stage []string
+		err := e.alice.WorkspaceBuildLogs(ctx, e.workspace.LatestBuild.ID, 0, false, func(l codersdk.ProvisionerJobLog) error {
+			if l.Stage == codersdk.StageStartupScript {
+				stage = append(stage, l.Output)
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Contains(stage, "startup says hello") {
+			t.Errorf("build logs under stage %q: %q, want the startup script's output", codersdk.StageStartupScript, stage)
+		}
+		if _, err := e.member.WorkspaceAgentLogs(ctx, e.agentID, 0); !codersdk.IsStatus(err, http.StatusNotFound) {
+			t.Errorf("another member reading the logs: got %v, want 404", err)
+		}
+	})
+
+	t.Run("SSHExec", func(t *testing.T) {
+		client := sshClient(t, e.alice, e.agentID)
+		out, _, code := run(t, client, "", `echo hello; echo "$FROM_TEMPLATE"; pwd; echo "${CODER_AGENT_TOKEN:-no token}"; echo "$CODER_WORKSPACE_NAME"`)
+		want := "hello\nyes\n" + e.dir + "\nno token\ndev\n"
+		if code != 0 || out != want {
+			t.Errorf("got exit %d output %q, want 0 and %q", code, out, want)
+		}
+		if _, _, code := run(t, client, "", "exit 7"); code != 7 {
+			t.Errorf("exit 7: got code %d", code)
+		}
+		out, errOut, _ := run(t, client, "from stdin", "cat; echo oops >&2")
+		if out != "from stdin" || errOut != "oops\n" {
+			t.Errorf("stdin/stderr: got stdout %q stderr %q", out, errOut)
+		}
+		// A background process holding stdout does not hold the session.
+		began := time.Now()
+		if out, _, code := run(t, client, "", "sleep 10 & echo started"); code != 0 || out != "started\n" {
+			t.Errorf("background: got %d %q", code, out)
+		}
+		if took := time.Since(began); took > 5*time.Second {
+			t.Errorf("a session whose command left a background process took %s", took)
+		}
+	})
+
+	t.Run("SSHPTY", func(t *testing.T) {
+		client := sshClient(t, e.alice, e.agentID)
+		sess, err := client.NewSession()
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer sess.Close()
+		if err := sess.RequestPty("xterm", 40, 120, ssh.TerminalModes{}); err != nil {
+			t.Fatal(err)
+		}
+		stdin, _ := sess.StdinPipe()
+		var out syncBuffer
+		sess.Stdout = &out
+		if err := sess.Shell(); err != nil {
+			t.Fatal(err)
+		}
+		fmt.Fprintln(stdin, "stty size; tty; echo TERM=$TERM")
+		waitFor(t, 10*time.Second, func() (bool, string) {
+			s := out.String()
+			return strings.Contains(s, "40 120") && strings.Contains(s, "/dev/pts/") && strings.Contains(s, "TERM=xterm"), fmt.Sprintf("output %q", s)
+		})
+		if err := sess.WindowChange(50, 100); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(200 * time.Millisecond)
+		fmt.Fprintln(stdin, "stty size; exit 3")
+		waitFor(t, 10*time.Second, func() (bool, string) {
+			return strings.Contains(out.String(), "50 100"), fmt.Sprintf("output %q", out.String())
+		})
+		var ee *ssh.ExitError
+		if err := sess.Wait(); !errors.As(err, &ee) || ee.ExitStatus() != 3 {
+			t.Errorf("shell exit: got %v, want status 3", err)
+		}
+	})
+
+	t.Run("SFTP", func(t *testing.T) {
+		client := sshClient(t, e.alice, e.agentID)
+		sc, err := sftp.NewClient(client)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer sc.Close()
+		f, err := sc.Create("uploaded.txt")
+		if err != nil {
+			t.Fatal(err)
+		}
+		payload := bytes.Repeat([]byte("0123456789"), 100000)
+		if _, err := f.Write(payload); err != nil {
+			t.Fatal(err)
+		}
+		f.Close()
+		// Relative paths are under the agent's directory.
+		out, _, _ := run(t, client, "", "wc -c < "+e.dir+"/uploaded.txt")
+		if strings.TrimSpace(out) != strconv.Itoa(len(payload)) {
+			t.Errorf("uploaded file size in the workspace: %q, want %d", out, len(payload))
+		}
+		rf, err := sc.Open("uploaded.txt")
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, _ := io.ReadAll(rf)
+		rf.Close()
+		if !bytes.Equal(got, payload) {
+			t.Errorf("downloaded %d bytes, want the %d uploaded", len(got), len(payload))
+		}
+	})
+
+	t.Run("DirectTCPIP", func(t *testing.T) {
+		client := sshClient(t, e.alice, e.agentID)
+		hc := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, addr string) (net.Conn, error) {
+			return client.Dial("tcp", addr)
+		}}}
+		resp, err := hc.Get(fmt.Sprintf("http://127.0.0.1:%d/through-ssh", e.appPort))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got appEcho
+		_ = json.NewDecoder(resp.Body).Decode(&got)
+		resp.Body.Close()
+		if got.Path != "/through-ssh" {
+			t.Errorf("got path %q", got.Path)
+		}
+	})
+
+	t.Run("TCP", func(t *testing.T) {
+		var wg sync.WaitGroup
+		for i := range 20 {
+			wg.Go(func() {
+				conn, err := e.alice.DialWorkspaceAgent(ctx, e.agentID, codersdk.DialOptions{Kind: codersdk.RelayKindTCP, Port: uint16(e.appPort)})
+				if err != nil {
+					t.Errorf("dial %d: %v", i, err)
+					return
+				}
+				defer conn.Close()
+				fmt.Fprintf(conn, "GET /conn/%d HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", i)
+				resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+				if err != nil {
+					t.Errorf("conn %d: %v", i, err)
+					return
+				}
+				var got appEcho
+				_ = json.NewDecoder(resp.Body).Decode(&got)
+				if got.Path != fmt.Sprintf("/conn/%d", i) {
+					t.Errorf("conn %d: got path %q", i, got.Path)
+				}
+			})
+		}
+		wg.Wait()
+		closed := freePort(t)
+		_, err := e.alice.DialWorkspaceAgent(ctx, e.agentID, codersdk.DialOptions{Kind: codersdk.RelayKindTCP, Port: uint16(closed)})
+		if !codersdk.IsStatus(err, http.StatusBadGateway) || !strings.Contains(err.Error(), "refused") {
+			t.Errorf("dial a closed port: got %v, want 502 connection refused", err)
+		}
+	})
+
+	t.Run("WhoMayConnect", func(t *testing.T) {
+		for _, tc := range []struct {
+			name   string
+			client *codersdk.Client
+			want   int
+		}{
+			{"another member", e.member, http.StatusNotFound},
+			{"template admin", e.tadmin, http.StatusForbidden},
+			{"unauthenticated", e.d.Client(), http.StatusUnauthorized},
+		} {
+			_, err := tc.client.DialWorkspaceAgent(ctx, e.agentID, codersdk.DialOptions{Kind: codersdk.RelayKindSSH})
+			if !codersdk.IsStatus(err, tc.want) {
+				t.Errorf("%s: got %v, want %d", tc.name, err, tc.want)
+			}
+		}
+		// Users with the owner role may.
+		client := sshClient(t, e.admin, e.agentID)
+		if out, _, _ := run(t, client, "", "echo admin"); out != "admin\n" {
+			t.Errorf("owner-role user: got %q", out)
+		}
+	})
+
+	t.Run("TokensStayInTheirLane", func(t *testing.T) {
+		status, body := coderdtest.Do(t, http.MethodGet, e.d.URL.String()+"/api/v2/users/me", e.token, nil, "")
+		if status != http.StatusUnauthorized {
+			t.Errorf("agent token on a user endpoint: %s, want 401", coderdtest.String(status, body))
+		}
+		status, body = coderdtest.Do(t, http.MethodGet, e.d.URL.String()+"/api/v2/workspaceagents/me/manifest", e.alice.SessionToken, nil, "")
+		if status != http.StatusUnauthorized {
+			t.Errorf("user token on an agent endpoint: %s, want 401", coderdtest.String(status, body))
+		}
+		status, body = coderdtest.Do(t, http.MethodGet, e.d.URL.String()+"/api/v2/workspaceagents/me/manifest", uuid.NewString(), nil, "")
+		if status != http.StatusUnauthorized {
+			t.Errorf("unknown agent token: %s, want 401", coderdtest.String(status, body))
+		}
+		status, body = coderdtest.Do(t, http.MethodGet, e.d.URL.String()+"/api/v2/workspaceagents/me/manifest", e.token, nil, "")
+		if status != http.StatusOK || !strings.Contains(string(body), `"startup_script"`) {
+			t.Errorf("agent token on its manifest: %s", coderdtest.String(status, body))
+		}
+	})
+
+	t.Run("DevURLs", func(t *testing.T) {
+		base := e.d.URL.String() + "/@alice/dev"
+		get := func(path, token string, cookie bool) (int, appEcho, http.Header) {
+			req, _ := http.NewRequest(http.MethodGet, base+path, nil)
+			if token != "" && cookie {
+				req.AddCookie(&http.Cookie{Name: codersdk.SessionTokenCookie, Value: token})
+				req.AddCookie(&http.Cookie{Name: "app_cookie", Value: "kept"})
+			} else if token != "" {
+				req.Header.Set(codersdk.SessionTokenHeader, token)
+			}
+			c := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+			resp, err := c.Do(req)
+			if err != nil {
+				t.Fatalf("GET %s: %v", path, err)
+			}
+			defer resp.Body.Close()
+			var got appEcho
+			if resp.StatusCode == http.StatusOK {
+				_ = json.NewDecoder(resp.Body).Decode(&got)
+			}
+			return resp.StatusCode, got, resp.Header
+		}
+		portPath := fmt.Sprintf("/ports/%d", e.appPort)
+		for _, tc := range []struct {
+			name, path, token string
+			cookie            bool
+			want              int
+			wantPath          string
+		}{
+			{"owner by header", portPath + "/hello?q=1", e.alice.SessionToken, false, 200, "/hello?q=1"},
+			{"owner by cookie", portPath + "/c", e.alice.SessionToken, true, 200, "/c"},
+			{"owner-role user", portPath + "/", e.admin.SessionToken, false, 200, "/"},
+			{"no token", portPath + "/", "", false, 401, ""},
+			{"another member", portPath + "/", e.member.SessionToken, false, 404, ""},
+			{"template admin", portPath + "/", e.tadmin.SessionToken, false, 403, ""},
+			{"agent token", portPath + "/", e.token, false, 401, ""},
+			{"app by port", "/apps/web/x/y", e.alice.SessionToken, false, 200, "/x/y"},
+			{"app by url", "/apps/byurl/z?b=2", e.alice.SessionToken, false, 200, "/base/z?fixed=1&b=2"},
+			{"owner-role user by cookie", portPath + "/", e.admin.SessionToken, true, 403, ""},
+			{"share=public is not honored", "/apps/pub/p", "", false, 401, ""},
+			{"share=public, another member", "/apps/pub/p", e.member.SessionToken, false, 404, ""},
+			{"no such app", "/apps/nope/", e.alice.SessionToken, false, 404, ""},
+			{"no such app, anonymous", "/apps/nope/", "", false, 401, ""},
+			{"redirect to the slash", "/apps/web", e.alice.SessionToken, false, 307, ""},
+			{"closed port", fmt.Sprintf("/ports/%d/", freePort(t)), e.alice.SessionToken, false, 502, ""},
+		} {
+			status, got, hdr := get(tc.path, tc.token, tc.cookie)
+			if status != tc.want {
+				t.Errorf("%s: GET %s: got %d, want %d", tc.name, tc.path, status, tc.want)
+				continue
+			}
+			if status == 307 && hdr.Get("Location") != "/@alice/dev/apps/web/" {
+				t.Errorf("%s: redirected to %q", tc.name, hdr.Get("Location"))
+			}
+			if status != 200 {
+				continue
+			}
+			if got.Path != tc.wantPath {
+				t.Errorf("%s: the app got path %q, want %q", tc.name, got.Path, tc.wantPath)
+			}
+			if got.Header.Get(codersdk.SessionTokenHeader) != "" || strings.Contains(got.Header.Get("Cookie"), codersdk.SessionTokenCookie) {
+				t.Errorf("%s: the session token reached the app: %v", tc.name, got.Header)
+			}
+			if tc.cookie && !strings.Contains(got.Header.Get("Cookie"), "app_cookie=kept") {
+				t.Errorf("%s: the app's own cookie was lost: %q", tc.name, got.Header.Get("Cookie"))
+			}
+		}
+		_, _, hdr := get("/apps/web/?set-cookies", e.alice.SessionToken, false)
+		if sc := strings.Join(hdr.Values("Set-Cookie"), "; "); !strings.Contains(sc, "app_cookie=set") || strings.Contains(sc, codersdk.SessionTokenCookie) {
+			t.Errorf("Set-Cookie from the app: %q, want its own cookie and no session cookie", sc)
+		}
+		_, got, _ := get("/apps/byurl/", e.alice.SessionToken, false)
+		if got.Host != fmt.Sprintf("localhost:%d", e.appPort) || got.Header.Get("X-Forwarded-Prefix") != "/@alice/dev/apps/byurl" {
+			t.Errorf("app by url: Host %q, X-Forwarded-Prefix %q", got.Host, got.Header.Get("X-Forwarded-Prefix"))
+		}
+
+		// WebSockets go through too.
+		u, _ := url.Parse(base + portPath + "/ws")
+		u.Scheme = "ws"
+		c, _, err := websocket.Dial(ctx, u.String(), &websocket.DialOptions{HTTPHeader: http.Header{codersdk.SessionTokenHeader: {e.alice.SessionToken}}})
+		if err != nil {
+			t.Fatalf("websocket through a dev URL: %v", err)
+		}
+		defer c.CloseNow()
+		if err := c.Write(ctx, websocket.MessageText, []byte("ping")); err != nil {
+			t.Fatal(err)
+		}
+		_, msg, err := c.Read(ctx)
+		if err != nil || string(msg) != "echo: ping" {
+			t.Errorf("websocket echo: got %q, %v", msg, err)
+		}
+	})
+
+	t.Run("ShutdownReportsOff", func(t *testing.T) {
+		e.stopAgent()
+		waitFor(t, 10*time.Second, func() (bool, string) {
+			a, err := e.alice.WorkspaceAgent(ctx, e.agentID)
+			if err != nil {
+				return false, err.Error()
+			}
+			return a.LifecycleState == codersdk.AgentLifecycleOff && a.Status == codersdk.AgentStatusDisconnected,
+				fmt.Sprintf("lifecycle %s, status %s", a.LifecycleState, a.Status)
+		})
+		_, err := e.alice.DialWorkspaceAgent(ctx, e.agentID, codersdk.DialOptions{})
+		if !codersdk.IsAgentUnavailable(err) {
+			t.Errorf("dial a stopped agent: got %v, want 503", err)
+		}
+	})
+}
+
+// TestAgentReconnects stops coderd and starts it again on the same address
+// and database: the agent comes back within seconds.
+func TestAgentReconnects(t *testing.T) {
+	e := newRelayEnv(t)
+	e.waitReady(t, e.alice)
+	addr := e.d.URL.Host
+	e.d.Close()
+	opts := e.deploymentOpts
+	opts.DatabaseURL, opts.Address = e.d.DatabaseURL, addr
+	began := time.Now()
+	d2 := coderdtest.New(t, opts)
+	alice := d2.Client()
+	alice.SessionToken = e.alice.SessionToken
+	waitFor(t, 15*time.Second, func() (bool, string) {
+		conn, err := alice.DialWorkspaceAgent(context.Background(), e.agentID, codersdk.DialOptions{Kind: codersdk.RelayKindSSH})
+		if err != nil {
+			return false, err.Error()
+		}
+		conn.Close()
+		return true, ""
+	})
+	t.Logf("agent reachable %s after coderd came back", time.Since(began).Round(time.Millisecond))
+	client := sshClient(t, alice, e.agentID)
+	if out, _, code := run(t, client, "", "echo back"); out != "back\n" || code != 0 {
+		t.Errorf("after reconnect: got %d %q", code, out)
+	}
+}
+
+func freePort(t testing.TB) int {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}

@@ -1,0 +1,286 @@
+package agent
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"time"
+
+	"airgapcoder/coderd/codersdk"
+)
+
+// runStartupScript runs the manifest's startup script once per agent start:
+// lifecycle starting, then ready (exit 0), start_error (any other exit) or
+// start_timeout. Its output (stdout and stderr, in order) goes to coderd line
+// by line, for as long as anything writes it: servers the script starts in
+// the background keep logging there, up to coderd's cap.
+func (a *Agent) runStartupScript(ctx context.Context) {
+	m := a.currentManifest()
+	if strings.TrimSpace(m.StartupScript) == "" {
+		a.lifecycle.set(codersdk.AgentLifecycleReady)
+		return
+	}
+	a.lifecycle.set(codersdk.AgentLifecycleStarting)
+	r, w, err := os.Pipe()
+	if err != nil {
+		a.logs.add(codersdk.LogLevelError, fmt.Sprintf("coder agent: %v", err))
+		a.lifecycle.set(codersdk.AgentLifecycleStartError)
+		return
+	}
+	shell := loginShell()
+	cmd := exec.Command(shell, "-c", m.StartupScript)
+	cmd.Dir = a.workDir(m)
+	cmd.Env = a.environ(m)
+	cmd.Stdout, cmd.Stderr = w, w
+	detach(cmd)
+	began := time.Now()
+	err = cmd.Start()
+	_ = w.Close()
+	if err != nil {
+		_ = r.Close()
+		a.logs.add(codersdk.LogLevelError, fmt.Sprintf("coder agent: start the startup script with %s: %v", shell, err))
+		a.lifecycle.set(codersdk.AgentLifecycleStartError)
+		return
+	}
+	a.log.Info("startup script started", "pid", cmd.Process.Pid, "dir", cmd.Dir)
+	go func() {
+		defer r.Close()
+		sc := bufio.NewScanner(r)
+		sc.Buffer(make([]byte, 64<<10), 64<<10)
+		for sc.Scan() {
+			a.logs.add(codersdk.LogLevelInfo, sc.Text())
+		}
+	}()
+	waited := make(chan error, 1)
+	go func() { waited <- cmd.Wait() }()
+	var timeout <-chan time.Time
+	if a.opts.StartupScriptTimeout > 0 {
+		t := time.NewTimer(a.opts.StartupScriptTimeout)
+		defer t.Stop()
+		timeout = t.C
+	}
+	select {
+	case err = <-waited:
+	case <-timeout:
+		_ = cmd.Process.Kill()
+		<-waited
+		a.logs.add(codersdk.LogLevelError, fmt.Sprintf("coder agent: the startup script ran longer than %s and was stopped", a.opts.StartupScriptTimeout))
+		a.lifecycle.set(codersdk.AgentLifecycleStartTimeout)
+		return
+	case <-ctx.Done():
+		_ = cmd.Process.Kill()
+		<-waited
+		return
+	}
+	took := time.Since(began).Round(time.Millisecond)
+	if code := exitCode(err); code != 0 {
+		a.logs.add(codersdk.LogLevelError, fmt.Sprintf("coder agent: the startup script exited with code %d after %s", code, took))
+		a.lifecycle.set(codersdk.AgentLifecycleStartError)
+		a.log.Warn("startup script failed", "exit_code", code, "took", took)
+		return
+	}
+	a.log.Info("startup script finished", "took", took)
+	a.lifecycle.set(codersdk.AgentLifecycleReady)
+}
+
+// lifecycleReporter sends lifecycle states to coderd in order, retrying
+// while coderd is away.
+type lifecycleReporter struct {
+	agent *Agent
+
+	mu      sync.Mutex
+	queue   []codersdk.PostAgentLifecycleRequest
+	last    *codersdk.PostAgentLifecycleRequest // last one coderd accepted
+	wake    chan struct{}
+	drained chan struct{} // closed when the queue is empty
+}
+
+func newLifecycleReporter(a *Agent) *lifecycleReporter {
+	d := make(chan struct{})
+	close(d)
+	return &lifecycleReporter{agent: a, wake: make(chan struct{}, 1), drained: d}
+}
+
+// set queues a state change.
+func (l *lifecycleReporter) set(state string) {
+	l.mu.Lock()
+	l.queue = append(l.queue, codersdk.PostAgentLifecycleRequest{State: state, ChangedAt: time.Now().UTC()})
+	if len(l.queue) == 1 {
+		l.drained = make(chan struct{})
+	}
+	l.mu.Unlock()
+	l.agent.log.Info("lifecycle", "state", state)
+	select {
+	case l.wake <- struct{}{}:
+	default:
+	}
+}
+
+// resend sends the last accepted state again (after a reconnect, in case
+// coderd lost it).
+func (l *lifecycleReporter) resend() {
+	l.mu.Lock()
+	if l.last != nil && len(l.queue) == 0 {
+		l.queue = append(l.queue, *l.last)
+		l.drained = make(chan struct{})
+	}
+	l.mu.Unlock()
+	select {
+	case l.wake <- struct{}{}:
+	default:
+	}
+}
+
+// wait waits until every queued state was sent, or ctx ends.
+func (l *lifecycleReporter) wait(ctx context.Context) {
+	l.mu.Lock()
+	d := l.drained
+	l.mu.Unlock()
+	select {
+	case <-d:
+	case <-ctx.Done():
+	}
+}
+
+func (l *lifecycleReporter) run(ctx context.Context) {
+	b := l.agent.newBackoff()
+	for {
+		l.mu.Lock()
+		var next *codersdk.PostAgentLifecycleRequest
+		if len(l.queue) > 0 {
+			n := l.queue[0]
+			next = &n
+		}
+		l.mu.Unlock()
+		if next == nil {
+			select {
+			case <-ctx.Done():
+				return
+			case <-l.wake:
+				continue
+			}
+		}
+		err := l.agent.client.PostAgentLifecycle(ctx, *next)
+		if err != nil && !permanent(err) {
+			if ctx.Err() != nil {
+				return
+			}
+			l.agent.log.Debug("report lifecycle; retrying", "state", next.State, "err", err)
+			if !b.wait(ctx) {
+				return
+			}
+			continue
+		}
+		if err != nil {
+			l.agent.log.Error("report lifecycle", "state", next.State, "err", err)
+		}
+		b.reset()
+		l.mu.Lock()
+		l.queue = l.queue[1:]
+		l.last = next
+		if len(l.queue) == 0 {
+			close(l.drained)
+		}
+		l.mu.Unlock()
+	}
+}
+
+// maxBufferedLogs bounds the output kept while coderd is away.
+const maxBufferedLogs = 10000
+
+// logSender batches startup script output to coderd.
+type logSender struct {
+	agent *Agent
+
+	mu      sync.Mutex
+	buf     []codersdk.AgentLogInput
+	dropped int
+	full    bool // coderd stores no more
+	wake    chan struct{}
+}
+
+func newLogSender(a *Agent) *logSender {
+	return &logSender{agent: a, wake: make(chan struct{}, 1)}
+}
+
+func (s *logSender) add(level, line string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.full {
+		return
+	}
+	if len(s.buf) >= maxBufferedLogs {
+		s.dropped++
+		return
+	}
+	s.buf = append(s.buf, codersdk.AgentLogInput{CreatedAt: time.Now().UTC(), Level: level, Output: line})
+	if len(s.buf) >= 100 {
+		select {
+		case s.wake <- struct{}{}:
+		default:
+		}
+	}
+}
+
+func (s *logSender) run(ctx context.Context) {
+	t := time.NewTicker(s.agent.opts.LogFlushInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		case <-s.wake:
+		}
+		_ = s.send(ctx)
+	}
+}
+
+// flush sends what is buffered, retrying until ctx ends.
+func (s *logSender) flush(ctx context.Context) {
+	for s.send(ctx) != nil && ctx.Err() == nil {
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// send posts up to 1000 buffered lines; they stay buffered if coderd is
+// unreachable.
+func (s *logSender) send(ctx context.Context) error {
+	s.mu.Lock()
+	if s.dropped > 0 && len(s.buf) < maxBufferedLogs {
+		s.buf = append(s.buf, codersdk.AgentLogInput{CreatedAt: time.Now().UTC(), Level: codersdk.LogLevelWarn,
+			Output: fmt.Sprintf("coder agent: %d lines of output were dropped while coderd was unreachable", s.dropped)})
+		s.dropped = 0
+	}
+	n := min(len(s.buf), 1000)
+	batch := append([]codersdk.AgentLogInput(nil), s.buf[:n]...)
+	s.mu.Unlock()
+	if n == 0 {
+		return nil
+	}
+	err := s.agent.client.PostAgentLogs(ctx, codersdk.PostAgentLogsRequest{Logs: batch})
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch {
+	case err == nil:
+		s.buf = s.buf[n:]
+	case codersdk.IsStatus(err, http.StatusRequestEntityTooLarge):
+		s.agent.log.Warn("coderd stores no more startup script output", "err", err)
+		s.full, s.buf = true, nil
+		return nil
+	case permanent(err):
+		s.agent.log.Error("send startup script output", "err", err)
+		s.buf = s.buf[n:]
+		return nil
+	}
+	if err != nil && !errors.Is(err, context.Canceled) {
+		s.agent.log.Debug("send startup script output; will retry", "err", err)
+	}
+	return err
+}

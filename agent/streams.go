@@ -1,0 +1,111 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+
+	"airgapcoder/coderd/codersdk"
+)
+
+// handleStream serves one stream coderd opened: it reads the
+// codersdk.RelayHeader, answers with a codersdk.RelayReply, and hands the
+// stream to the SSH server or splices it to a TCP port.
+func (a *Agent) handleStream(ctx context.Context, stream net.Conn) {
+	_ = stream.SetDeadline(time.Now().Add(15 * time.Second))
+	var hdr codersdk.RelayHeader
+	if err := codersdk.ReadRelayFrame(stream, &hdr); err != nil {
+		a.log.Warn("bad relay stream header", "err", err)
+		_ = stream.Close()
+		return
+	}
+	log := a.log.With("conn", hdr.ConnID, "user", hdr.User, "kind", hdr.Kind)
+	reply := func(err error) bool {
+		r := codersdk.RelayReply{}
+		if err != nil {
+			r.Error = err.Error()
+		}
+		if werr := codersdk.WriteRelayFrame(stream, r); werr != nil || err != nil {
+			_ = stream.Close()
+			return false
+		}
+		_ = stream.SetDeadline(time.Time{})
+		return true
+	}
+	switch hdr.Kind {
+	case codersdk.RelayKindSSH:
+		if !reply(nil) {
+			return
+		}
+		log.Debug("ssh connection")
+		a.ssh.serveConn(ctx, stream, log)
+	case codersdk.RelayKindTCP:
+		target, err := dialWorkspace(ctx, hdr.Host, hdr.Port)
+		if !reply(err) {
+			log.Debug("tcp connection refused", "host", hdr.Host, "port", hdr.Port, "err", err)
+			if target != nil {
+				_ = target.Close()
+			}
+			return
+		}
+		log.Debug("tcp connection", "host", hdr.Host, "port", hdr.Port)
+		splice(stream, target)
+	default:
+		reply(errors.New("unknown stream kind " + strconv.Quote(hdr.Kind) + " (this agent speaks ssh and tcp)"))
+	}
+}
+
+// dialWorkspace connects to host:port inside the workspace; an empty host
+// is the loopback, IPv4 then IPv6.
+func dialWorkspace(ctx context.Context, host string, port uint16) (net.Conn, error) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	var d net.Dialer
+	p := strconv.Itoa(int(port))
+	if host != "" {
+		return d.DialContext(ctx, "tcp", net.JoinHostPort(host, p))
+	}
+	conn, err := d.DialContext(ctx, "tcp", net.JoinHostPort("127.0.0.1", p))
+	if err != nil && errors.Is(err, syscall.ECONNREFUSED) {
+		if conn6, err6 := d.DialContext(ctx, "tcp", net.JoinHostPort("::1", p)); err6 == nil {
+			return conn6, nil
+		}
+	}
+	return conn, err
+}
+
+// copyBufs holds copy buffers larger than io.Copy's 32 KiB, so that bulk
+// transfers cross the relay in fewer frames.
+var copyBufs = sync.Pool{New: func() any { b := make([]byte, 128<<10); return &b }}
+
+func copyBuffered(dst io.Writer, src io.Reader) (int64, error) {
+	buf := copyBufs.Get().(*[]byte)
+	defer copyBufs.Put(buf)
+	return io.CopyBuffer(dst, src, *buf)
+}
+
+// splice copies between a and b until either side ends, then closes both.
+func splice(a, b io.ReadWriteCloser) {
+	var once sync.Once
+	closeBoth := func() {
+		once.Do(func() {
+			_ = a.Close()
+			_ = b.Close()
+		})
+	}
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		_, _ = copyBuffered(b, a)
+		closeBoth()
+	})
+	wg.Go(func() {
+		_, _ = copyBuffered(a, b)
+		closeBoth()
+	})
+	wg.Wait()
+}

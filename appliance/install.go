@@ -1,0 +1,242 @@
+package appliance
+
+import (
+	"context"
+	"crypto/ed25519"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"airgapcoder/bundle"
+	"airgapcoder/certs"
+)
+
+// InstallOptions configure Install.
+type InstallOptions struct {
+	Bundle string
+	Dir    string
+	// PublicKey checks the bundle's signature; AllowUnsigned accepts a
+	// bundle without one (and no key).
+	PublicKey     ed25519.PublicKey
+	AllowUnsigned bool
+	// Binary is the coder binary the systemd unit runs (default: this one).
+	Binary string
+	Logger *slog.Logger
+	// Now is the clock for the preflight (default time.Now).
+	Now func() time.Time
+}
+
+// InstallResult says what install did.
+type InstallResult struct {
+	Release          string
+	AlreadyInstalled bool
+	Manifest         bundle.Manifest
+}
+
+// headroom is the free space kept beyond the unpacked bundle, for the
+// database and logs.
+const headroom = 1 << 30
+
+// Install verifies a bundle and unpacks it into DIR/releases/<release>, then
+// makes it current. Nothing outside a staging folder is written until every
+// file's hash has been checked; a bad bundle, an interruption at any point
+// or a full disk leaves DIR as it was, and running install again succeeds.
+func Install(ctx context.Context, opts InstallOptions) (InstallResult, error) {
+	return install(ctx, opts, true)
+}
+
+// install unpacks a release and, with activate, makes it current.
+func install(ctx context.Context, opts InstallOptions, activate bool) (InstallResult, error) {
+	var res InstallResult
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	now := opts.Now
+	if now == nil {
+		now = time.Now
+	}
+	if opts.PublicKey == nil && !opts.AllowUnsigned {
+		return res, errors.New("install needs --public-key to check the bundle's signature, or --allow-unsigned")
+	}
+	dir, err := filepath.Abs(opts.Dir)
+	if err != nil {
+		return res, err
+	}
+	l := Layout{Dir: dir}
+	m, info, err := bundle.Inspect(opts.Bundle)
+	if err != nil {
+		return res, fmt.Errorf("read bundle %s: %w", opts.Bundle, err)
+	}
+	res.Release, res.Manifest = m.Release, m
+	if err := preflightInstall(l, m, info, now()); err != nil {
+		return res, fmt.Errorf("preflight: %w", err)
+	}
+	if err := os.MkdirAll(l.Releases(), 0o755); err != nil {
+		return res, fmt.Errorf("create %s: %w", l.Releases(), err)
+	}
+	cleanStaging(l, log)
+
+	target := l.Release(m.Release)
+	if _, err := os.Stat(filepath.Join(target, manifestFile)); err == nil {
+		// Already unpacked (a second install of the same bundle): check the
+		// copy on disk still matches the new bundle's manifest.
+		have, err := readManifest(target)
+		if err != nil {
+			return res, err
+		}
+		if !sameFiles(have, m) {
+			return res, fmt.Errorf("release %s is already installed with different content; a release name must not be reused (remove %s to replace it)", m.Release, target)
+		}
+		res.AlreadyInstalled = true
+	} else {
+		log.Info("verifying and unpacking bundle", "bundle", opts.Bundle, "release", m.Release, "size", info.TotalSize)
+		// Extract stages beside target (in DIR/releases) and renames it into
+		// place only when every hash has been checked.
+		if _, err := bundle.Extract(ctx, opts.Bundle, target, opts.PublicKey, opts.AllowUnsigned); err != nil {
+			return res, fmt.Errorf("install %s: %w", opts.Bundle, err)
+		}
+		b, err := json.MarshalIndent(m, "", "  ")
+		if err != nil {
+			return res, err
+		}
+		if err := writeFileAtomic(filepath.Join(target, manifestFile), b, 0o644); err != nil {
+			return res, err
+		}
+	}
+	if err := finishInstall(l, m, opts, log); err != nil {
+		return res, err
+	}
+	if activate {
+		if err := l.Activate(m.Release); err != nil {
+			return res, err
+		}
+	}
+	log.Info("release installed", "release", m.Release, "dir", dir, "current", activate)
+	return res, nil
+}
+
+// finishInstall writes what a release needs beside it: settings, the
+// service user, certificates and the systemd unit. Each step is idempotent.
+func finishInstall(l Layout, m bundle.Manifest, opts InstallOptions, log *slog.Logger) error {
+	cfgExisted := fileExists(filepath.Join(l.Dir, ConfigFile))
+	if err := WriteDefaultConfig(l.Dir); err != nil {
+		return fmt.Errorf("write %s: %w", ConfigFile, err)
+	}
+	cfg, err := LoadConfig(l.Dir, nil)
+	if err != nil {
+		return err
+	}
+	if !cfgExisted {
+		log.Info("wrote settings", "file", filepath.Join(l.Dir, ConfigFile))
+	}
+	for _, d := range []string{l.Data(), l.Cache()} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return err
+		}
+	}
+	if os.Geteuid() == 0 && cfg.PostgresURL == "" {
+		if _, err := ensureServiceUser(cfg.ServiceUser); err != nil {
+			return err
+		}
+	}
+	var bundled []string
+	for _, c := range m.Components.Certs {
+		bundled = append(bundled, filepath.Join(l.Release(m.Release), c.Path))
+	}
+	if len(bundled) > 0 {
+		if _, err := certs.Import(l.Dir, bundled, certs.Options{}); err != nil {
+			return fmt.Errorf("import the bundle's CA certificates: %w", err)
+		}
+	}
+	binary := opts.Binary
+	if binary == "" {
+		if binary, err = os.Executable(); err != nil {
+			return err
+		}
+	}
+	return writeFileAtomic(filepath.Join(l.Dir, "coder-appliance.service"), []byte(systemdUnit(binary, l.Dir)), 0o644)
+}
+
+func preflightInstall(l Layout, m bundle.Manifest, info bundle.Info, now time.Time) error {
+	var unpacked int64
+	for _, f := range m.Files {
+		unpacked += f.Size
+	}
+	need := uint64(unpacked) + headroom
+	free, err := freeBytes(l.Dir)
+	if err != nil {
+		return fmt.Errorf("check free space at %s: %w", l.Dir, err)
+	}
+	if free < need {
+		return fmt.Errorf("not enough free space at %s: %s free, %s needed (unpacked bundle %s + 1 GiB for the database)",
+			l.Dir, humanBytes(free), humanBytes(need), humanBytes(uint64(unpacked)))
+	}
+	if !m.BuildTime.IsZero() && now.Before(m.BuildTime.Add(-24*time.Hour)) {
+		return fmt.Errorf("this host's clock (%s) is more than a day behind the bundle's build time (%s): fix the clock, or certificates will not validate",
+			now.UTC().Format(time.RFC3339), m.BuildTime.UTC().Format(time.RFC3339))
+	}
+	_ = info
+	return nil
+}
+
+// cleanStaging removes what an interrupted install left behind.
+func cleanStaging(l Layout, log *slog.Logger) {
+	entries, _ := os.ReadDir(l.Releases())
+	for _, e := range entries {
+		if strings.HasPrefix(e.Name(), ".") && strings.Contains(e.Name(), ".unverified-") {
+			log.Info("removing an interrupted install", "folder", e.Name())
+			_ = os.RemoveAll(filepath.Join(l.Releases(), e.Name()))
+		}
+	}
+	_ = os.RemoveAll(l.Staging())
+}
+
+const manifestFile = "manifest.json"
+
+func readManifest(releaseDir string) (bundle.Manifest, error) {
+	var m bundle.Manifest
+	b, err := os.ReadFile(filepath.Join(releaseDir, manifestFile))
+	if err != nil {
+		return m, fmt.Errorf("read release manifest: %w", err)
+	}
+	if err := json.Unmarshal(b, &m); err != nil {
+		return m, fmt.Errorf("read release manifest %s: %w", releaseDir, err)
+	}
+	return m, nil
+}
+
+func sameFiles(a, b bundle.Manifest) bool {
+	if len(a.Files) != len(b.Files) {
+		return false
+	}
+	for i := range a.Files {
+		if a.Files[i].Path != b.Files[i].Path || a.Files[i].SHA256 != b.Files[i].SHA256 {
+			return false
+		}
+	}
+	return true
+}
+
+func fileExists(p string) bool {
+	_, err := os.Stat(p)
+	return err == nil
+}
+
+func humanBytes(n uint64) string {
+	const unit = 1024
+	if n < unit {
+		return fmt.Sprintf("%d B", n)
+	}
+	div, exp := uint64(unit), 0
+	for v := n / unit; v >= unit; v /= unit {
+		div *= unit
+		exp++
+	}
+	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
+}

@@ -1,0 +1,210 @@
+package appliance_test
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/big"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"airgapcoder/appliance"
+	"airgapcoder/bundle"
+)
+
+// testBundle writes a signed bundle with a payload big enough that
+// unpacking takes a moment, and returns its path and public key file.
+func testBundle(t *testing.T, release string) (string, string) {
+	t.Helper()
+	work := t.TempDir()
+	payload := filepath.Join(work, "payload")
+	files := map[string]int{"bin/coder-linux-amd64": 48 << 20, "templates/demo/main.tf": 0}
+	for p, size := range files {
+		full := filepath.Join(payload, p)
+		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		data := []byte(`resource "terraform_data" "x" {}` + "\n")
+		if size > 0 {
+			data = make([]byte, size)
+			_, _ = rand.Read(data)
+		}
+		if err := os.WriteFile(full, data, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pub, key, err := bundle.GenerateKey(filepath.Join(work, "keys"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	priv, err := bundle.LoadPrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(work, "out")
+	if err := os.MkdirAll(out, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	res, err := bundle.Write(context.Background(), bundle.WriteOptions{
+		PayloadDir: payload, OutputDir: out, Key: priv,
+		Manifest: bundle.Manifest{Name: "test", Release: release, Platforms: []string{"linux/amd64"},
+			Components: bundle.Components{Templates: []bundle.Template{{Name: "demo", Path: "templates/demo"}}}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res.Path, pub
+}
+
+var (
+	binOnce sync.Once
+	binPath string
+	binErr  error
+)
+
+func coderBinary(t *testing.T) string {
+	t.Helper()
+	binOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "coder-appliance-test-")
+		if err != nil {
+			binErr = err
+			return
+		}
+		binPath = filepath.Join(dir, "coder")
+		if out, err := exec.Command("go", "build", "-o", binPath, "airgapcoder/cmd/coder").CombinedOutput(); err != nil {
+			binErr = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if binErr != nil {
+		t.Fatal(binErr)
+	}
+	return binPath
+}
+
+// checkConsistent fails unless DIR holds either nothing installed or a
+// complete current release whose files match its manifest.
+func checkConsistent(t *testing.T, dir string) (installed bool) {
+	t.Helper()
+	l := appliance.Layout{Dir: dir}
+	rel, err := l.CurrentRelease()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rel == "" {
+		return false
+	}
+	b, err := os.ReadFile(filepath.Join(l.Release(rel), "manifest.json"))
+	if err != nil {
+		t.Fatalf("current points at %s without a manifest: %v", rel, err)
+	}
+	var m bundle.Manifest
+	if err := json.Unmarshal(b, &m); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range m.Files {
+		st, err := os.Stat(filepath.Join(l.Release(rel), f.Path))
+		if err != nil || st.Size() != f.Size {
+			t.Fatalf("current release %s is half-installed: %s: %v", rel, f.Path, err)
+		}
+	}
+	return true
+}
+
+// TestInstallKilledAtRandom: kill -9 during install at random moments (ten
+// runs): DIR is never half-installed and a second install succeeds.
+func TestInstallKilledAtRandom(t *testing.T) {
+	bin := coderBinary(t)
+	bundlePath, pub := testBundle(t, "2026.11.1")
+	// Time one whole install, then kill the others at random moments inside
+	// that span.
+	start := time.Now()
+	if out, err := exec.Command(bin, "appliance", "install", bundlePath, "--dir", filepath.Join(t.TempDir(), "a"), "--public-key", pub).CombinedOutput(); err != nil {
+		t.Fatalf("install: %v\n%s", err, out)
+	}
+	span := time.Since(start)
+	for i := range 10 {
+		dir := filepath.Join(t.TempDir(), "appliance")
+		cmd := exec.Command(bin, "appliance", "install", bundlePath, "--dir", dir, "--public-key", pub)
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		n, _ := rand.Int(rand.Reader, big.NewInt(span.Milliseconds()))
+		time.Sleep(time.Duration(n.Int64()) * time.Millisecond)
+		_ = cmd.Process.Signal(syscall.SIGKILL)
+		_ = cmd.Wait()
+		killedAfterInstall := checkConsistent(t, dir)
+		out, err := exec.Command(bin, "appliance", "install", bundlePath, "--dir", dir, "--public-key", pub).CombinedOutput()
+		if err != nil {
+			t.Fatalf("run %d (killed after %d ms): second install: %v\n%s", i, n.Int64(), err, out)
+		}
+		if !checkConsistent(t, dir) {
+			t.Fatalf("run %d: nothing current after a successful install", i)
+		}
+		leftovers, _ := filepath.Glob(filepath.Join(dir, "releases", ".*"))
+		if len(leftovers) > 0 {
+			t.Fatalf("run %d: staging left behind: %v", i, leftovers)
+		}
+		t.Logf("run %d: killed after %4d ms (install had finished: %v); reinstall ok", i, n.Int64(), killedAfterInstall)
+	}
+}
+
+// TestInstallRefusesBadBundles: a tampered bundle or a wrong key leaves DIR
+// exactly as it was.
+func TestInstallRefusesBadBundles(t *testing.T) {
+	bundlePath, pub := testBundle(t, "2026.11.1")
+	_, otherPub := testBundle(t, "2026.11.1")
+	tampered := filepath.Join(t.TempDir(), "tampered.bundle")
+	data, err := os.ReadFile(bundlePath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data[len(data)/2] ^= 0xff
+	if err := os.WriteFile(tampered, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name, bundle, key string
+		want              string
+	}{
+		{"Tampered", tampered, pub, "coder-linux-amd64"},
+		{"WrongKey", bundlePath, otherPub, "not by the given public key"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "appliance")
+			if err := os.MkdirAll(dir, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			k, err := bundle.LoadPublicKey(tc.key)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = appliance.Install(context.Background(), appliance.InstallOptions{Bundle: tc.bundle, Dir: dir, PublicKey: k})
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("got %v, want an error mentioning %q", err, tc.want)
+			}
+			var entries []string
+			_ = filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+				if p != dir && !errors.Is(err, os.ErrNotExist) {
+					entries = append(entries, strings.TrimPrefix(p, dir))
+				}
+				return nil
+			})
+			for _, e := range entries {
+				if !strings.HasPrefix(e, "/releases") || strings.Count(e, "/") > 1 {
+					t.Fatalf("a refused install left %v in DIR", entries)
+				}
+			}
+			if checkConsistent(t, dir) {
+				t.Fatal("a refused bundle became current")
+			}
+		})
+	}
+}

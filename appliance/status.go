@@ -1,0 +1,109 @@
+package appliance
+
+import (
+	"context"
+	"fmt"
+	"io/fs"
+	"net/http"
+	"os"
+	"path/filepath"
+	"time"
+
+	"airgapcoder/certs"
+)
+
+// Status is what `coder appliance status` shows.
+type Status struct {
+	Dir        string      `json:"dir"`
+	Bundle     string      `json:"bundle"`
+	Release    string      `json:"release"`
+	Previous   string      `json:"previous,omitempty"`
+	Providers  int         `json:"providers"`
+	Images     int         `json:"images"`
+	Templates  int         `json:"templates"`
+	DiskUsed   int64       `json:"disk_used_bytes"`
+	DiskFree   int64       `json:"disk_free_bytes"`
+	Components []Component `json:"components"`
+}
+
+// Component is one part's health.
+type Component struct {
+	Name    string `json:"name"`
+	State   string `json:"state"` // "ok", "down" or "unknown"
+	Version string `json:"version,omitempty"`
+	Detail  string `json:"detail,omitempty"`
+}
+
+// GetStatus reads the installed releases and probes the running components.
+func GetStatus(ctx context.Context, dir string) (Status, error) {
+	dir, err := filepath.Abs(dir)
+	if err != nil {
+		return Status{}, err
+	}
+	l := Layout{Dir: dir}
+	st := Status{Dir: dir}
+	if st.Release, err = l.CurrentRelease(); err != nil {
+		return st, err
+	}
+	if st.Release == "" {
+		return st, fmt.Errorf("nothing is installed in %s", dir)
+	}
+	st.Previous, _ = l.PreviousRelease()
+	m, err := readManifest(l.Release(st.Release))
+	if err != nil {
+		return st, err
+	}
+	st.Bundle = m.Name
+	st.Providers, st.Images, st.Templates = len(m.Components.Providers), len(m.Components.Images), len(m.Components.Templates)
+	_ = filepath.WalkDir(dir, func(_ string, d fs.DirEntry, err error) error {
+		if err == nil && d.Type().IsRegular() {
+			if info, err := d.Info(); err == nil {
+				st.DiskUsed += info.Size()
+			}
+		}
+		return nil
+	})
+	if free, err := freeBytes(dir); err == nil {
+		st.DiskFree = int64(free)
+	}
+	cfg, err := LoadConfig(dir, nil)
+	if err != nil {
+		return st, err
+	}
+	var client *http.Client
+	if trust, err := certs.Load(dir); err == nil {
+		client = &http.Client{Transport: trust.Transport(), Timeout: 3 * time.Second}
+	} else {
+		client = &http.Client{Timeout: 3 * time.Second}
+	}
+	probe := func(name, url string) Component {
+		c := Component{Name: name, State: "down"}
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		resp, err := client.Do(req)
+		if err != nil {
+			c.Detail = err.Error()
+			return c
+		}
+		resp.Body.Close()
+		if resp.StatusCode == http.StatusOK {
+			c.State, c.Detail = "ok", url
+		} else {
+			c.Detail = fmt.Sprintf("%s answered %s", url, resp.Status)
+		}
+		return c
+	}
+	st.Components = append(st.Components,
+		probe("coderd", "http://"+cfg.HTTPAddress+"/healthz"),
+		probe("mirror", "https://"+cfg.MirrorAddress+"/healthz"))
+	pg := Component{Name: "postgres", State: "down"}
+	if cfg.PostgresURL != "" {
+		pg.State, pg.Detail = "unknown", "external database"
+	} else if _, err := os.Stat(filepath.Join(l.Postgres(), "postmaster.pid")); err == nil {
+		pg.State, pg.Detail = "ok", "running from "+l.Postgres()
+	}
+	if m.Components.Postgres != nil {
+		pg.Version = m.Components.Postgres.Version
+	}
+	st.Components = append(st.Components, pg)
+	return st, nil
+}

@@ -1,0 +1,278 @@
+package appliance
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"time"
+
+	"airgapcoder/bundle"
+	"airgapcoder/certs"
+	"airgapcoder/coderd"
+	"airgapcoder/coderd/codersdk"
+	"airgapcoder/coderd/database/postgres"
+	"airgapcoder/internal/buildinfo"
+	"airgapcoder/internal/templatetar"
+	"airgapcoder/mirror"
+	"airgapcoder/provisionerd"
+)
+
+// UpOptions configure Up.
+type UpOptions struct {
+	Dir string
+	// Overrides are settings from the command line (yaml key -> value).
+	Overrides map[string]any
+	Logger    *slog.Logger
+	// Ready, when set, is closed once every component is ready.
+	Ready chan<- struct{}
+}
+
+// Up runs the current release as one supervised process tree until ctx is
+// canceled: the bundled PostgreSQL (as the service user, data in DIR/data),
+// the certificates, the mirror (providers + registry over HTTPS), coderd
+// with telemetry and update checks off and direct connections blocked, and
+// the built-in provisioners running the bundled terraform against the
+// bundled providers. Components start in that order, each waiting for the
+// one before to be ready, and stop in reverse.
+func Up(ctx context.Context, opts UpOptions) error {
+	log := opts.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	dir, err := filepath.Abs(opts.Dir)
+	if err != nil {
+		return err
+	}
+	l := Layout{Dir: dir}
+	cfg, err := LoadConfig(dir, opts.Overrides)
+	if err != nil {
+		return err
+	}
+	release, err := l.CurrentRelease()
+	if err != nil {
+		return err
+	}
+	if release == "" {
+		return fmt.Errorf("nothing is installed in %s: run coder appliance install BUNDLE --dir %s first", dir, dir)
+	}
+	rel := l.Release(release)
+	m, err := readManifest(rel)
+	if err != nil {
+		return err
+	}
+	platform := runtime.GOOS + "/" + runtime.GOARCH
+	log = log.With("release", release)
+	log.Info("starting the appliance", "bundle", m.Name, "dir", dir)
+	if err := os.MkdirAll(l.Run(), 0o755); err != nil {
+		return err
+	}
+
+	// 1. Certificates: the appliance CA and a serving certificate for every
+	// name the mirror and the control plane are reached by.
+	hosts := append([]string{"localhost", "127.0.0.1"}, cfg.Hosts...)
+	for _, addr := range []string{cfg.MirrorAddress, cfg.HTTPAddress} {
+		if h, _, err := net.SplitHostPort(addr); err == nil && h != "" && h != "0.0.0.0" && h != "::" {
+			hosts = append(hosts, h)
+		}
+	}
+	if cfg.AccessURL != "" {
+		if u, err := url.Parse(cfg.AccessURL); err == nil && u.Hostname() != "" {
+			hosts = append(hosts, u.Hostname())
+		}
+	}
+	if _, err := certs.EnsureServer(dir, dedupe(hosts), certs.Options{}); err != nil {
+		return fmt.Errorf("certificates: %w", err)
+	}
+	trust, err := certs.Load(dir)
+	if err != nil {
+		return fmt.Errorf("certificates: %w", err)
+	}
+	agentCA, err := writeAgentCA(l)
+	if err != nil {
+		return fmt.Errorf("certificates: %w", err)
+	}
+
+	// 2. PostgreSQL from the bundle's binaries, as the service user.
+	pgURL := cfg.PostgresURL
+	if pgURL == "" {
+		if m.Components.Postgres == nil {
+			return errors.New("this bundle carries no PostgreSQL and postgres-url is not set")
+		}
+		pg, err := postgres.New(postgres.Options{
+			DataDir:     l.Postgres(),
+			RuntimeDir:  filepath.Join(l.Run(), "postgres"),
+			CacheDir:    filepath.Join(rel, bundle.DirPostgres),
+			BinariesDir: filepath.Join(l.Cache(), "postgres"),
+			Version:     m.Components.Postgres.Version,
+			RunAsUser:   cfg.ServiceUser,
+			Logger:      log.With("component", "postgres"),
+		})
+		if err != nil {
+			return fmt.Errorf("postgres: %w", err)
+		}
+		if err := pg.Start(ctx); err != nil {
+			return fmt.Errorf("start postgres (data in %s): %w", l.Postgres(), err)
+		}
+		defer func() {
+			stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+			defer cancel()
+			if err := pg.Stop(stopCtx); err != nil {
+				log.Error("stop postgres", "err", err)
+			}
+		}()
+		pgURL = pg.URL()
+	}
+
+	// 3. The mirror: the release's providers and images over HTTPS.
+	mir, err := mirror.NewServer(mirror.ServerOptions{
+		Dir: dir, ProvidersDir: filepath.Join(rel, bundle.DirProviders), ImagesDir: filepath.Join(rel, bundle.DirImages),
+		Address: cfg.MirrorAddress, Logger: log.With("component", "mirror"),
+	})
+	if err != nil {
+		return err
+	}
+	mirCtx, stopMirror := context.WithCancel(context.WithoutCancel(ctx))
+	mirDone := make(chan error, 1)
+	go func() { mirDone <- mir.Run(mirCtx) }()
+	defer func() {
+		stopMirror()
+		<-mirDone
+	}()
+	select {
+	case <-mir.Ready():
+	case err := <-mirDone:
+		return fmt.Errorf("mirror: %w", err)
+	case <-ctx.Done():
+		return nil
+	}
+	mirrorURL := "https://" + mir.Addr().String()
+	log.Info("mirror ready", "url", mirrorURL)
+
+	// 4. coderd with its built-in provisioners.
+	tf := ""
+	tfVersion := provisionerd.DefaultTerraformVersion
+	if m.Components.Terraform != nil {
+		tfVersion = m.Components.Terraform.Version
+		tf = filepath.Join(rel, bundle.TerraformPath(platform))
+	}
+	health := &http.Client{Transport: trust.Transport(), Timeout: 5 * time.Second}
+	srv, err := coderd.NewServer(coderd.ServerConfig{
+		HTTPAddress: cfg.HTTPAddress, AccessURL: cfg.AccessURL, PostgresURL: pgURL,
+		ConfigDir: l.Data(), CacheDir: l.Cache(),
+		ProvisionerDaemons: cfg.ProvisionerDaemons,
+		Provisioner: coderd.ProvisionerConfig{
+			Terraform:       provisionerd.TerraformOptions{Path: tf, Version: tfVersion},
+			ProviderMirror:  filepath.Join(rel, bundle.DirProviders),
+			CACertFile:      trust.CertFile(),
+			AgentCACertFile: agentCA,
+			WorkDir:         filepath.Join(l.Cache(), "provisionerd"),
+		},
+		Telemetry: false, UpdateCheck: false, BlockDirectConnections: true,
+		AgentBinariesDir: filepath.Join(rel, bundle.DirBin),
+		Version:          buildinfo.Version(),
+		Logger:           log.With("component", "coderd"),
+		HealthChecks: map[string]func(context.Context) error{
+			"mirror": func(ctx context.Context) error {
+				req, _ := http.NewRequestWithContext(ctx, http.MethodGet, mirrorURL+"/healthz", nil)
+				resp, err := health.Do(req)
+				if err != nil {
+					return err
+				}
+				resp.Body.Close()
+				if resp.StatusCode != http.StatusOK {
+					return fmt.Errorf("mirror /healthz: %s", resp.Status)
+				}
+				return nil
+			},
+		},
+		OnFirstUser: func(ctx context.Context, username, token string) {
+			pushBundledTemplates(ctx, log, rel, m, token, cfg)
+		},
+	})
+	if err != nil {
+		return err
+	}
+	srvDone := make(chan error, 1)
+	go func() { srvDone <- srv.Run(ctx) }()
+	select {
+	case <-srv.Ready():
+	case err := <-srvDone:
+		return err
+	}
+	log.Info("the appliance is ready", "url", srv.AccessURL().String(), "mirror", mirrorURL,
+		"first_user", fmt.Sprintf("coder login %s --first-user-username admin --first-user-email admin@example.com --first-user-password ...", srv.AccessURL()))
+	if opts.Ready != nil {
+		close(opts.Ready)
+	}
+	return <-srvDone
+}
+
+// pushBundledTemplates offers the bundle's templates on first boot: they are
+// pushed as the first user as soon as it exists.
+func pushBundledTemplates(ctx context.Context, log *slog.Logger, rel string, m bundle.Manifest, token string, cfg Config) {
+	u, err := url.Parse("http://" + cfg.HTTPAddress)
+	if err != nil {
+		return
+	}
+	if strings.HasPrefix(cfg.HTTPAddress, "0.0.0.0:") {
+		u.Host = "127.0.0.1:" + strings.TrimPrefix(cfg.HTTPAddress, "0.0.0.0:")
+	}
+	client := codersdk.New(u)
+	client.SessionToken = token
+	for _, t := range m.Components.Templates {
+		var buf bytes.Buffer
+		if err := templatetar.Pack(filepath.Join(rel, t.Path), &buf, 0); err != nil {
+			log.Error("pack bundled template", "template", t.Name, "err", err)
+			continue
+		}
+		if _, err := client.PushTemplate(ctx, codersdk.PushTemplateRequest{Name: t.Name, Tar: &buf, Message: "bundled with release " + m.Release}); err != nil {
+			log.Error("push bundled template", "template", t.Name, "err", err)
+			continue
+		}
+		log.Info("bundled template pushed", "template", t.Name)
+	}
+	_ = client.Logout(ctx)
+}
+
+func dedupe(in []string) []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, s := range in {
+		if !seen[s] {
+			seen[s] = true
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// writeAgentCA writes the site's own CAs (the appliance CA and imported
+// ones, not the system roots) to DIR/run/agent-ca.pem: what agent init
+// scripts carry so workspaces trust the appliance.
+func writeAgentCA(l Layout) (string, error) {
+	var pem []byte
+	files := []string{filepath.Join(certs.CertsDir(l.Dir), "ca.pem")}
+	imported, _ := filepath.Glob(filepath.Join(certs.CertsDir(l.Dir), "imported", "*.pem"))
+	files = append(files, imported...)
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if errors.Is(err, os.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return "", err
+		}
+		pem = append(pem, b...)
+	}
+	path := filepath.Join(l.Run(), "agent-ca.pem")
+	return path, writeFileAtomic(path, pem, 0o644)
+}

@@ -1,0 +1,245 @@
+package appliance_test
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"airgapcoder/appliance"
+	"airgapcoder/coderd/codersdk"
+	"airgapcoder/internal/testprovider"
+)
+
+func freePort(t *testing.T) string {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+type upgradeEnv struct {
+	t      *testing.T
+	bin    string
+	work   string
+	dir    string
+	cache  string
+	keys   string
+	http   string
+	client *codersdk.Client
+}
+
+// bundleFor builds a release from local sources; coderLine is the bundle.yaml
+// coder entry.
+func (e *upgradeEnv) bundleFor(release, coderLine string) string {
+	e.t.Helper()
+	root, _ := filepath.Abs("..")
+	cfg := fmt.Sprintf(`version: 1
+name: upgrade
+release: %s
+platforms: [linux/amd64]
+coder: %s
+terraform: {version: 1.11.4, path: /usr/local/bin/terraform}
+postgres: {path: /usr/lib/postgresql/15}
+providers:
+  - {path: %s}
+templates:
+  - %s/examples/templates/process
+`, release, coderLine, testprovider.Mirror(e.t), root)
+	yml := filepath.Join(e.work, "bundle-"+release+".yaml")
+	if err := os.WriteFile(yml, []byte(cfg), 0o644); err != nil {
+		e.t.Fatal(err)
+	}
+	out := filepath.Join(e.work, "out")
+	if o, err := exec.Command(e.bin, "bundle", "build", "-f", yml, "--output", out, "--sign-key", filepath.Join(e.keys, "bundle.key"), "--cache-dir", e.cache).CombinedOutput(); err != nil {
+		e.t.Fatalf("bundle build %s: %v\n%s", release, err, o)
+	}
+	return filepath.Join(out, "upgrade-"+release+".bundle")
+}
+
+func (e *upgradeEnv) coder(args ...string) (string, error) {
+	out, err := exec.Command(e.bin, args...).CombinedOutput()
+	return string(out), err
+}
+
+// up starts the appliance and returns a stop function.
+func (e *upgradeEnv) up() func() {
+	e.t.Helper()
+	cmd := exec.Command(e.bin, "appliance", "up", "--dir", e.dir)
+	log, _ := os.Create(filepath.Join(e.work, "up.log"))
+	cmd.Stdout, cmd.Stderr = log, log
+	if err := cmd.Start(); err != nil {
+		e.t.Fatal(err)
+	}
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		resp, err := http.Get("http://" + e.http + "/healthz")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == 200 {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			_ = cmd.Process.Kill()
+			b, _ := os.ReadFile(filepath.Join(e.work, "up.log"))
+			e.t.Fatalf("appliance not healthy:\n%s", b)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	return func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		if err := cmd.Wait(); err != nil {
+			e.t.Fatalf("appliance exit: %v", err)
+		}
+	}
+}
+
+// TestUpgradeAndRollback: upgrading keeps users, templates and workspaces; a
+// release whose server cannot start is rolled back and the previous one
+// serves again; a downgrade is refused unless forced.
+func TestUpgradeAndRollback(t *testing.T) {
+	work := t.TempDir()
+	for _, d := range []string{filepath.Dir(work), work} {
+		if err := os.Chmod(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e := &upgradeEnv{t: t, bin: coderBinary(t), work: work, dir: filepath.Join(work, "appliance"), cache: filepath.Join(work, "cache"),
+		keys: filepath.Join(work, "keys"), http: freePort(t)}
+	if out, err := e.coder("bundle", "keygen", "--output", e.keys); err != nil {
+		t.Fatalf("keygen: %v\n%s", err, out)
+	}
+	if err := os.MkdirAll(e.dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(e.dir, appliance.ConfigFile), []byte(fmt.Sprintf("http-address: %s\nmirror-address: %s\nprovisioner-daemons: 1\n", e.http, freePort(t))), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	pub := filepath.Join(e.keys, "bundle.pub")
+	a := e.bundleFor("2026.11.1", "{binary: self}")
+	if out, err := e.coder("appliance", "install", a, "--dir", e.dir, "--public-key", pub); err != nil {
+		t.Fatalf("install A: %v\n%s", err, out)
+	}
+
+	// Use release A: a user, the bundled template, a workspace.
+	stop := e.up()
+	u, _ := url.Parse("http://" + e.http)
+	ctx := context.Background()
+	anon := codersdk.New(u)
+	if _, err := anon.CreateFirstUser(ctx, codersdk.CreateFirstUserRequest{Email: "admin@example.com", Username: "admin", Password: "upgrade-password"}); err != nil {
+		t.Fatal(err)
+	}
+	login := func() *codersdk.Client {
+		resp, err := anon.LoginWithPassword(ctx, codersdk.LoginWithPasswordRequest{Email: "admin@example.com", Password: "upgrade-password"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := codersdk.New(u)
+		c.SessionToken = resp.SessionToken
+		return c
+	}
+	owner := login()
+	var tpl codersdk.Template
+	deadline := time.Now().Add(time.Minute)
+	for {
+		var err error
+		if tpl, err = owner.TemplateByName(ctx, "default", "process"); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the bundled template was not pushed")
+		}
+		time.Sleep(300 * time.Millisecond)
+	}
+	w, err := owner.CreateWorkspace(ctx, codersdk.Me, codersdk.CreateWorkspaceRequest{TemplateID: tpl.ID, Name: "keep",
+		RichParameterValues: []codersdk.WorkspaceBuildParameter{{Name: "base_dir", Value: filepath.Join(work, "ws")}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitBuild := func(c *codersdk.Client, id string) {
+		deadline := time.Now().Add(2 * time.Minute)
+		for {
+			b, err := c.WorkspaceBuild(ctx, id)
+			if err == nil && !b.Job.Status.Active() {
+				if b.Job.Status != codersdk.ProvisionerJobSucceeded {
+					t.Fatalf("build: %s %s", b.Job.Status, b.Job.Error)
+				}
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatal("build did not finish")
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+	}
+	waitBuild(owner, w.LatestBuild.ID)
+	sb, err := owner.CreateWorkspaceBuild(ctx, w.ID, codersdk.CreateWorkspaceBuildRequest{Transition: codersdk.WorkspaceTransitionStop})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitBuild(owner, sb.ID)
+	stop()
+
+	// Upgrade to B: everything is still there.
+	b := e.bundleFor("2026.11.2", "{binary: self}")
+	if out, err := e.coder("appliance", "upgrade", b, "--dir", e.dir, "--public-key", pub); err != nil {
+		t.Fatalf("upgrade to B: %v\n%s", err, out)
+	}
+	checkData := func(release string) {
+		t.Helper()
+		stop := e.up()
+		defer stop()
+		c := login()
+		if _, err := c.TemplateByName(ctx, "default", "process"); err != nil {
+			t.Fatalf("%s: template: %v", release, err)
+		}
+		ws, err := c.WorkspaceByOwnerAndName(ctx, codersdk.Me, "keep")
+		if err != nil || ws.LatestBuild.Status != codersdk.WorkspaceStatusStopped {
+			t.Fatalf("%s: workspace: %+v, %v", release, ws.LatestBuild.Status, err)
+		}
+		st, err := appliance.GetStatus(ctx, e.dir)
+		if err != nil || st.Release != release {
+			t.Fatalf("status: release %q, %v; want %s", st.Release, err, release)
+		}
+	}
+	checkData("2026.11.2")
+
+	// C's server cannot start: the upgrade rolls back to B, which serves.
+	src := filepath.Join(work, "broken")
+	if err := os.MkdirAll(src, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(src, "main.go"), []byte("package main\n\nimport \"os\"\n\nfunc main() {\n\tos.Stderr.WriteString(\"this coder cannot start\\n\")\n\tos.Exit(1)\n}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	broken := filepath.Join(work, "broken-coder")
+	build := exec.Command("go", "build", "-o", broken, "main.go")
+	build.Dir = src
+	build.Env = append(os.Environ(), "GO111MODULE=off")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("build the broken coder: %v\n%s", err, out)
+	}
+	c := e.bundleFor("2026.11.3", "{path: "+broken+"}")
+	out, err := e.coder("appliance", "upgrade", c, "--dir", e.dir, "--public-key", pub)
+	if err == nil || !strings.Contains(out, "rolled back to 2026.11.2") {
+		t.Fatalf("upgrade to a broken release: %v\n%s", err, out)
+	}
+	checkData("2026.11.2")
+
+	// A downgrade is refused unless forced.
+	out, err = e.coder("appliance", "upgrade", a, "--dir", e.dir, "--public-key", pub)
+	if err == nil || !strings.Contains(out, "refusing to downgrade") {
+		t.Fatalf("downgrade: %v\n%s", err, out)
+	}
+}

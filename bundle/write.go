@@ -1,0 +1,652 @@
+package bundle
+
+import (
+	"archive/tar"
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/ed25519"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/klauspost/compress/zstd"
+
+	"airgapcoder/internal/buildinfo"
+)
+
+// WriteOptions say what Write packs and where.
+type WriteOptions struct {
+	// PayloadDir is the folder whose regular files become the payload, in
+	// the layout of the package documentation. Symlinks, devices and other
+	// special files are an error; empty folders are not carried.
+	PayloadDir string
+	// OutputDir receives <name>-<release>.bundle (or its parts) and
+	// <name>-<release>.bundle.sha256. It must exist and lie outside PayloadDir.
+	OutputDir string
+	// Manifest is the caller's part of the manifest: Name, Release,
+	// Platforms, Components; BuildTime (zero: SOURCE_DATE_EPOCH, else now)
+	// and ToolVersion (empty: this binary's). Write computes Files and sets
+	// Schema, Signed and KeyID.
+	Manifest Manifest
+	// Key signs the manifest (and part index); nil writes an unsigned bundle.
+	Key ed25519.PrivateKey
+	// Split is the part size in bytes; 0 writes one file.
+	Split int64
+	// Compressed marks payload paths whose content is already compressed
+	// (e.g. OCI layers by media type) so they are stored raw; nil: decide by
+	// name suffix and magic bytes only.
+	Compressed func(path string) bool
+	// Progress, when set, is called as payload bytes are read. Every byte is
+	// read twice (hashed for the manifest, then written), so total is twice
+	// the payload size.
+	Progress func(done, total int64)
+}
+
+// Result describes a written bundle.
+type Result struct {
+	// Path is what Inspect, Verify and Extract take: the .bundle, or the
+	// .part000 of a split bundle.
+	Path string
+	// Files are every file written, in the order they were committed.
+	Files []string
+	// Parts are the data parts of a split bundle; nil otherwise.
+	Parts []Part
+	// Size and SHA256 describe the bundle's byte stream (the parts concatenated).
+	Size   int64
+	SHA256 string
+	// Manifest is the manifest as written.
+	Manifest Manifest
+}
+
+// zstdLevel is fixed: changing it changes every bundle's bytes.
+const zstdLevel = zstd.SpeedDefault
+
+// copyBufSize is the I/O buffer size for payload streams.
+const copyBufSize = 1 << 20
+
+// memSpoolMax is the largest file compressed in memory; larger ones spool
+// through a temporary file in the output folder.
+const memSpoolMax = 16 << 20
+
+// DefaultBuildTime returns the time a bundle built now should carry:
+// SOURCE_DATE_EPOCH (seconds since 1970, UTC) when set, else the clock,
+// truncated to whole seconds.
+func DefaultBuildTime() (time.Time, error) {
+	if s, ok := os.LookupEnv("SOURCE_DATE_EPOCH"); ok && s != "" {
+		sec, err := strconv.ParseInt(s, 10, 64)
+		if err != nil || sec < 0 {
+			return time.Time{}, fmt.Errorf("bundle: SOURCE_DATE_EPOCH=%q is not a number of seconds", s)
+		}
+		return time.Unix(sec, 0).UTC(), nil
+	}
+	return time.Now().UTC().Truncate(time.Second), nil
+}
+
+// payloadFile is one file found in PayloadDir.
+type payloadFile struct {
+	File
+	abs string
+}
+
+// Write packs opts.PayloadDir into a bundle in opts.OutputDir. Everything is
+// written under temporary names and renamed into place once complete (data
+// parts first, then the part index, then the .sha256 file), so a failed or
+// cancelled Write leaves no partial bundle behind. The same payload, manifest
+// and key give the same bytes. A payload file that changes while Write runs
+// is an error.
+//
+// Write replaces an earlier build with the same name, but refuses when it
+// would leave files of another shape beside the new one (a .bundle next to
+// parts, or stale parts after the last new one).
+func Write(ctx context.Context, opts WriteOptions) (Result, error) {
+	m, files, prog, err := prepareWrite(ctx, &opts)
+	if err != nil {
+		return Result{}, err
+	}
+	raw, err := marshalManifest(&m)
+	if err != nil {
+		return Result{}, fmt.Errorf("bundle: encode manifest: %w", err)
+	}
+	var sig []byte
+	if opts.Key != nil {
+		sig = ed25519.Sign(opts.Key, raw)
+	}
+	base := FileName(m.Name, m.Release)
+	sink := &fileSink{dir: opts.OutputDir, base: base, limit: opts.Split}
+	committed := false
+	defer func() {
+		if !committed {
+			sink.abort()
+		}
+	}()
+	size, sum, err := writeStream(ctx, opts.OutputDir, prog, sink, &m, raw, sig, files)
+	if err != nil {
+		return Result{}, err
+	}
+	if err := sink.finish(); err != nil {
+		return Result{}, fmt.Errorf("bundle: write %s: %w", base, err)
+	}
+	res := Result{Size: size, SHA256: sum, Manifest: m, Path: filepath.Join(opts.OutputDir, base)}
+	sums := fmt.Sprintf("%s  %s\n", sum, base)
+	if opts.Split > 0 {
+		if res.Path, sums, err = addPartIndex(&opts, sink, &m, size, sum); err != nil {
+			return Result{}, err
+		}
+		res.Parts = sink.parts
+	}
+	sumsTmp, err := writeTempFile(opts.OutputDir, base+".sha256", []byte(sums))
+	if err != nil {
+		return Result{}, err
+	}
+	sink.files = append(sink.files, pendingFile{tmp: sumsTmp, final: filepath.Join(opts.OutputDir, base+".sha256")})
+
+	if err := ctx.Err(); err != nil {
+		return Result{}, err
+	}
+	pending := sink.files
+	for i, p := range pending {
+		if err := os.Rename(p.tmp, p.final); err != nil {
+			// Files renamed so far are complete; abort removes the rest.
+			sink.files = pending[i:]
+			return Result{}, fmt.Errorf("bundle: commit %s: %w", p.final, err)
+		}
+		res.Files = append(res.Files, p.final)
+	}
+	committed = true
+	if err := fsyncDir(opts.OutputDir); err != nil {
+		return Result{}, fmt.Errorf("bundle: sync %s: %w", opts.OutputDir, err)
+	}
+	return res, nil
+}
+
+// addPartIndex writes the signed part index of a split bundle (to be
+// committed after the parts) and returns its final path and the lines of the
+// .sha256 file.
+func addPartIndex(opts *WriteOptions, sink *fileSink, m *Manifest, size int64, sum string) (string, string, error) {
+	base := sink.base
+	if err := checkStale(opts.OutputDir, base, opts.Split, len(sink.parts)); err != nil {
+		return "", "", err
+	}
+	index := PartIndex{
+		Schema: SchemaVersion, Name: m.Name, Release: m.Release, Signed: m.Signed, KeyID: m.KeyID,
+		BundleSize: size, BundleSHA256: sum, Parts: sink.parts,
+	}
+	tmp, indexSum, err := writePartIndex(opts.OutputDir, base, &index, m.BuildTime, opts.Key)
+	if err != nil {
+		return "", "", err
+	}
+	final := filepath.Join(opts.OutputDir, PartName(base, 0))
+	sink.files = append(sink.files, pendingFile{tmp: tmp, final: final})
+	var sums strings.Builder
+	fmt.Fprintf(&sums, "%s  %s\n", indexSum, PartName(base, 0))
+	for _, p := range sink.parts {
+		fmt.Fprintf(&sums, "%s  %s\n", p.SHA256, p.Name)
+	}
+	return final, sums.String(), nil
+}
+
+// prepareWrite checks the options, scans and hashes the payload, and completes the
+// manifest. The progress it returns continues in the write pass.
+func prepareWrite(ctx context.Context, opts *WriteOptions) (Manifest, []payloadFile, *byteProgress, error) {
+	m := opts.Manifest
+	if opts.PayloadDir == "" || opts.OutputDir == "" {
+		return Manifest{}, nil, nil, errors.New("bundle: PayloadDir and OutputDir are required")
+	}
+	if opts.Split < 0 {
+		return Manifest{}, nil, nil, fmt.Errorf("bundle: split size %d is negative", opts.Split)
+	}
+	if err := validName("name", m.Name); err != nil {
+		return Manifest{}, nil, nil, fmt.Errorf("bundle: %w", err)
+	}
+	if err := validName("release", m.Release); err != nil {
+		return Manifest{}, nil, nil, fmt.Errorf("bundle: %w", err)
+	}
+	payload, err := filepath.Abs(opts.PayloadDir)
+	if err != nil {
+		return Manifest{}, nil, nil, fmt.Errorf("bundle: %w", err)
+	}
+	out, err := filepath.Abs(opts.OutputDir)
+	if err != nil {
+		return Manifest{}, nil, nil, fmt.Errorf("bundle: %w", err)
+	}
+	if st, err := os.Stat(out); err != nil || !st.IsDir() {
+		return Manifest{}, nil, nil, fmt.Errorf("bundle: output folder %s does not exist", opts.OutputDir)
+	}
+	if out == payload || strings.HasPrefix(out, payload+string(filepath.Separator)) {
+		return Manifest{}, nil, nil, fmt.Errorf("bundle: output folder %s is inside the payload folder %s", opts.OutputDir, opts.PayloadDir)
+	}
+	// Before the long hashing pass: refuse early what would be refused later.
+	if err := checkStale(opts.OutputDir, FileName(m.Name, m.Release), opts.Split, -1); err != nil {
+		return Manifest{}, nil, nil, err
+	}
+
+	m.Schema = SchemaVersion
+	if m.BuildTime.IsZero() {
+		if m.BuildTime, err = DefaultBuildTime(); err != nil {
+			return Manifest{}, nil, nil, err
+		}
+	}
+	m.BuildTime = m.BuildTime.UTC().Truncate(time.Second)
+	if m.ToolVersion == "" {
+		m.ToolVersion = buildinfo.Version()
+	}
+	m.Signed, m.KeyID = false, ""
+	if opts.Key != nil {
+		if len(opts.Key) != ed25519.PrivateKeySize {
+			return Manifest{}, nil, nil, errors.New("bundle: signing key is not an ed25519 private key")
+		}
+		m.Signed, m.KeyID = true, KeyID(opts.Key.Public().(ed25519.PublicKey))
+	}
+
+	files, err := scanPayload(payload)
+	if err != nil {
+		return Manifest{}, nil, nil, err
+	}
+	var total int64
+	for _, f := range files {
+		total += 2 * f.Size
+	}
+	prog := &byteProgress{ctx: ctx, fn: opts.Progress, total: total}
+	if err := hashPayload(files, prog, opts.Compressed); err != nil {
+		return Manifest{}, nil, nil, err
+	}
+	m.Files = make([]File, len(files))
+	for i, f := range files {
+		m.Files[i] = f.File
+	}
+	if err := m.Validate(); err != nil {
+		return Manifest{}, nil, nil, err
+	}
+	return m, files, prog, nil
+}
+
+// scanPayload lists the regular files under dir, sorted by path.
+func scanPayload(dir string) ([]payloadFile, error) {
+	var files []payloadFile
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if p == dir {
+			if !d.IsDir() {
+				return fmt.Errorf("%s is not a folder", dir)
+			}
+			return nil
+		}
+		rel, err := filepath.Rel(dir, p)
+		if err != nil {
+			return err
+		}
+		rel = filepath.ToSlash(rel)
+		switch t := d.Type(); {
+		case t.IsDir():
+			return nil
+		case t&fs.ModeSymlink != 0:
+			return fmt.Errorf("%s is a symlink: a payload holds regular files only", rel)
+		case !t.IsRegular():
+			return fmt.Errorf("%s is not a regular file (%s)", rel, t)
+		}
+		if err := ValidPath(rel); err != nil {
+			return err
+		}
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		mode := uint32(0o644)
+		if info.Mode().Perm()&0o111 != 0 {
+			mode = 0o755
+		}
+		files = append(files, payloadFile{File: File{Path: rel, Size: info.Size(), Mode: mode}, abs: p})
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("bundle: payload: %w", err)
+	}
+	sort.Slice(files, func(i, j int) bool { return files[i].Path < files[j].Path })
+	return files, nil
+}
+
+// hashPayload fills in every file's size, sha256 and storage.
+func hashPayload(files []payloadFile, prog *byteProgress, compressed func(string) bool) error {
+	buf := make([]byte, copyBufSize)
+	paths := make(map[string]bool, len(files))
+	for _, f := range files {
+		paths[f.Path] = true
+	}
+	for i := range files {
+		f := &files[i]
+		r, err := os.Open(f.abs)
+		if err != nil {
+			return fmt.Errorf("bundle: payload: %w", err)
+		}
+		h := sha256.New()
+		var head [8]byte
+		n, err := io.ReadFull(r, head[:])
+		if err != nil && err != io.EOF && err != io.ErrUnexpectedEOF {
+			r.Close()
+			return fmt.Errorf("bundle: payload: read %s: %w", f.Path, err)
+		}
+		h.Write(head[:n])
+		rest, err := io.CopyBuffer(h, prog.reader(r), buf)
+		r.Close()
+		if err != nil {
+			return fmt.Errorf("bundle: payload: read %s: %w", f.Path, err)
+		}
+		prog.add(int64(n))
+		f.Size = int64(n) + rest
+		f.SHA256 = hex.EncodeToString(h.Sum(nil))
+		// Store raw what is already compressed, what is empty, and what
+		// would collide with another file's member name.
+		raw := f.Size == 0 || hasCompressedSuffix(f.Path) || hasCompressedMagic(head[:n]) ||
+			(compressed != nil && compressed(f.Path)) || paths[f.Path+ZstdSuffix]
+		f.Stored = StoredZstd
+		if raw {
+			f.Stored = StoredRaw
+		}
+	}
+	return nil
+}
+
+// writeStream writes the bundle tar to w and returns its size and sha256.
+func writeStream(ctx context.Context, outDir string, prog *byteProgress, w io.Writer, m *Manifest, raw, sig []byte, files []payloadFile) (int64, string, error) {
+	h := sha256.New()
+	cw := &countWriter{w: io.MultiWriter(w, h)}
+	bw := bufio.NewWriterSize(cw, copyBufSize)
+	tw := tar.NewWriter(bw)
+	mtime := m.BuildTime
+	if err := writeMember(tw, ManifestMember, raw, mtime); err != nil {
+		return 0, "", err
+	}
+	if err := writeMember(tw, SignatureMember, sig, mtime); err != nil {
+		return 0, "", err
+	}
+	enc, err := zstd.NewWriter(nil, zstd.WithEncoderLevel(zstdLevel), zstd.WithEncoderConcurrency(1),
+		zstd.WithEncoderCRC(true), zstd.WithZeroFrames(true))
+	if err != nil {
+		return 0, "", fmt.Errorf("bundle: zstd: %w", err)
+	}
+	defer enc.Close()
+	sp := &zstdSpool{dir: outDir}
+	defer sp.close()
+	buf := make([]byte, copyBufSize)
+	for _, f := range files {
+		if err := ctx.Err(); err != nil {
+			return 0, "", err
+		}
+		if err := writePayloadFile(tw, f, mtime, enc, sp, prog, buf); err != nil {
+			return 0, "", err
+		}
+	}
+	if err := tw.Close(); err != nil {
+		return 0, "", fmt.Errorf("bundle: write: %w", err)
+	}
+	if err := bw.Flush(); err != nil {
+		return 0, "", fmt.Errorf("bundle: write: %w", err)
+	}
+	return cw.n, hex.EncodeToString(h.Sum(nil)), nil
+}
+
+func tarHeader(name string, size int64, mode uint32, mtime time.Time) *tar.Header {
+	return &tar.Header{Typeflag: tar.TypeReg, Name: name, Size: size, Mode: int64(mode), ModTime: mtime}
+}
+
+func writeMember(tw *tar.Writer, name string, data []byte, mtime time.Time) error {
+	if err := tw.WriteHeader(tarHeader(name, int64(len(data)), 0o644, mtime)); err != nil {
+		return fmt.Errorf("bundle: write %s: %w", name, err)
+	}
+	if _, err := tw.Write(data); err != nil {
+		return fmt.Errorf("bundle: write %s: %w", name, err)
+	}
+	return nil
+}
+
+// writePayloadFile writes f's member, checking that the file still has the
+// size and hash the manifest recorded.
+func writePayloadFile(tw *tar.Writer, f payloadFile, mtime time.Time, enc *zstd.Encoder, sp *zstdSpool, prog *byteProgress, buf []byte) error {
+	r, err := os.Open(f.abs)
+	if err != nil {
+		return fmt.Errorf("bundle: payload: %w", err)
+	}
+	defer r.Close()
+	h := sha256.New()
+	src := io.TeeReader(io.LimitReader(prog.reader(r), f.Size), h)
+	name := memberName(f.File)
+	var n int64
+	switch f.Stored {
+	case StoredRaw:
+		if err := tw.WriteHeader(tarHeader(name, f.Size, f.Mode, mtime)); err != nil {
+			return fmt.Errorf("bundle: write %s: %w", name, err)
+		}
+		if n, err = io.CopyBuffer(tw, src, buf); err != nil {
+			return fmt.Errorf("bundle: write %s: %w", name, err)
+		}
+	case StoredZstd:
+		dst, err := sp.reset(f.Size)
+		if err != nil {
+			return fmt.Errorf("bundle: compress %s: %w", f.Path, err)
+		}
+		enc.Reset(dst)
+		if n, err = io.CopyBuffer(enc, src, buf); err != nil {
+			return fmt.Errorf("bundle: compress %s: %w", f.Path, err)
+		}
+		if err := enc.Close(); err != nil {
+			return fmt.Errorf("bundle: compress %s: %w", f.Path, err)
+		}
+		stored, size, err := sp.contents()
+		if err != nil {
+			return fmt.Errorf("bundle: compress %s: %w", f.Path, err)
+		}
+		if err := tw.WriteHeader(tarHeader(name, size, f.Mode, mtime)); err != nil {
+			return fmt.Errorf("bundle: write %s: %w", name, err)
+		}
+		if _, err := io.CopyBuffer(tw, stored, buf); err != nil {
+			return fmt.Errorf("bundle: write %s: %w", name, err)
+		}
+	}
+	var extra [1]byte
+	if k, _ := r.Read(extra[:]); n != f.Size || k != 0 || hex.EncodeToString(h.Sum(nil)) != f.SHA256 {
+		return fmt.Errorf("bundle: payload file %s changed while the bundle was written", f.Path)
+	}
+	return nil
+}
+
+// zstdSpool holds one compressed file until its size is known (a tar header
+// comes before the data): in memory when small, else in a temporary file.
+type zstdSpool struct {
+	dir    string
+	mem    bytes.Buffer
+	f      *os.File
+	inFile bool
+}
+
+func (s *zstdSpool) reset(size int64) (io.Writer, error) {
+	s.mem.Reset()
+	s.inFile = size > memSpoolMax
+	if !s.inFile {
+		return &s.mem, nil
+	}
+	if s.f == nil {
+		f, err := os.CreateTemp(s.dir, ".bundle-spool-*.tmp")
+		if err != nil {
+			return nil, err
+		}
+		s.f = f
+	}
+	if err := s.f.Truncate(0); err != nil {
+		return nil, err
+	}
+	if _, err := s.f.Seek(0, io.SeekStart); err != nil {
+		return nil, err
+	}
+	return s.f, nil
+}
+
+func (s *zstdSpool) contents() (io.Reader, int64, error) {
+	if !s.inFile {
+		return &s.mem, int64(s.mem.Len()), nil
+	}
+	size, err := s.f.Seek(0, io.SeekCurrent)
+	if err != nil {
+		return nil, 0, err
+	}
+	if _, err := s.f.Seek(0, io.SeekStart); err != nil {
+		return nil, 0, err
+	}
+	return io.LimitReader(s.f, size), size, nil
+}
+
+func (s *zstdSpool) close() {
+	if s.f != nil {
+		s.f.Close()
+		os.Remove(s.f.Name())
+	}
+}
+
+// writePartIndex writes part000 under a temporary name and returns that name
+// and its sha256.
+func writePartIndex(dir, base string, index *PartIndex, mtime time.Time, key ed25519.PrivateKey) (string, string, error) {
+	raw, err := json.MarshalIndent(index, "", "  ")
+	if err != nil {
+		return "", "", fmt.Errorf("bundle: encode part index: %w", err)
+	}
+	raw = append(raw, '\n')
+	var sig []byte
+	if key != nil {
+		sig = ed25519.Sign(key, raw)
+	}
+	var b bytes.Buffer
+	tw := tar.NewWriter(&b)
+	if err := writeMember(tw, PartsMember, raw, mtime); err != nil {
+		return "", "", err
+	}
+	if err := writeMember(tw, PartsSigMember, sig, mtime); err != nil {
+		return "", "", err
+	}
+	if err := tw.Close(); err != nil {
+		return "", "", err
+	}
+	tmp, err := writeTempFile(dir, PartName(base, 0), b.Bytes())
+	if err != nil {
+		return "", "", err
+	}
+	sum := sha256.Sum256(b.Bytes())
+	return tmp, hex.EncodeToString(sum[:]), nil
+}
+
+// writeTemp writes data to a new temporary file beside final's name.
+func writeTempFile(dir, final string, data []byte) (string, error) {
+	f, err := os.CreateTemp(dir, "."+final+".*.tmp")
+	if err != nil {
+		return "", fmt.Errorf("bundle: write %s: %w", final, err)
+	}
+	_, err = f.Write(data)
+	if err == nil {
+		err = f.Chmod(0o644)
+	}
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		os.Remove(f.Name())
+		return "", fmt.Errorf("bundle: write %s: %w", final, err)
+	}
+	return f.Name(), nil
+}
+
+// checkStale refuses to write next to files of another shape: a .bundle
+// beside parts, parts beside a .bundle, or (parts >= 0, once the number of
+// parts is known) stale parts after the last one.
+func checkStale(dir, base string, split int64, parts int) error {
+	exists := func(name string) bool {
+		_, err := os.Lstat(filepath.Join(dir, name))
+		return err == nil
+	}
+	if split == 0 && exists(PartName(base, 0)) {
+		return fmt.Errorf("bundle: %s already holds a split bundle %s: remove its parts or write elsewhere", dir, PartName(base, 0))
+	}
+	if split > 0 && exists(base) {
+		return fmt.Errorf("bundle: %s already holds the unsplit bundle %s: remove it or write elsewhere", dir, base)
+	}
+	if parts < 0 {
+		return nil
+	}
+	matches, _ := filepath.Glob(filepath.Join(dir, globEscape(base)+".part[0-9][0-9][0-9]"))
+	var stale []string
+	for _, p := range matches {
+		n, _ := strconv.Atoi(p[len(p)-3:])
+		if n > parts {
+			stale = append(stale, filepath.Base(p))
+		}
+	}
+	if len(stale) > 0 {
+		return fmt.Errorf("bundle: %s holds parts of an earlier build that the new one would not replace (%s): remove them or write elsewhere", dir, strings.Join(stale, ", "))
+	}
+	return nil
+}
+
+// globEscape escapes a file name for filepath.Glob.
+func globEscape(s string) string {
+	r := strings.NewReplacer(`*`, `\*`, `?`, `\?`, `[`, `\[`, `\`, `\\`)
+	return r.Replace(s)
+}
+
+type countWriter struct {
+	w io.Writer
+	n int64
+}
+
+func (c *countWriter) Write(p []byte) (int, error) {
+	n, err := c.w.Write(p)
+	c.n += int64(n)
+	return n, err
+}
+
+// byteProgress counts bytes read, reports them, and stops reads once ctx ends.
+type byteProgress struct {
+	ctx         context.Context
+	fn          func(done, total int64)
+	done, total int64
+	eof         bool // a reader reached the end of its input
+}
+
+func (p *byteProgress) add(n int64) {
+	p.done += n
+	if p.fn != nil {
+		p.fn(p.done, p.total)
+	}
+}
+
+func (p *byteProgress) reader(r io.Reader) io.Reader { return &progressReader{r: r, p: p} }
+
+type progressReader struct {
+	r io.Reader
+	p *byteProgress
+}
+
+func (r *progressReader) Read(b []byte) (int, error) {
+	if err := r.p.ctx.Err(); err != nil {
+		return 0, err
+	}
+	n, err := r.r.Read(b)
+	r.p.add(int64(n))
+	if err == io.EOF {
+		r.p.eof = true
+	}
+	return n, err
+}

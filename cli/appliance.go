@@ -1,0 +1,179 @@
+package cli
+
+import (
+	"fmt"
+	"strconv"
+
+	"github.com/spf13/cobra"
+
+	"airgapcoder/appliance"
+	"airgapcoder/bundle"
+)
+
+func (inv *invocation) applianceCmd() *cobra.Command {
+	cmd := &cobra.Command{Use: "appliance", Short: "Install and run the offline appliance from a bundle"}
+	cmd.AddCommand(inv.applianceInstallCmd(), inv.applianceUpCmd(), inv.applianceStatusCmd(), inv.applianceUpgradeCmd())
+	return cmd
+}
+
+func (inv *invocation) applianceInstallCmd() *cobra.Command {
+	var dir, pubKey string
+	var allowUnsigned bool
+	cmd := &cobra.Command{
+		Use:   "install BUNDLE",
+		Short: "Verify a bundle and install it as the current release of DIR",
+		Long: `Verify the bundle's signature and every file's hash while unpacking it into
+DIR/releases/<release>, then switch DIR/current to it. Nothing outside a staging
+folder is written until everything has been checked; a bad bundle leaves DIR as
+it was. BUNDLE is the .bundle file or, for a split bundle, its .part000.`,
+		Args: exactArgs(1, "BUNDLE"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if dir == "" {
+				return usageErrorf("--dir is required")
+			}
+			if pubKey == "" && !allowUnsigned {
+				return usageErrorf("pass --public-key KEY to check the bundle's signature, or --allow-unsigned")
+			}
+			opts := appliance.InstallOptions{Bundle: args[0], Dir: dir, AllowUnsigned: allowUnsigned, Logger: inv.logger()}
+			if pubKey != "" {
+				k, err := bundle.LoadPublicKey(pubKey)
+				if err != nil {
+					return err
+				}
+				opts.PublicKey = k
+			}
+			res, err := appliance.Install(cmd.Context(), opts)
+			if err != nil {
+				return err
+			}
+			if res.AlreadyInstalled {
+				fmt.Fprintf(inv.stdout, "Release %s was already installed in %s; it is current.\n", res.Release, dir)
+			} else {
+				fmt.Fprintf(inv.stdout, "Installed release %s of %s in %s.\n", res.Release, res.Manifest.Name, dir)
+			}
+			fmt.Fprintf(inv.stdout, "Start it with: coder appliance up --dir %s\n", dir)
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&dir, "dir", "", "Appliance folder")
+	cmd.Flags().StringVar(&pubKey, "public-key", "", "Public key (bundle.pub) that must have signed the bundle")
+	cmd.Flags().BoolVar(&allowUnsigned, "allow-unsigned", false, "Accept a bundle without a signature")
+	return cmd
+}
+
+func (inv *invocation) applianceUpCmd() *cobra.Command {
+	var dir, httpAddress, accessURL string
+	cmd := &cobra.Command{
+		Use:   "up",
+		Short: "Run the installed appliance: PostgreSQL, certificates, mirror, coderd and provisioners",
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if dir == "" {
+				return usageErrorf("--dir is required")
+			}
+			overrides := map[string]any{}
+			if cmd.Flags().Changed("http-address") {
+				overrides["http-address"] = httpAddress
+			}
+			if cmd.Flags().Changed("access-url") {
+				overrides["access-url"] = accessURL
+			}
+			return appliance.Up(cmd.Context(), appliance.UpOptions{Dir: dir, Overrides: overrides, Logger: inv.logger()})
+		},
+	}
+	cmd.Flags().StringVar(&dir, "dir", "", "Appliance folder")
+	cmd.Flags().StringVar(&httpAddress, "http-address", "", "Dashboard and API address (default from appliance.yaml)")
+	cmd.Flags().StringVar(&accessURL, "access-url", "", "URL users and workspaces reach the appliance at")
+	return cmd
+}
+
+func (inv *invocation) applianceStatusCmd() *cobra.Command {
+	var dir string
+	cmd := &cobra.Command{Use: "status", Short: "Show the installed releases and each component's health"}
+	out := outputFlag(cmd)
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		if dir == "" {
+			return usageErrorf("--dir is required")
+		}
+		st, err := appliance.GetStatus(cmd.Context(), dir)
+		if err != nil {
+			return err
+		}
+		return render(inv.stdout, *out, st, []string{"COMPONENT", "STATE", "DETAIL"}, func() [][]string {
+			rows := [][]string{
+				{"bundle", st.Bundle + " " + st.Release, "previous: " + orDash(st.Previous)},
+				{"providers", strconv.Itoa(st.Providers), ""},
+				{"images", strconv.Itoa(st.Images), ""},
+				{"templates", strconv.Itoa(st.Templates), ""},
+				{"disk", humanize(st.DiskUsed) + " used", humanize(st.DiskFree) + " free"},
+			}
+			for _, c := range st.Components {
+				rows = append(rows, []string{c.Name, c.State, c.Detail})
+			}
+			return rows
+		})
+	}
+	cmd.Flags().StringVar(&dir, "dir", "", "Appliance folder")
+	return cmd
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+func humanize(n int64) string {
+	const unit = 1024
+	if n < unit {
+		return fmt.Sprintf("%d B", n)
+	}
+	div, exp := int64(unit), 0
+	for v := n / unit; v >= unit; v /= unit {
+		div *= unit
+		exp++
+	}
+	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
+}
+
+func (inv *invocation) applianceUpgradeCmd() *cobra.Command {
+	var dir, pubKey string
+	var allowUnsigned, force bool
+	cmd := &cobra.Command{
+		Use:   "upgrade BUNDLE",
+		Short: "Install a new release, switch to it, and roll back when it does not come up healthy",
+		Long: `Stop the appliance first. upgrade installs the bundle beside the current
+release, copies the database aside, switches to the new release and starts it
+until /healthz answers (running its migrations). When it does not come up, the
+database copy and the previous release are put back and started to check they
+serve. Start the appliance again afterwards.`,
+		Args: exactArgs(1, "BUNDLE"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if dir == "" {
+				return usageErrorf("--dir is required")
+			}
+			if pubKey == "" && !allowUnsigned {
+				return usageErrorf("pass --public-key KEY to check the bundle's signature, or --allow-unsigned")
+			}
+			opts := appliance.UpgradeOptions{Bundle: args[0], Dir: dir, AllowUnsigned: allowUnsigned, Force: force, Logger: inv.logger()}
+			if pubKey != "" {
+				k, err := bundle.LoadPublicKey(pubKey)
+				if err != nil {
+					return err
+				}
+				opts.PublicKey = k
+			}
+			res, err := appliance.Upgrade(cmd.Context(), opts)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(inv.stdout, "Upgraded %s from %s to %s. Start it with: coder appliance up --dir %s\n", dir, res.From, res.To, dir)
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&dir, "dir", "", "Appliance folder")
+	cmd.Flags().StringVar(&pubKey, "public-key", "", "Public key (bundle.pub) that must have signed the bundle")
+	cmd.Flags().BoolVar(&allowUnsigned, "allow-unsigned", false, "Accept a bundle without a signature")
+	cmd.Flags().BoolVar(&force, "force", false, "Allow a downgrade")
+	return cmd
+}

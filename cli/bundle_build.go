@@ -1,0 +1,119 @@
+package cli
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"airgapcoder/bundle"
+)
+
+func init() { bundleSubcommands = append(bundleSubcommands, (*invocation).bundleBuildCmd) }
+
+// bundleBuildOptions map build's flags to the environment.
+var bundleBuildOptions = options{
+	{flag: "output", env: "CODER_BUNDLE_OUTPUT"},
+	{flag: "sign-key", env: "CODER_BUNDLE_SIGN_KEY"},
+	{flag: "split", env: "CODER_BUNDLE_SPLIT"},
+	{flag: "cache-dir", env: "CODER_BUNDLE_CACHE_DIR"},
+	{flag: "parallel", env: "CODER_BUNDLE_PARALLEL"},
+}
+
+// bundleBuildConfig is `coder bundle build`'s configuration.
+type bundleBuildConfig struct {
+	file     string
+	output   string
+	signKey  string
+	split    string
+	cacheDir string
+	parallel int
+}
+
+func (inv *invocation) bundleBuildCmd() *cobra.Command {
+	var cfg bundleBuildConfig
+	cmd := &cobra.Command{
+		Use:   "build [-f bundle.yaml] [--output DIR] [--sign-key KEY] [--split SIZE] [--cache-dir DIR]",
+		Short: "Fetch, verify and pack everything bundle.yaml lists into one signed bundle",
+		Long: `Read bundle.yaml (see docs/bundle-build.md), fetch every source it lists through
+one HTTP client (HTTPS_PROXY/NO_PROXY, the system roots plus the certs: files and
+SSL_CERT_FILE, the registries: overrides), verify it (provider SHA256SUMS and
+their GPG signatures, image digests, PostgreSQL checksums, the terraform
+version), check the templates against the bundled providers and images, and
+write <name>-<release>.bundle (or its parts with --split) into --output.
+
+Downloads are cached by content in --cache-dir: a second build fetches only
+what changed, and an interrupted one resumes. The same inputs and key give the
+same bytes; set SOURCE_DATE_EPOCH to fix the build time.`,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := bundleBuildOptions.resolve(cmd, "", inv.environ); err != nil {
+				return err
+			}
+			return inv.bundleBuild(cmd, cfg)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVarP(&cfg.file, "file", "f", "bundle.yaml", "The bundle definition")
+	f.StringVar(&cfg.output, "output", ".", "Folder to write the bundle into (CODER_BUNDLE_OUTPUT)")
+	f.StringVar(&cfg.signKey, "sign-key", "", "ed25519 private key (coder bundle keygen) to sign with; without it the bundle is unsigned (CODER_BUNDLE_SIGN_KEY)")
+	f.StringVar(&cfg.split, "split", "", "Cut the bundle into parts of this size, such as 4GiB-1 or 700MB (CODER_BUNDLE_SPLIT)")
+	f.StringVar(&cfg.cacheDir, "cache-dir", "", "Download cache (CODER_BUNDLE_CACHE_DIR); default: the user cache folder + /coder/bundle")
+	f.IntVar(&cfg.parallel, "parallel", 4, "Downloads at a time (CODER_BUNDLE_PARALLEL)")
+	return cmd
+}
+
+func (inv *invocation) bundleBuild(cmd *cobra.Command, cfg bundleBuildConfig) error {
+	if cfg.parallel < 1 {
+		return usageErrorf("--parallel %d: want at least 1", cfg.parallel)
+	}
+	var split int64
+	if cfg.split != "" {
+		n, err := bundle.ParseSize(cfg.split)
+		if err != nil {
+			return usageErrorf("--split %s: %v", cfg.split, strings.TrimPrefix(err.Error(), "bundle: "))
+		}
+		split = n
+	}
+	conf, err := bundle.LoadConfig(cfg.file)
+	var cerr *bundle.ConfigError
+	switch {
+	case errors.As(err, &cerr):
+		return usageErrorf("%v", err)
+	case errors.Is(err, os.ErrNotExist):
+		return usageErrorf("-f %s: no such file (write a bundle.yaml, see docs/bundle-build.md)", cfg.file)
+	case err != nil:
+		return err
+	}
+	opts := bundle.BuildOptions{
+		Config:    conf,
+		OutputDir: cfg.output,
+		Split:     split,
+		CacheDir:  cfg.cacheDir,
+		Parallel:  cfg.parallel,
+		Log:       inv.stderr,
+		TTY:       writerIsTerminal(inv.stderr),
+		Environ:   inv.environ,
+	}
+	if cfg.signKey != "" {
+		key, err := bundle.LoadPrivateKey(cfg.signKey)
+		if err != nil {
+			return usageErrorf("--sign-key %s: %v", cfg.signKey, strings.TrimPrefix(err.Error(), "bundle: "))
+		}
+		opts.Key = key
+	} else {
+		fmt.Fprintln(inv.stderr, "warning: no --sign-key: the bundle will be unsigned, and installing it will need --allow-unsigned")
+	}
+	res, err := bundle.Build(cmd.Context(), opts)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(inv.stdout, "%s\n", res.Path)
+	for _, p := range res.Parts {
+		fmt.Fprintf(inv.stdout, "  %s\n", p)
+	}
+	fmt.Fprintf(inv.stdout, "sha256 %s  (%s, %d files; %s downloaded, %d from the cache)\n",
+		res.SHA256, humanBytes(res.Size), len(res.Manifest.Files), humanBytes(res.Downloaded), res.CacheHits)
+	return nil
+}

@@ -1,0 +1,67 @@
+package cli_test
+
+import (
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+
+	"airgapcoder/internal/upstreamtest"
+)
+
+// TestBundleBuild runs coder bundle build through cli.Main: a mistake in
+// bundle.yaml is a usage error (exit 2) naming its line and field; a build
+// against the test upstream writes a split, signed bundle that verify
+// accepts.
+func TestBundleBuild(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, content string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	host := runtime.GOOS + "/" + runtime.GOARCH
+	head := "version: 1\nname: cli\nrelease: \"1\"\nplatforms: [" + host + "]\n"
+
+	bad := write("bad.yaml", head+"providers:\n  - source: coder.internal/appliance/coder\n    versions: [\"2.x\"]\n")
+	code, _, stderr := runMain(t, nil, "bundle", "build", "-f", bad, "--cache-dir", t.TempDir())
+	if code != 2 || !strings.Contains(stderr, `bad.yaml:7: providers[0].versions[0]: "2.x" is not a version`) {
+		t.Errorf("bad bundle.yaml: exit %d, stderr %q; want 2 and the line and field", code, stderr)
+	}
+	code, _, stderr = runMain(t, nil, "bundle", "build", "-f", filepath.Join(dir, "nope.yaml"))
+	if code != 2 || !strings.Contains(stderr, "nope.yaml: no such file") {
+		t.Errorf("missing bundle.yaml: exit %d, stderr %q; want 2", code, stderr)
+	}
+	code, _, stderr = runMain(t, nil, "bundle", "build", "-f", bad, "--split", "lots")
+	if code != 2 || !strings.Contains(stderr, "--split lots") {
+		t.Errorf("bad --split: exit %d, stderr %q; want 2 naming the flag", code, stderr)
+	}
+
+	up := upstreamtest.New(t, upstreamtest.Options{ProviderPlatforms: []string{runtime.GOOS + "_" + runtime.GOARCH}})
+	good := write("bundle.yaml", head+
+		"providers:\n  - source: coder.internal/appliance/coder\n    versions: [\"0.1.0\"]\n"+
+		"certs: ["+up.CAFile+"]\nregistries:\n  coder.internal: "+up.URL+"\n")
+	if code, out, stderr := runMain(t, nil, "bundle", "keygen", "--output", filepath.Join(dir, "keys")); code != 0 {
+		t.Fatalf("keygen: exit %d\n%s%s", code, out, stderr)
+	}
+	out := filepath.Join(dir, "out")
+	code, stdout, stderr := runMain(t, nil, "bundle", "build", "-f", good, "--output", out,
+		"--sign-key", filepath.Join(dir, "keys", "bundle.key"), "--split", "4MiB", "--cache-dir", t.TempDir())
+	if code != 0 {
+		t.Fatalf("bundle build: exit %d\n%s\n%s", code, stdout, stderr)
+	}
+	first := strings.SplitN(stdout, "\n", 2)[0]
+	if first != filepath.Join(out, "cli-1.bundle.part000") || !strings.Contains(stdout, "sha256 ") {
+		t.Errorf("bundle build printed %q; want the part index path, the parts and the sha256", stdout)
+	}
+	if !strings.Contains(stderr, "provider coder.internal/appliance/coder 0.1.0") {
+		t.Errorf("bundle build's log does not mention the provider:\n%s", stderr)
+	}
+	code, stdout, stderr = runMain(t, nil, "bundle", "verify", first, "--public-key", filepath.Join(dir, "keys", "bundle.pub"))
+	if code != 0 {
+		t.Fatalf("bundle verify: exit %d\n%s\n%s", code, stdout, stderr)
+	}
+}

@@ -1,0 +1,164 @@
+package cli
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"airgapcoder/coderd/codersdk"
+)
+
+// The block coder config-ssh owns in ~/.ssh/config, between these markers
+// (Coder's own, so that a config written by Coder's CLI is taken over).
+const (
+	sshConfigStart = "# ------------START-CODER-----------"
+	sshConfigEnd   = "# ------------END-CODER------------"
+)
+
+// sshConfigBlock renders the Host entries for workspaces.
+func sshConfigBlock(coderPath, globalConfig string, workspaces []string) string {
+	// OpenSSH runs ProxyCommand with the user's shell and expands %
+	// tokens first.
+	esc := func(s string) string { return strings.ReplaceAll(shellQuote(s), "%", "%%") }
+	var b strings.Builder
+	fmt.Fprintln(&b, sshConfigStart)
+	fmt.Fprintln(&b, "# This section is managed by coder. Do not edit: run `coder config-ssh` to update it.")
+	for _, w := range workspaces {
+		fmt.Fprintf(&b, "\nHost %s%s\n", sshHostPrefix, w)
+		fmt.Fprintf(&b, "\tProxyCommand %s --global-config %s ssh --stdio %%h\n", esc(coderPath), esc(globalConfig))
+		fmt.Fprintln(&b, "\tConnectTimeout 0")
+		fmt.Fprintln(&b, "\tStrictHostKeyChecking no")
+		fmt.Fprintln(&b, "\tUserKnownHostsFile /dev/null")
+		fmt.Fprintln(&b, "\tLogLevel ERROR")
+	}
+	fmt.Fprintln(&b, sshConfigEnd)
+	return b.String()
+}
+
+// replaceSSHBlock puts block in place of the marked block of config, or
+// appends it.
+func replaceSSHBlock(config, block string) (string, error) {
+	start := strings.Index(config, sshConfigStart)
+	end := strings.Index(config, sshConfigEnd)
+	switch {
+	case start < 0 && end < 0:
+		if config != "" && !strings.HasSuffix(config, "\n") {
+			config += "\n"
+		}
+		if config != "" {
+			config += "\n"
+		}
+		return config + block, nil
+	case start < 0 || end < start:
+		return "", errors.New("the coder section's markers are broken (one is missing or they are out of order): fix them by hand")
+	}
+	end += len(sshConfigEnd)
+	if end < len(config) && config[end] == '\n' {
+		end++
+	}
+	return config[:start] + block + config[end:], nil
+}
+
+func (inv *invocation) configSSHCmd() *cobra.Command {
+	var (
+		yes  bool
+		path string
+	)
+	cmd := &cobra.Command{
+		Use:   "config-ssh",
+		Short: "Add an SSH Host entry for each of your workspaces to ~/.ssh/config",
+		Long: `Write a "Host coder.<workspace>" entry for each of your workspaces into a marked
+section of ~/.ssh/config, so that plain OpenSSH (ssh, scp, sftp, editors' remote
+plugins) reaches them through coderd: ssh coder.<workspace>. Running it again
+rewrites only that section.`,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			client, err := inv.client()
+			if err != nil {
+				return err
+			}
+			resp, err := client.Workspaces(cmd.Context(), codersdk.WorkspaceFilter{Owner: codersdk.Me})
+			if err != nil {
+				return err
+			}
+			names := make([]string, 0, len(resp.Workspaces))
+			for _, w := range resp.Workspaces {
+				names = append(names, w.Name)
+			}
+			sort.Strings(names)
+			self, err := os.Executable()
+			if err != nil {
+				return fmt.Errorf("locate the coder binary: %w", err)
+			}
+			globalConfig, err := filepath.Abs(inv.globalConfig)
+			if err != nil {
+				return err
+			}
+			if _, err := os.Stat(filepath.Join(globalConfig, sessionFile)); err != nil {
+				fmt.Fprintf(inv.stderr, "Warning: no session is stored in %s; the entries' ProxyCommand uses it: run `coder login` first.\n", globalConfig)
+			}
+			if path == "" {
+				home, err := os.UserHomeDir()
+				if err != nil {
+					return fmt.Errorf("find ~/.ssh/config: %w (pass --ssh-config-file)", err)
+				}
+				path = filepath.Join(home, ".ssh", "config")
+			}
+			// Write through a symlink (dotfile managers) to its target.
+			if target, err := filepath.EvalSymlinks(path); err == nil {
+				path = target
+			}
+			old, err := os.ReadFile(path)
+			if err != nil && !errors.Is(err, fs.ErrNotExist) {
+				return err
+			}
+			next, err := replaceSSHBlock(string(old), sshConfigBlock(self, globalConfig, names))
+			if err != nil {
+				return fmt.Errorf("%s: %w", path, err)
+			}
+			if next == string(old) {
+				fmt.Fprintf(inv.stderr, "%s is up to date (%d workspaces).\n", path, len(names))
+				return nil
+			}
+			if !yes {
+				fmt.Fprintf(inv.stderr, "This writes Host entries for %d workspaces (%s) into %s.\nContinue? [y/N] ",
+					len(names), strings.Join(prefixed(names), ", "), path)
+				line, _ := bufio.NewReader(inv.stdin).ReadString('\n')
+				if a := strings.ToLower(strings.TrimSpace(line)); a != "y" && a != "yes" {
+					return errors.New("not changed: answer y, or pass -y")
+				}
+			}
+			mode := fs.FileMode(0o600)
+			if st, err := os.Stat(path); err == nil {
+				mode = st.Mode().Perm()
+			} else if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+				return err
+			}
+			if err := writeFileAtomic(path, []byte(next), mode); err != nil {
+				return fmt.Errorf("write %s: %w", path, err)
+			}
+			fmt.Fprintf(inv.stderr, "Updated %s: %d workspaces.\n", path, len(names))
+			if len(names) > 0 {
+				fmt.Fprintf(inv.stderr, "Try: ssh %s%s\n", sshHostPrefix, names[0])
+			}
+			return nil
+		},
+	}
+	cmd.Flags().BoolVarP(&yes, "yes", "y", false, "Skip the confirmation prompt")
+	cmd.Flags().StringVar(&path, "ssh-config-file", "", "SSH config file to write (default ~/.ssh/config)")
+	return cmd
+}
+
+func prefixed(names []string) []string {
+	out := make([]string, len(names))
+	for i, n := range names {
+		out[i] = sshHostPrefix + n
+	}
+	return out
+}

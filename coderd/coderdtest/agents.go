@@ -1,0 +1,57 @@
+package coderdtest
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"airgapcoder/coderd/codersdk"
+)
+
+// CreateWorkspaceWithAgent creates a workspace called name for user (a
+// template of the same name comes first, created by admin) whose build d
+// completes with one resource carrying agent. Give agent a Token (a UUID)
+// and run an agent with it to connect.
+func CreateWorkspaceWithAgent(t testing.TB, admin, user *codersdk.Client, d *Daemon, name string, agent codersdk.ProvisionedAgent) codersdk.Workspace {
+	t.Helper()
+	ctx := context.Background()
+	tpl := CreateTemplate(t, admin, d, name, MinimalTemplate, nil)
+	w, err := user.CreateWorkspace(ctx, codersdk.Me, codersdk.CreateWorkspaceRequest{TemplateID: tpl.ID, Name: name})
+	if err != nil {
+		t.Fatalf("create workspace %s: %v", name, err)
+	}
+	j := d.Acquire(t, 20*time.Second)
+	if j == nil {
+		t.Fatalf("the build of workspace %s reached no daemon within 20s", name)
+	}
+	if agent.Name == "" {
+		agent.Name = "main"
+	}
+	if agent.OperatingSystem == "" {
+		agent.OperatingSystem = "linux"
+	}
+	if agent.Architecture == "" {
+		agent.Architecture = "amd64"
+	}
+	d.Complete(t, j.JobID, codersdk.CompleteJobRequest{
+		State:     []byte(`{"build":1}`),
+		Resources: []codersdk.ProvisionedResource{{Type: "terraform_data", Name: "workspace", Agents: []codersdk.ProvisionedAgent{agent}}},
+	})
+	w, err = user.Workspace(ctx, w.ID)
+	if err != nil {
+		t.Fatalf("get workspace %s: %v", name, err)
+	}
+	return w
+}
+
+// WorkspaceAgent returns the first agent of the workspace's latest build.
+func WorkspaceAgent(t testing.TB, w codersdk.Workspace) codersdk.WorkspaceAgent {
+	t.Helper()
+	for _, r := range w.LatestBuild.Resources {
+		for _, a := range r.Agents {
+			return a
+		}
+	}
+	t.Fatalf("workspace %s has no agent", w.Name)
+	return codersdk.WorkspaceAgent{}
+}

@@ -1,0 +1,319 @@
+package codersdk
+
+import (
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"strconv"
+	"time"
+
+	"github.com/coder/websocket"
+)
+
+// The agent protocol. A workspace agent authenticates with its token in the
+// Coder-Session-Token header on the /api/v2/workspaceagents/me/... endpoints
+// (a user token is refused there, and an agent token everywhere else):
+//
+//	GET  /api/v2/workspaceagents/me/manifest   what to run: directory, env, startup script, apps
+//	POST /api/v2/workspaceagents/me/startup    version, OS/arch, expanded directory
+//	POST /api/v2/workspaceagents/me/lifecycle  a lifecycle state change
+//	POST /api/v2/workspaceagents/me/logs       startup script output
+//	POST /api/v2/workspaceagents/me/ports      the TCP ports listening in the workspace
+//	GET  /api/v2/workspaceagents/me/connect    WebSocket carrying a yamux session
+//
+// Over the connect WebSocket coderd is the yamux client: it opens one stream
+// per user connection and starts it with a RelayHeader; the agent answers
+// with a RelayReply and then the stream carries the connection's bytes. See
+// docs/relay.md.
+//
+// Users reach a workspace with
+//
+//	GET /api/v2/workspaceagents/{agent}/connect?kind=ssh|tcp&port=N[&host=H]
+//
+// a WebSocket whose binary messages are the bytes of one relayed connection.
+
+// Agent lifecycle states, as in Coder.
+const (
+	AgentLifecycleCreated      = "created"
+	AgentLifecycleStarting     = "starting"
+	AgentLifecycleReady        = "ready"
+	AgentLifecycleStartTimeout = "start_timeout"
+	AgentLifecycleStartError   = "start_error"
+	AgentLifecycleShuttingDown = "shutting_down"
+	AgentLifecycleOff          = "off"
+)
+
+// ValidAgentLifecycle reports whether s is a lifecycle state an agent may
+// report.
+func ValidAgentLifecycle(s string) bool {
+	switch s {
+	case AgentLifecycleCreated, AgentLifecycleStarting, AgentLifecycleReady, AgentLifecycleStartTimeout,
+		AgentLifecycleStartError, AgentLifecycleShuttingDown, AgentLifecycleOff:
+		return true
+	}
+	return false
+}
+
+// Agent connection statuses (WorkspaceAgent.Status).
+const (
+	AgentStatusConnecting   = "connecting"
+	AgentStatusConnected    = "connected"
+	AgentStatusDisconnected = "disconnected"
+	AgentStatusTimeout      = "timeout"
+)
+
+// LogSourceAgent marks job log lines that came from a workspace agent (its
+// startup script), appended to the build's job logs under
+// StageStartupScript.
+const (
+	LogSourceAgent     = "agent"
+	StageStartupScript = "Startup script"
+)
+
+// AgentManifest is what an agent needs to run its workspace.
+type AgentManifest struct {
+	AgentID       string `json:"agent_id"`
+	AgentName     string `json:"agent_name"`
+	WorkspaceID   string `json:"workspace_id"`
+	WorkspaceName string `json:"workspace_name"`
+	OwnerName     string `json:"owner_name"`
+	// Directory is where shells and the startup script start; it may begin
+	// with ~ and may be empty (the home folder).
+	Directory            string            `json:"directory"`
+	EnvironmentVariables map[string]string `json:"environment_variables"`
+	StartupScript        string            `json:"startup_script"`
+	Apps                 []WorkspaceApp    `json:"apps"`
+	// ConnectionTimeoutSeconds is how long the agent had to connect before
+	// it counts as timed out (informational for the agent).
+	ConnectionTimeoutSeconds int32 `json:"connection_timeout_seconds"`
+}
+
+// PostAgentStartupRequest reports the agent's build and platform.
+type PostAgentStartupRequest struct {
+	Version           string `json:"version"`
+	OperatingSystem   string `json:"operating_system"`
+	Architecture      string `json:"architecture"`
+	ExpandedDirectory string `json:"expanded_directory"`
+}
+
+// PostAgentLifecycleRequest reports a lifecycle state change.
+type PostAgentLifecycleRequest struct {
+	State     string    `json:"state"`
+	ChangedAt time.Time `json:"changed_at"`
+}
+
+// AgentLogInput is one line of startup script output.
+type AgentLogInput struct {
+	CreatedAt time.Time `json:"created_at"`
+	Level     string    `json:"level"`
+	Output    string    `json:"output"`
+}
+
+// PostAgentLogsRequest appends output lines.
+type PostAgentLogsRequest struct {
+	Logs []AgentLogInput `json:"logs"`
+}
+
+// AgentLog is a stored line of an agent's startup script output.
+type AgentLog struct {
+	ID        int64     `json:"id"`
+	CreatedAt time.Time `json:"created_at"`
+	Level     string    `json:"level"`
+	Output    string    `json:"output"`
+}
+
+// AgentListeningPort is a TCP port some process in the workspace listens on.
+type AgentListeningPort struct {
+	Network string `json:"network"` // "tcp"
+	Port    uint16 `json:"port"`
+}
+
+// PostAgentPortsRequest replaces the agent's list of listening ports.
+type PostAgentPortsRequest struct {
+	Ports []AgentListeningPort `json:"ports"`
+}
+
+// Relay stream kinds.
+const (
+	// RelayKindSSH hands the stream to the agent's SSH server.
+	RelayKindSSH = "ssh"
+	// RelayKindTCP connects the stream to host:port inside the workspace.
+	RelayKindTCP = "tcp"
+)
+
+// RelayHeader opens every stream coderd relays to an agent.
+type RelayHeader struct {
+	Kind string `json:"kind"`
+	// Host and Port are the TCP target for RelayKindTCP; an empty Host means
+	// the workspace's loopback.
+	Host string `json:"host,omitempty"`
+	Port uint16 `json:"port,omitempty"`
+	// ConnID identifies the connection in coderd's and the agent's logs.
+	ConnID string `json:"conn_id"`
+	// User is who opened the connection (for the agent's logs).
+	User string `json:"user,omitempty"`
+}
+
+// RelayReply is the agent's answer to a RelayHeader: Error is empty when the
+// stream is connected.
+type RelayReply struct {
+	Error string `json:"error,omitempty"`
+}
+
+// MaxRelayFrame caps a RelayHeader or RelayReply.
+const MaxRelayFrame = 16 << 10
+
+// WriteRelayFrame writes v as a big-endian uint16 length and that many bytes
+// of JSON.
+func WriteRelayFrame(w io.Writer, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	if len(b) > MaxRelayFrame {
+		return fmt.Errorf("relay frame of %d bytes is over the %d byte limit", len(b), MaxRelayFrame)
+	}
+	buf := make([]byte, 2+len(b))
+	binary.BigEndian.PutUint16(buf, uint16(len(b)))
+	copy(buf[2:], b)
+	_, err = w.Write(buf)
+	return err
+}
+
+// ReadRelayFrame reads what WriteRelayFrame wrote, and no byte more.
+func ReadRelayFrame(r io.Reader, v any) error {
+	var n [2]byte
+	if _, err := io.ReadFull(r, n[:]); err != nil {
+		return fmt.Errorf("read relay frame length: %w", err)
+	}
+	size := int(binary.BigEndian.Uint16(n[:]))
+	if size > MaxRelayFrame {
+		return fmt.Errorf("relay frame of %d bytes is over the %d byte limit", size, MaxRelayFrame)
+	}
+	b := make([]byte, size)
+	if _, err := io.ReadFull(r, b); err != nil {
+		return fmt.Errorf("read relay frame: %w", err)
+	}
+	if err := json.Unmarshal(b, v); err != nil {
+		return fmt.Errorf("decode relay frame: %w", err)
+	}
+	return nil
+}
+
+// AgentManifest fetches the calling agent's manifest.
+func (c *Client) AgentManifest(ctx context.Context) (AgentManifest, error) {
+	var m AgentManifest
+	return m, c.do(ctx, http.MethodGet, "/api/v2/workspaceagents/me/manifest", nil, &m)
+}
+
+// PostAgentStartup reports the calling agent's version and platform.
+func (c *Client) PostAgentStartup(ctx context.Context, req PostAgentStartupRequest) error {
+	return c.do(ctx, http.MethodPost, "/api/v2/workspaceagents/me/startup", req, nil)
+}
+
+// PostAgentLifecycle reports the calling agent's lifecycle state.
+func (c *Client) PostAgentLifecycle(ctx context.Context, req PostAgentLifecycleRequest) error {
+	return c.do(ctx, http.MethodPost, "/api/v2/workspaceagents/me/lifecycle", req, nil)
+}
+
+// PostAgentLogs appends startup script output.
+func (c *Client) PostAgentLogs(ctx context.Context, req PostAgentLogsRequest) error {
+	return c.do(ctx, http.MethodPost, "/api/v2/workspaceagents/me/logs", req, nil)
+}
+
+// PostAgentPorts reports the ports listening in the workspace.
+func (c *Client) PostAgentPorts(ctx context.Context, req PostAgentPortsRequest) error {
+	return c.do(ctx, http.MethodPost, "/api/v2/workspaceagents/me/ports", req, nil)
+}
+
+// ConnectAgent opens the calling agent's WebSocket to coderd and returns it
+// as a net.Conn. ctx bounds only the handshake.
+func (c *Client) ConnectAgent(ctx context.Context) (net.Conn, error) {
+	return c.dialWebSocket(ctx, "/api/v2/workspaceagents/me/connect")
+}
+
+// WorkspaceAgent returns an agent by id.
+func (c *Client) WorkspaceAgent(ctx context.Context, id string) (WorkspaceAgent, error) {
+	var a WorkspaceAgent
+	return a, c.do(ctx, http.MethodGet, "/api/v2/workspaceagents/"+id, nil, &a)
+}
+
+// WorkspaceAgentLogs returns an agent's startup script output after the
+// line with id after.
+func (c *Client) WorkspaceAgentLogs(ctx context.Context, id string, after int64) ([]AgentLog, error) {
+	var logs []AgentLog
+	return logs, c.do(ctx, http.MethodGet, fmt.Sprintf("/api/v2/workspaceagents/%s/logs?after=%d", id, after), nil, &logs)
+}
+
+// DialOptions say what DialWorkspaceAgent connects to.
+type DialOptions struct {
+	// Kind is RelayKindSSH (the agent's SSH server) or RelayKindTCP.
+	Kind string
+	// Host and Port are the target inside the workspace for RelayKindTCP;
+	// an empty Host is the workspace's loopback.
+	Host string
+	Port uint16
+}
+
+// DialWorkspaceAgent opens a connection to an agent through coderd's relay
+// and returns it as a net.Conn. ctx bounds only the dial. Only the
+// workspace's owner and users with the owner role may dial.
+func (c *Client) DialWorkspaceAgent(ctx context.Context, agentID string, opts DialOptions) (net.Conn, error) {
+	if opts.Kind == "" {
+		opts.Kind = RelayKindSSH
+	}
+	q := url.Values{"kind": {opts.Kind}}
+	if opts.Kind == RelayKindTCP {
+		q.Set("port", strconv.Itoa(int(opts.Port)))
+		if opts.Host != "" {
+			q.Set("host", opts.Host)
+		}
+	}
+	return c.dialWebSocket(ctx, "/api/v2/workspaceagents/"+url.PathEscape(agentID)+"/connect?"+q.Encode())
+}
+
+// dialWebSocket opens a binary WebSocket to path and adapts it to a
+// net.Conn. A refused handshake becomes an *Error with coderd's message.
+func (c *Client) dialWebSocket(ctx context.Context, path string) (net.Conn, error) {
+	u, err := c.URL.Parse(path)
+	if err != nil {
+		return nil, fmt.Errorf("parse path %q: %w", path, err)
+	}
+	switch u.Scheme {
+	case "https":
+		u.Scheme = "wss"
+	default:
+		u.Scheme = "ws"
+	}
+	h := http.Header{}
+	if c.SessionToken != "" {
+		h.Set(SessionTokenHeader, c.SessionToken)
+	}
+	conn, resp, err := websocket.Dial(ctx, u.String(), &websocket.DialOptions{
+		HTTPClient: c.httpClient(), HTTPHeader: h, CompressionMode: websocket.CompressionDisabled,
+	})
+	if err != nil {
+		if resp != nil && resp.StatusCode != http.StatusSwitchingProtocols {
+			if resp.Request == nil {
+				resp.Request, _ = http.NewRequest(http.MethodGet, u.Redacted(), nil)
+			}
+			return nil, ReadBodyAsError(resp)
+		}
+		return nil, fmt.Errorf("dial %s: %w", u.Redacted(), err)
+	}
+	// The connection outlives ctx, as with net.Dialer.DialContext.
+	return websocket.NetConn(context.Background(), conn, websocket.MessageBinary), nil
+}
+
+// IsAgentUnavailable reports whether err says the agent is not connected to
+// this coderd (yet), so that a caller may wait and retry.
+func IsAgentUnavailable(err error) bool {
+	var e *Error
+	return errors.As(err, &e) && e.StatusCode == http.StatusServiceUnavailable
+}

@@ -1,0 +1,228 @@
+package database
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+)
+
+// Workspace agents at run time. Every start build gets agent rows of its
+// own, but a template's agent keeps its token across builds: the agent that
+// presents a token is the NEWEST row with that token.
+
+// ErrAgentLogsFull is returned by InsertAgentLogs once an agent has stored
+// its cap of startup script output.
+var ErrAgentLogsFull = errors.New("database: agent log limit reached")
+
+// ListeningPort is a TCP port an agent saw listening.
+type ListeningPort struct {
+	Network string `json:"network"`
+	Port    uint16 `json:"port"`
+}
+
+// AgentRuntime is what an agent reported about itself.
+type AgentRuntime struct {
+	Version           string
+	ExpandedDirectory string
+	ListeningPorts    []ListeningPort
+	LogsOverflowed    bool
+}
+
+// WorkspaceAgent is an agent row with its runtime report and the build and
+// workspace it belongs to. Apps are not loaded.
+type WorkspaceAgent struct {
+	Agent
+	AgentRuntime
+	JobID       string
+	BuildID     string
+	BuildNumber int32
+	Transition  string
+	// LatestBuild is whether the agent's build is its workspace's newest.
+	LatestBuild      bool
+	WorkspaceID      string
+	WorkspaceName    string
+	WorkspaceDeleted bool
+	OwnerID          string
+	OwnerName        string
+}
+
+const workspaceAgentSelect = `SELECT a.id, a.resource_id, a.name, a.auth_token, a.operating_system, a.architecture, a.directory,
+		a.startup_script, a.env, a.lifecycle_state, a.connection_timeout_seconds, a.created_at,
+		a.first_connected_at, a.last_connected_at, a.disconnected_at,
+		a.version, a.expanded_directory, a.listening_ports, a.logs_overflowed,
+		r.job_id, b.id, b.build_number, b.transition,
+		b.build_number = (SELECT max(build_number) FROM workspace_builds WHERE workspace_id = w.id),
+		w.id, w.name, w.deleted, w.owner_id, u.username
+	FROM workspace_agents a
+	JOIN workspace_resources r ON r.id = a.resource_id
+	JOIN workspace_builds b ON b.job_id = r.job_id
+	JOIN workspaces w ON w.id = b.workspace_id
+	JOIN users u ON u.id = w.owner_id`
+
+func scanWorkspaceAgent(row pgx.Row) (WorkspaceAgent, error) {
+	var a WorkspaceAgent
+	err := row.Scan(&a.ID, &a.ResourceID, &a.Name, &a.AuthToken, &a.OperatingSystem, &a.Architecture, &a.Directory,
+		&a.StartupScript, &a.Env, &a.LifecycleState, &a.ConnectionTimeoutSeconds, &a.CreatedAt,
+		&a.FirstConnectedAt, &a.LastConnectedAt, &a.DisconnectedAt,
+		&a.Version, &a.ExpandedDirectory, &a.ListeningPorts, &a.LogsOverflowed,
+		&a.JobID, &a.BuildID, &a.BuildNumber, &a.Transition, &a.LatestBuild,
+		&a.WorkspaceID, &a.WorkspaceName, &a.WorkspaceDeleted, &a.OwnerID, &a.OwnerName)
+	if a.ListeningPorts == nil {
+		a.ListeningPorts = []ListeningPort{}
+	}
+	return a, mapErr(err)
+}
+
+// AgentByAuthToken returns the newest workspace agent with the token.
+func (db *DB) AgentByAuthToken(ctx context.Context, token string) (WorkspaceAgent, error) {
+	if uuid.Validate(token) != nil {
+		return WorkspaceAgent{}, ErrNotFound
+	}
+	return scanWorkspaceAgent(db.q().QueryRow(ctx, workspaceAgentSelect+` WHERE a.auth_token = $1 ORDER BY a.created_at DESC LIMIT 1`, token))
+}
+
+// AgentByID returns a workspace agent.
+func (db *DB) AgentByID(ctx context.Context, id string) (WorkspaceAgent, error) {
+	if uuid.Validate(id) != nil {
+		return WorkspaceAgent{}, ErrNotFound
+	}
+	return scanWorkspaceAgent(db.q().QueryRow(ctx, workspaceAgentSelect+` WHERE a.id = $1`, id))
+}
+
+// AgentAppsByAgentID returns an agent's apps.
+func (db *DB) AgentAppsByAgentID(ctx context.Context, agentID string) ([]App, error) {
+	apps, err := db.appsByAgentIDs(ctx, []string{agentID})
+	return apps[agentID], err
+}
+
+// AgentRuntimes returns what the given agents reported, keyed by agent id.
+func (db *DB) AgentRuntimes(ctx context.Context, ids []string) (map[string]AgentRuntime, error) {
+	out := map[string]AgentRuntime{}
+	if len(ids) == 0 {
+		return out, nil
+	}
+	rows, err := db.q().Query(ctx, `SELECT id, version, expanded_directory, listening_ports, logs_overflowed
+		FROM workspace_agents WHERE id = ANY($1::uuid[])`, ids)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var id string
+		var r AgentRuntime
+		if err := rows.Scan(&id, &r.Version, &r.ExpandedDirectory, &r.ListeningPorts, &r.LogsOverflowed); err != nil {
+			return nil, err
+		}
+		if r.ListeningPorts == nil {
+			r.ListeningPorts = []ListeningPort{}
+		}
+		out[id] = r
+	}
+	return out, rows.Err()
+}
+
+// MarkAgentConnected records that an agent's connection is up at now.
+func (db *DB) MarkAgentConnected(ctx context.Context, id string, now time.Time) error {
+	_, err := db.q().Exec(ctx, `UPDATE workspace_agents SET first_connected_at = coalesce(first_connected_at, $2),
+		last_connected_at = $2, disconnected_at = NULL WHERE id = $1`, id, now)
+	return err
+}
+
+// MarkAgentDisconnected records that an agent's connection went down at now.
+func (db *DB) MarkAgentDisconnected(ctx context.Context, id string, now time.Time) error {
+	_, err := db.q().Exec(ctx, `UPDATE workspace_agents SET disconnected_at = $2 WHERE id = $1`, id, now)
+	return err
+}
+
+// UpdateAgentLifecycle records a lifecycle state.
+func (db *DB) UpdateAgentLifecycle(ctx context.Context, id, state string, changedAt time.Time) error {
+	_, err := db.q().Exec(ctx, `UPDATE workspace_agents SET lifecycle_state = $2, lifecycle_changed_at = $3 WHERE id = $1`, id, state, changedAt)
+	return err
+}
+
+// UpdateAgentStartup records an agent's version, platform and directory.
+func (db *DB) UpdateAgentStartup(ctx context.Context, id, version, os, arch, expandedDirectory string) error {
+	_, err := db.q().Exec(ctx, `UPDATE workspace_agents SET version = $2, operating_system = $3, architecture = $4,
+		expanded_directory = $5 WHERE id = $1`, id, version, os, arch, expandedDirectory)
+	return err
+}
+
+// UpdateAgentPorts replaces an agent's listening ports.
+func (db *DB) UpdateAgentPorts(ctx context.Context, id string, ports []ListeningPort) error {
+	if ports == nil {
+		ports = []ListeningPort{}
+	}
+	_, err := db.q().Exec(ctx, `UPDATE workspace_agents SET listening_ports = $2 WHERE id = $1`, id, ports)
+	return err
+}
+
+// AgentLog is a row of workspace_agent_logs.
+type AgentLog struct {
+	ID        int64
+	AgentID   string
+	CreatedAt time.Time
+	Level     string
+	Output    string
+}
+
+// InsertAgentLogs stores startup script output of an agent and appends it to
+// the job logs of the agent's build (stage, source) so build log followers
+// see it too. Once the agent has stored maxBytes of output, it stores
+// nothing more and returns ErrAgentLogsFull.
+func (db *DB) InsertAgentLogs(ctx context.Context, agentID, jobID, source, stage string, logs []AgentLog, maxBytes int) error {
+	if len(logs) == 0 {
+		return nil
+	}
+	size := 0
+	for _, l := range logs {
+		size += len(l.Output)
+	}
+	err := db.InTx(ctx, func(tx *DB) error {
+		tag, err := tx.q().Exec(ctx, `UPDATE workspace_agents SET logs_length = logs_length + $2
+			WHERE id = $1 AND NOT logs_overflowed AND logs_length + $2 <= $3`, agentID, size, maxBytes)
+		if err != nil {
+			return err
+		}
+		if tag.RowsAffected() == 0 {
+			return ErrAgentLogsFull
+		}
+		rows := make([][]any, len(logs))
+		jobRows := make([]JobLog, len(logs))
+		for i, l := range logs {
+			if l.CreatedAt.IsZero() {
+				l.CreatedAt = db.now()
+			}
+			rows[i] = []any{agentID, l.CreatedAt, l.Level, l.Output}
+			jobRows[i] = JobLog{CreatedAt: l.CreatedAt, Source: source, Level: l.Level, Stage: stage, Output: l.Output}
+		}
+		if _, err := tx.q().CopyFrom(ctx, pgx.Identifier{"workspace_agent_logs"}, []string{"agent_id", "created_at", "level", "output"},
+			pgx.CopyFromRows(rows)); err != nil {
+			return err
+		}
+		return tx.InsertJobLogs(ctx, jobID, jobRows)
+	})
+	if errors.Is(err, ErrAgentLogsFull) {
+		if _, uerr := db.q().Exec(ctx, `UPDATE workspace_agents SET logs_overflowed = true WHERE id = $1`, agentID); uerr != nil {
+			return uerr
+		}
+	}
+	return err
+}
+
+// AgentLogsAfter returns an agent's stored output with an id greater than
+// after.
+func (db *DB) AgentLogsAfter(ctx context.Context, agentID string, after int64) ([]AgentLog, error) {
+	rows, err := db.q().Query(ctx, `SELECT id, agent_id, created_at, level, output FROM workspace_agent_logs
+		WHERE agent_id = $1 AND id > $2 ORDER BY id`, agentID, after)
+	if err != nil {
+		return nil, err
+	}
+	return collect(rows, func(r pgx.Row) (AgentLog, error) {
+		var l AgentLog
+		err := r.Scan(&l.ID, &l.AgentID, &l.CreatedAt, &l.Level, &l.Output)
+		return l, err
+	})
+}

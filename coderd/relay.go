@@ -1,0 +1,379 @@
+package coderd
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/coder/websocket"
+	"github.com/gin-gonic/gin"
+	"github.com/hashicorp/yamux"
+
+	"airgapcoder/coderd/codersdk"
+	"airgapcoder/coderd/database"
+)
+
+// The relay: every byte between a user and a workspace passes through
+// coderd. An agent keeps one WebSocket to coderd (GET
+// /api/v2/workspaceagents/me/connect) carrying a yamux session in which
+// coderd opens one stream per user connection. A stream starts with a
+// codersdk.RelayHeader (kind ssh or tcp, target port) and the agent's
+// codersdk.RelayReply; then it carries the connection's bytes. Users reach a
+// stream through a WebSocket of their own (GET
+// /api/v2/workspaceagents/{agent}/connect) or a dev URL (devurls.go).
+//
+// Sessions live in this replica's memory: a user connection must reach the
+// replica its agent is connected to (docs/relay.md).
+
+// relay maps agent ids to this replica's agent sessions.
+type relay struct {
+	mu       sync.Mutex
+	sessions map[string]*agentSession
+
+	// transport proxies dev URLs (devurls.go).
+	transportOnce sync.Once
+	transport     *http.Transport
+}
+
+func newRelay() *relay {
+	return &relay{sessions: map[string]*agentSession{}}
+}
+
+// agentSession is one agent's live connection.
+type agentSession struct {
+	agentID   string // guarded by relay.mu: a new build gives the token a new row
+	mux       *yamux.Session
+	connected time.Time
+}
+
+// register makes s the session of agentID and returns the one it replaces.
+func (r *relay) register(agentID string, s *agentSession) *agentSession {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	old := r.sessions[agentID]
+	s.agentID = agentID
+	r.sessions[agentID] = s
+	return old
+}
+
+// move re-keys s under agentID (the newest row of its token); it reports
+// whether s is still registered.
+func (r *relay) move(s *agentSession, agentID string) (old *agentSession, ok bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.sessions[s.agentID] != s {
+		return nil, false
+	}
+	delete(r.sessions, s.agentID)
+	old = r.sessions[agentID]
+	s.agentID = agentID
+	r.sessions[agentID] = s
+	return old, true
+}
+
+// unregister removes s unless a newer session replaced it; it reports
+// whether s was still registered.
+func (r *relay) unregister(s *agentSession) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.sessions[s.agentID] != s {
+		return false
+	}
+	delete(r.sessions, s.agentID)
+	return true
+}
+
+// idOf returns the agent id s is registered under.
+func (r *relay) idOf(s *agentSession) string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return s.agentID
+}
+
+func (r *relay) get(agentID string) *agentSession {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.sessions[agentID]
+}
+
+// connected returns the number of agents connected to this replica.
+func (r *relay) connected() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.sessions)
+}
+
+// relayYamuxConfig tunes coderd's side of an agent session.
+func (api *API) relayYamuxConfig() *yamux.Config {
+	cfg := yamux.DefaultConfig()
+	cfg.LogOutput = nil
+	cfg.Logger = yamuxLogger{api.log}
+	cfg.KeepAliveInterval = api.opts.AgentKeepAliveInterval
+	cfg.ConnectionWriteTimeout = api.opts.AgentKeepAliveInterval
+	cfg.MaxStreamWindowSize = 1 << 20
+	cfg.StreamOpenTimeout = 30 * time.Second
+	cfg.StreamCloseTimeout = 30 * time.Second
+	return cfg
+}
+
+// yamuxLogger sends yamux's own log lines to slog at debug level.
+type yamuxLogger struct{ log *slog.Logger }
+
+func (l yamuxLogger) Print(v ...any) { l.log.Debug(strings.TrimSpace(fmt.Sprint(v...))) }
+func (l yamuxLogger) Printf(format string, v ...any) {
+	l.log.Debug(strings.TrimSpace(fmt.Sprintf(format, v...)))
+}
+func (l yamuxLogger) Println(v ...any) { l.log.Debug(strings.TrimSpace(fmt.Sprintln(v...))) }
+
+// agentConnect serves an agent's WebSocket for as long as it stays up,
+// recording liveness: first/last_connected_at while it is up (every
+// AgentHeartbeatInterval), disconnected_at when it ends.
+func (api *API) agentConnect(c *gin.Context) error {
+	a := agentFrom(c)
+	token := c.Request.Header.Get(codersdk.SessionTokenHeader)
+	ws, err := websocket.Accept(c.Writer, c.Request, &websocket.AcceptOptions{CompressionMode: websocket.CompressionDisabled})
+	if err != nil {
+		return nil // Accept has answered the client
+	}
+	ctx, cancel := context.WithCancel(c.Request.Context())
+	defer cancel()
+	nc := websocket.NetConn(ctx, ws, websocket.MessageBinary)
+	mux, err := yamux.Client(nc, api.relayYamuxConfig())
+	if err != nil {
+		_ = nc.Close()
+		return fmt.Errorf("start relay session: %w", err)
+	}
+	defer mux.Close()
+	s := &agentSession{mux: mux, connected: api.now()}
+	if old := api.relay.register(a.ID, s); old != nil {
+		// The agent reconnected before the old connection was seen dead.
+		_ = old.mux.Close()
+	}
+	log := api.log.With("agent", a.ID, "agent_name", a.Name, "workspace", a.OwnerName+"/"+a.WorkspaceName, "remote", c.Request.RemoteAddr)
+	if err := api.db.MarkAgentConnected(ctx, a.ID, api.now()); err != nil {
+		log.Warn("record agent connection", "err", err)
+	}
+	log.Info("workspace agent connected", "agents_on_replica", api.relay.connected())
+
+	reason := "connection closed"
+	t := time.NewTicker(api.opts.AgentHeartbeatInterval)
+	defer t.Stop()
+loop:
+	for {
+		select {
+		case <-mux.CloseChan():
+			break loop
+		case <-api.closing:
+			reason = "coderd is shutting down"
+			break loop
+		case <-t.C:
+			api.agentHeartbeat(ctx, s, token, log)
+		}
+	}
+	_ = mux.Close()
+	if api.relay.unregister(s) {
+		dctx, dcancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer dcancel()
+		if err := api.db.MarkAgentDisconnected(dctx, api.relay.idOf(s), api.now()); err != nil {
+			log.Warn("record agent disconnection", "err", err)
+		}
+	}
+	log.Info("workspace agent disconnected", "reason", reason, "connected_for", api.now().Sub(s.connected).Round(time.Millisecond))
+	return nil
+}
+
+// agentHeartbeat records that s is alive. When a newer build has given the
+// agent's token a new row, the session moves to it.
+func (api *API) agentHeartbeat(ctx context.Context, s *agentSession, token string, log *slog.Logger) {
+	cur, err := api.db.AgentByAuthToken(ctx, token)
+	if err != nil {
+		if ctx.Err() == nil {
+			log.Warn("agent heartbeat", "err", err)
+		}
+		return
+	}
+	if cur.ID != api.relay.idOf(s) {
+		old, ok := api.relay.move(s, cur.ID)
+		if !ok {
+			return
+		}
+		if old != nil && old != s {
+			_ = old.mux.Close()
+		}
+		log.Info("workspace agent moved to a new build", "new_agent", cur.ID, "build", cur.BuildNumber)
+	}
+	if err := api.db.MarkAgentConnected(ctx, cur.ID, api.now()); err != nil && ctx.Err() == nil {
+		log.Warn("agent heartbeat", "err", err)
+	}
+}
+
+// agentUnavailable says why an agent has no session on this replica.
+func (api *API) agentUnavailable(a database.WorkspaceAgent) error {
+	if !a.LatestBuild || a.Transition != string(codersdk.WorkspaceTransitionStart) {
+		return errorf(http.StatusConflict, "", "Agent %s belongs to an old build of workspace %s/%s; connect to the workspace's current agent (is the workspace stopped? run `coder start %s`)",
+			a.Name, a.OwnerName, a.WorkspaceName, a.WorkspaceName)
+	}
+	status := api.agentStatusOf(a.Agent)
+	if status == codersdk.AgentStatusConnected {
+		return errorf(http.StatusServiceUnavailable, "docs/relay.md: the agent and the client must reach the same replica",
+			"Agent %s of workspace %s/%s is connected to another coderd replica", a.Name, a.OwnerName, a.WorkspaceName)
+	}
+	return errorf(http.StatusServiceUnavailable, "", "Agent %s of workspace %s/%s is not connected (status %s, lifecycle %s)",
+		a.Name, a.OwnerName, a.WorkspaceName, status, a.LifecycleState)
+}
+
+// openStream opens a relayed connection to the agent's target. A refusal by
+// the agent (nothing listens on the port) is a 502 with the agent's reason.
+func (api *API) openStream(s *agentSession, hdr codersdk.RelayHeader) (net.Conn, error) {
+	stream, err := s.mux.Open()
+	if err != nil {
+		return nil, errorf(http.StatusServiceUnavailable, err.Error(), "The agent's connection is closing; try again in a moment")
+	}
+	_ = stream.SetDeadline(time.Now().Add(15 * time.Second))
+	if err := codersdk.WriteRelayFrame(stream, hdr); err != nil {
+		_ = stream.Close()
+		return nil, errorf(http.StatusBadGateway, err.Error(), "Send the connection request to the agent")
+	}
+	var reply codersdk.RelayReply
+	if err := codersdk.ReadRelayFrame(stream, &reply); err != nil {
+		_ = stream.Close()
+		return nil, errorf(http.StatusBadGateway, err.Error(), "The agent did not answer the connection request")
+	}
+	if reply.Error != "" {
+		_ = stream.Close()
+		return nil, errorf(http.StatusBadGateway, "", "The agent could not connect: %s", reply.Error)
+	}
+	_ = stream.SetDeadline(time.Time{})
+	return stream, nil
+}
+
+// newConnID names a relayed connection in logs.
+func newConnID() string {
+	b := make([]byte, 6)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// relayHeaderFromQuery reads ?kind=ssh|tcp&port=N&host=H.
+func relayHeaderFromQuery(c *gin.Context) (codersdk.RelayHeader, error) {
+	hdr := codersdk.RelayHeader{Kind: c.DefaultQuery("kind", codersdk.RelayKindSSH), ConnID: newConnID()}
+	switch hdr.Kind {
+	case codersdk.RelayKindSSH:
+	case codersdk.RelayKindTCP:
+		port, err := strconv.ParseUint(c.Query("port"), 10, 16)
+		if err != nil || port == 0 {
+			return hdr, validation("port", "must be a TCP port (1-65535)")
+		}
+		hdr.Port = uint16(port)
+		hdr.Host = c.Query("host")
+		if len(hdr.Host) > 253 || strings.ContainsAny(hdr.Host, "/ \t\r\n") {
+			return hdr, validation("host", "must be a host name or IP address")
+		}
+	default:
+		return hdr, validation("kind", "must be ssh or tcp")
+	}
+	return hdr, nil
+}
+
+// workspaceAgentConnect relays a user's WebSocket to a new stream to the
+// agent. Only the workspace's owner and users with the owner role may.
+func (api *API) workspaceAgentConnect(c *gin.Context) error {
+	a, err := api.agentParam(c)
+	if err != nil {
+		return err
+	}
+	me := actor(c)
+	if !mayConnect(me, a.OwnerID) {
+		return errorf(http.StatusForbidden, "", "Only the workspace's owner and users with the owner role may connect to workspace %s/%s", a.OwnerName, a.WorkspaceName)
+	}
+	hdr, err := relayHeaderFromQuery(c)
+	if err != nil {
+		return err
+	}
+	hdr.User = me.Username
+	s := api.relay.get(a.ID)
+	if s == nil {
+		return api.agentUnavailable(a)
+	}
+	log := api.log.With("conn", hdr.ConnID, "user", me.Username, "workspace", a.OwnerName+"/"+a.WorkspaceName, "agent", a.Name,
+		"kind", hdr.Kind, "port", hdr.Port, "host", hdr.Host, "remote", c.Request.RemoteAddr)
+	stream, err := api.openStream(s, hdr)
+	if err != nil {
+		log.Info("relay connection refused", "err", err)
+		return err
+	}
+	ws, err := websocket.Accept(c.Writer, c.Request, &websocket.AcceptOptions{CompressionMode: websocket.CompressionDisabled})
+	if err != nil {
+		_ = stream.Close()
+		return nil
+	}
+	log.Info("relay connection opened")
+	began := time.Now()
+	ctx, cancel := context.WithCancel(c.Request.Context())
+	defer cancel()
+	nc := websocket.NetConn(ctx, ws, websocket.MessageBinary)
+	go func() {
+		// A shutting-down coderd ends relayed connections with the agent's.
+		select {
+		case <-api.closing:
+			_ = nc.Close()
+		case <-ctx.Done():
+		}
+	}()
+	up, down := splice(nc, stream)
+	log.Info("relay connection closed", "bytes_to_agent", up, "bytes_from_agent", down, "duration", time.Since(began).Round(time.Millisecond))
+	return nil
+}
+
+// splice copies between a and b until either side ends, then closes both.
+// It returns the bytes copied a→b and b→a.
+func splice(a, b net.Conn) (ab, ba int64) {
+	var wg sync.WaitGroup
+	var once sync.Once
+	closeBoth := func() {
+		once.Do(func() {
+			_ = a.Close()
+			_ = b.Close()
+		})
+	}
+	var n1, n2 atomic.Int64
+	wg.Add(2)
+	go func() {
+		defer wg.Done()
+		n, _ := copyBuffered(b, a)
+		n1.Store(n)
+		closeBoth()
+	}()
+	go func() {
+		defer wg.Done()
+		n, _ := copyBuffered(a, b)
+		n2.Store(n)
+		closeBoth()
+	}()
+	wg.Wait()
+	return n1.Load(), n2.Load()
+}
+
+// copyBufs holds copy buffers: larger than io.Copy's 32 KiB, so that bulk
+// transfers cross the relay in fewer, larger frames.
+var copyBufs = sync.Pool{New: func() any { b := make([]byte, 128<<10); return &b }}
+
+func copyBuffered(dst io.Writer, src io.Reader) (int64, error) {
+	buf := copyBufs.Get().(*[]byte)
+	defer copyBufs.Put(buf)
+	return io.CopyBuffer(dst, src, *buf)
+}
+
+// errAgentGone is returned by relay dials when the agent has no session.
+var errAgentGone = errors.New("the workspace agent is not connected to this coderd")

@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# make run: the product's main job on this machine, with no network. Builds a
+# bundle from local sources (our binary and provider, the local terraform and
+# PostgreSQL, the example templates), installs it into a scratch folder and
+# boots the appliance in the foreground.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+run=${RUN_DIR:-$PWD/.run}
+address=${ADDRESS:-127.0.0.1:3000}
+coder=$PWD/build/coder
+mkdir -p "$run"
+chmod 755 "$run"
+
+if [[ ! -f $run/keys/bundle.key ]]; then
+  "$coder" bundle keygen --output "$run/keys" >/dev/null
+fi
+pgdir=$(ls -d /usr/lib/postgresql/*/ | sort -V | tail -n1)
+cat >"$run/bundle.yaml" <<YAML
+version: 1
+name: local
+release: 0.0.0-dev.$(date -u +%Y%m%d%H%M%S)
+platforms: [linux/amd64]
+coder: {binary: self}
+terraform: {version: 1.11.4, path: $(command -v terraform)}
+postgres: {path: ${pgdir%/}}
+providers:
+  - {path: $PWD/build/providers}
+templates:
+  - $PWD/examples/templates/process
+YAML
+echo "==> building the bundle (offline, from local sources)"
+bundle=$("$coder" bundle build -f "$run/bundle.yaml" --output "$run/bundles" --sign-key "$run/keys/bundle.key" --cache-dir "$run/cache" | grep '\.bundle$' | tail -n1)
+echo "==> installing $bundle into $run/appliance"
+"$coder" appliance install "$bundle" --dir "$run/appliance" --public-key "$run/keys/bundle.pub"
+cat <<MSG
+==> starting the appliance on http://$address
+    create the first user (the bundled "process" template is pushed for it):
+      $coder login http://$address --first-user-username admin --first-user-email admin@example.com --first-user-password '<a long password>'
+      $coder create dev --template process
+      $coder ssh dev
+MSG
+exec "$coder" appliance up --dir "$run/appliance" --http-address "$address"
