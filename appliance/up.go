@@ -19,7 +19,6 @@ import (
 	"airgapcoder/certs"
 	"airgapcoder/coderd"
 	"airgapcoder/coderd/codersdk"
-	"airgapcoder/coderd/database/postgres"
 	"airgapcoder/internal/buildinfo"
 	"airgapcoder/internal/templatetar"
 	"airgapcoder/mirror"
@@ -107,28 +106,24 @@ func Up(ctx context.Context, opts UpOptions) error {
 		if m.Components.Postgres == nil {
 			return errors.New("this bundle carries no PostgreSQL and postgres-url is not set")
 		}
-		pg, err := postgres.New(postgres.Options{
-			DataDir:     l.Postgres(),
-			RuntimeDir:  filepath.Join(l.Run(), "postgres"),
-			CacheDir:    filepath.Join(rel, bundle.DirPostgres),
-			BinariesDir: filepath.Join(l.Cache(), "postgres"),
-			Version:     m.Components.Postgres.Version,
-			RunAsUser:   cfg.ServiceUser,
-			Logger:      log.With("component", "postgres"),
-		})
+		pg, err := newPostgres(l, cfg, m, rel, log)
 		if err != nil {
-			return fmt.Errorf("postgres: %w", err)
+			return err
 		}
 		if err := pg.Start(ctx); err != nil {
 			return fmt.Errorf("start postgres (data in %s): %w", l.Postgres(), err)
 		}
 		defer func() {
+			_ = os.Remove(l.postgresInfo())
 			stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 			defer cancel()
 			if err := pg.Stop(stopCtx); err != nil {
 				log.Error("stop postgres", "err", err)
 			}
 		}()
+		if err := writePostgresInfo(l, pg); err != nil {
+			return err
+		}
 		pgURL = pg.URL()
 	}
 

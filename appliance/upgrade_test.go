@@ -189,6 +189,11 @@ func TestUpgradeAndRollback(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitBuild(owner, sb.ID)
+	// A backup while the appliance runs, with the bundle's own pg_dump.
+	backup := filepath.Join(work, "db.backup")
+	if out, err := e.coder("appliance", "backup", backup, "--dir", e.dir); err != nil {
+		t.Fatalf("backup: %v\n%s", err, out)
+	}
 	stop()
 
 	// Upgrade to B: everything is still there.
@@ -236,6 +241,25 @@ func TestUpgradeAndRollback(t *testing.T) {
 		t.Fatalf("upgrade to a broken release: %v\n%s", err, out)
 	}
 	checkData("2026.11.2")
+
+	// Restore the backup: a user created after it is gone again.
+	stop = e.up()
+	if _, err := login().CreateUser(ctx, codersdk.CreateUserRequest{Email: "later@example.com", Username: "later", Password: "upgrade-password"}); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := e.coder("appliance", "restore", backup, "--dir", e.dir); err == nil || !strings.Contains(out, "stop it") {
+		t.Fatalf("restore while running: %v\n%s", err, out)
+	}
+	stop()
+	if out, err := e.coder("appliance", "restore", backup, "--dir", e.dir); err != nil {
+		t.Fatalf("restore: %v\n%s", err, out)
+	}
+	stop = e.up()
+	users, err := login().Users(ctx)
+	stop()
+	if err != nil || users.Count != 1 || users.Users[0].Username != "admin" {
+		t.Fatalf("users after restore: %+v, %v; want only admin", users.Users, err)
+	}
 
 	// A downgrade is refused unless forced.
 	out, err = e.coder("appliance", "upgrade", a, "--dir", e.dir, "--public-key", pub)

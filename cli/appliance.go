@@ -12,7 +12,8 @@ import (
 
 func (inv *invocation) applianceCmd() *cobra.Command {
 	cmd := &cobra.Command{Use: "appliance", Short: "Install and run the offline appliance from a bundle"}
-	cmd.AddCommand(inv.applianceInstallCmd(), inv.applianceUpCmd(), inv.applianceStatusCmd(), inv.applianceUpgradeCmd())
+	cmd.AddCommand(inv.applianceInstallCmd(), inv.applianceUpCmd(), inv.applianceStatusCmd(), inv.applianceUpgradeCmd(),
+		inv.applianceBackupCmd(), inv.applianceRestoreCmd())
 	return cmd
 }
 
@@ -175,5 +176,47 @@ serve. Start the appliance again afterwards.`,
 	cmd.Flags().StringVar(&pubKey, "public-key", "", "Public key (bundle.pub) that must have signed the bundle")
 	cmd.Flags().BoolVar(&allowUnsigned, "allow-unsigned", false, "Accept a bundle without a signature")
 	cmd.Flags().BoolVar(&force, "force", false, "Allow a downgrade")
+	return cmd
+}
+
+func (inv *invocation) applianceBackupCmd() *cobra.Command {
+	var dir string
+	cmd := &cobra.Command{
+		Use:   "backup FILE",
+		Short: "Dump the appliance's database with the bundle's pg_dump (works while it runs)",
+		Args:  exactArgs(1, "FILE"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if dir == "" {
+				return usageErrorf("--dir is required")
+			}
+			if err := appliance.Backup(cmd.Context(), dir, args[0], inv.logger()); err != nil {
+				return err
+			}
+			fmt.Fprintf(inv.stdout, "Backed up the database of %s to %s.\n", dir, args[0])
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&dir, "dir", "", "Appliance folder")
+	return cmd
+}
+
+func (inv *invocation) applianceRestoreCmd() *cobra.Command {
+	var dir string
+	cmd := &cobra.Command{
+		Use:   "restore FILE",
+		Short: "Replace the appliance's database with a backup (stop the appliance first)",
+		Args:  exactArgs(1, "FILE"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if dir == "" {
+				return usageErrorf("--dir is required")
+			}
+			if err := appliance.Restore(cmd.Context(), dir, args[0], inv.logger()); err != nil {
+				return err
+			}
+			fmt.Fprintf(inv.stdout, "Restored the database of %s from %s.\n", dir, args[0])
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&dir, "dir", "", "Appliance folder")
 	return cmd
 }

@@ -138,9 +138,18 @@ type Server struct {
 	opts Options
 	log  *slog.Logger
 
-	mu   sync.Mutex
-	proc *helperProcess // nil when stopped
-	url  string
+	mu     sync.Mutex
+	proc   *helperProcess // nil when stopped
+	url    string
+	binDir string
+}
+
+// BinDir is the folder of the PostgreSQL binaries in use (pg_dump,
+// pg_restore, psql), valid after Start.
+func (s *Server) BinDir() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.binDir
 }
 
 var versionPattern = regexp.MustCompile(`^[0-9]+\.[0-9]+\.[0-9]+$`)

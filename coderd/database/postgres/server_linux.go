@@ -79,6 +79,7 @@ func (s *Server) start(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	s.binDir = binDir // Start holds s.mu
 	lock, err := lockDataDir(o.DataDir)
 	if err != nil {
 		return err
