@@ -14,6 +14,8 @@ import (
 
 	"airgapcoder/bundle"
 	"airgapcoder/coderd/database/postgres"
+
+	"airgapcoder/internal/atomicfile"
 )
 
 // newPostgres is the bundled PostgreSQL of release rel.
@@ -47,7 +49,7 @@ type pgInfo struct {
 
 func writePostgresInfo(l Layout, pg *postgres.Server) error {
 	b, _ := json.Marshal(pgInfo{URL: pg.URL(), BinDir: pg.BinDir()})
-	return writeFileAtomic(l.postgresInfo(), b, 0o600)
+	return atomicfile.Write(l.postgresInfo(), b, 0o600)
 }
 
 // withDatabase runs fn against the appliance's database: the running one

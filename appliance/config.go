@@ -12,6 +12,8 @@ import (
 	"github.com/knadh/koanf/providers/confmap"
 	"github.com/knadh/koanf/providers/file"
 	"github.com/knadh/koanf/v2"
+
+	"airgapcoder/internal/atomicfile"
 )
 
 // ConfigFile is the settings file inside DIR.
@@ -172,30 +174,5 @@ func WriteDefaultConfig(dir string) error {
 	}
 	d := DefaultConfig()
 	body := fmt.Sprintf(configTemplate, d.HTTPAddress, d.MirrorAddress, d.ProvisionerDaemons, d.ServiceUser)
-	return writeFileAtomic(path, []byte(body), 0o644)
-}
-
-// writeFileAtomic writes via a temp file in the same folder, fsync, rename.
-func writeFileAtomic(path string, data []byte, mode os.FileMode) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Chmod(mode); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), path)
+	return atomicfile.Write(path, []byte(body), 0o644)
 }

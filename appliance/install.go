@@ -14,6 +14,8 @@ import (
 
 	"airgapcoder/bundle"
 	"airgapcoder/certs"
+
+	"airgapcoder/internal/atomicfile"
 )
 
 // InstallOptions configure Install.
@@ -105,7 +107,7 @@ func install(ctx context.Context, opts InstallOptions, activate bool) (InstallRe
 		if err != nil {
 			return res, err
 		}
-		if err := writeFileAtomic(filepath.Join(target, manifestFile), b, 0o644); err != nil {
+		if err := atomicfile.Write(filepath.Join(target, manifestFile), b, 0o644); err != nil {
 			return res, err
 		}
 	}
@@ -160,7 +162,7 @@ func finishInstall(l Layout, m bundle.Manifest, opts InstallOptions, log *slog.L
 			return err
 		}
 	}
-	return writeFileAtomic(filepath.Join(l.Dir, "coder-appliance.service"), []byte(systemdUnit(binary, l.Dir)), 0o644)
+	return atomicfile.Write(filepath.Join(l.Dir, "coder-appliance.service"), []byte(systemdUnit(binary, l.Dir)), 0o644)
 }
 
 func preflightInstall(l Layout, m bundle.Manifest, info bundle.Info, now time.Time) error {

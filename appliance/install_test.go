@@ -5,19 +5,18 @@ import (
 	"crypto/rand"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"math/big"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"airgapcoder/appliance"
 	"airgapcoder/bundle"
+	"airgapcoder/internal/testbin"
 )
 
 // testBundle writes a signed bundle with a payload big enough that
@@ -64,31 +63,6 @@ func testBundle(t *testing.T, release string) (string, string) {
 	return res.Path, pub
 }
 
-var (
-	binOnce sync.Once
-	binPath string
-	binErr  error
-)
-
-func coderBinary(t *testing.T) string {
-	t.Helper()
-	binOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "coder-appliance-test-")
-		if err != nil {
-			binErr = err
-			return
-		}
-		binPath = filepath.Join(dir, "coder")
-		if out, err := exec.Command("go", "build", "-o", binPath, "airgapcoder/cmd/coder").CombinedOutput(); err != nil {
-			binErr = fmt.Errorf("go build: %v\n%s", err, out)
-		}
-	})
-	if binErr != nil {
-		t.Fatal(binErr)
-	}
-	return binPath
-}
-
 // checkConsistent fails unless DIR holds either nothing installed or a
 // complete current release whose files match its manifest.
 func checkConsistent(t *testing.T, dir string) (installed bool) {
@@ -121,7 +95,7 @@ func checkConsistent(t *testing.T, dir string) (installed bool) {
 // TestInstallKilledAtRandom: kill -9 during install at random moments (ten
 // runs): DIR is never half-installed and a second install succeeds.
 func TestInstallKilledAtRandom(t *testing.T) {
-	bin := coderBinary(t)
+	bin := testbin.Coder(t)
 	bundlePath, pub := testBundle(t, "2026.11.1")
 	// Time one whole install, then kill the others at random moments inside
 	// that span.

@@ -23,6 +23,8 @@ import (
 	"airgapcoder/internal/templatetar"
 	"airgapcoder/mirror"
 	"airgapcoder/provisionerd"
+
+	"airgapcoder/internal/atomicfile"
 )
 
 // UpOptions configure Up.
@@ -269,5 +271,5 @@ func writeAgentCA(l Layout) (string, error) {
 		pem = append(pem, b...)
 	}
 	path := filepath.Join(l.Run(), "agent-ca.pem")
-	return path, writeFileAtomic(path, pem, 0o644)
+	return path, atomicfile.Write(path, pem, 0o644)
 }

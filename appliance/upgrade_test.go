@@ -16,6 +16,7 @@ import (
 
 	"airgapcoder/appliance"
 	"airgapcoder/coderd/codersdk"
+	"airgapcoder/internal/testbin"
 	"airgapcoder/internal/testprovider"
 )
 
@@ -115,7 +116,7 @@ func TestUpgradeAndRollback(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	e := &upgradeEnv{t: t, bin: coderBinary(t), work: work, dir: filepath.Join(work, "appliance"), cache: filepath.Join(work, "cache"),
+	e := &upgradeEnv{t: t, bin: testbin.Coder(t), work: work, dir: filepath.Join(work, "appliance"), cache: filepath.Join(work, "cache"),
 		keys: filepath.Join(work, "keys"), http: freePort(t)}
 	if out, err := e.coder("bundle", "keygen", "--output", e.keys); err != nil {
 		t.Fatalf("keygen: %v\n%s", err, out)

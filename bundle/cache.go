@@ -16,6 +16,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"airgapcoder/internal/atomicfile"
 )
 
 // The build cache is content-addressed, so a second build downloads only
@@ -164,7 +166,7 @@ func (c *blobCache) remember(kind, key string, blob cachedBlob) error {
 		return err
 	}
 	b, _ := json.Marshal(indexEntry{Key: key, Digest: blob.Digest, Size: blob.Size, Name: blob.Name})
-	return writeFileAtomic(p, b, 0o644)
+	return atomicfile.Write(p, b, 0o644)
 }
 
 // opener starts reading a source at offset. It returns the offset it
@@ -455,15 +457,6 @@ func fileDigest(path string) (string, int64, error) {
 	return "sha256:" + hex.EncodeToString(h.Sum(nil)), n, nil
 }
 
-// writeFileAtomic writes data to a temporary file next to p, syncs it and
-// renames it over p.
-func writeFileAtomic(p string, data []byte, perm fs.FileMode) error {
-	return writeAtomicFunc(p, perm, func(w io.Writer) error {
-		_, err := w.Write(data)
-		return err
-	})
-}
-
 // copyFileAtomic copies src to dst through a temporary file.
 func copyFileAtomic(src, dst string, perm fs.FileMode) error {
 	in, err := os.Open(src)
@@ -471,34 +464,8 @@ func copyFileAtomic(src, dst string, perm fs.FileMode) error {
 		return err
 	}
 	defer in.Close()
-	return writeAtomicFunc(dst, perm, func(w io.Writer) error {
+	return atomicfile.WriteFunc(dst, perm, func(w io.Writer) error {
 		_, err := io.Copy(w, in)
 		return err
 	})
-}
-
-func writeAtomicFunc(p string, perm fs.FileMode, write func(io.Writer) error) (err error) {
-	tmp, err := os.CreateTemp(filepath.Dir(p), "."+filepath.Base(p)+".tmp-*")
-	if err != nil {
-		return err
-	}
-	defer func() {
-		if err != nil {
-			tmp.Close()
-			os.Remove(tmp.Name())
-		}
-	}()
-	if err := write(tmp); err != nil {
-		return err
-	}
-	if err := tmp.Chmod(perm); err != nil {
-		return err
-	}
-	if err := tmp.Sync(); err != nil {
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), p)
 }

@@ -13,6 +13,8 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+
+	"airgapcoder/internal/atomicfile"
 )
 
 // Refresh rebuilds DIR/certs/trust.pem from the system bundle, the appliance
@@ -113,7 +115,7 @@ func writeTrust(dir string, b []byte) error {
 	if err := os.MkdirAll(cdir, 0o755); err != nil {
 		return err
 	}
-	return writeAtomic(filepath.Join(cdir, TrustFile), b, 0o644)
+	return atomicfile.Write(filepath.Join(cdir, TrustFile), b, 0o644)
 }
 
 // readImported returns the certificates of DIR/certs/imported/*.pem in file
@@ -195,41 +197,4 @@ func encodeCert(c *x509.Certificate, comment string) []byte {
 	}
 	pem.Encode(&b, &pem.Block{Type: "CERTIFICATE", Bytes: c.Raw})
 	return b.Bytes()
-}
-
-// writeAtomic writes b to path through a temporary file in the same folder:
-// write, fsync, chmod, rename, sync the folder. On error path is untouched.
-func writeAtomic(path string, b []byte, mode os.FileMode) (err error) {
-	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
-	if err != nil {
-		return err
-	}
-	defer func() {
-		if err != nil {
-			f.Close()
-			os.Remove(f.Name())
-		}
-	}()
-	// CreateTemp makes the file 0600, so a key is never readable by others,
-	// not even for a moment.
-	if _, err := f.Write(b); err != nil {
-		return err
-	}
-	if err := f.Chmod(mode); err != nil {
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	if err := os.Rename(f.Name(), path); err != nil {
-		return err
-	}
-	if d, err := os.Open(filepath.Dir(path)); err == nil {
-		d.Sync()
-		d.Close()
-	}
-	return nil
 }

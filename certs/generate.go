@@ -20,6 +20,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"airgapcoder/internal/atomicfile"
 )
 
 // Validity periods of what Generate creates.
@@ -274,7 +276,7 @@ func newCA(dir string, now time.Time) (*x509.Certificate, crypto.Signer, error) 
 	if err := writeKey(filepath.Join(cdir, CAKeyFile), key); err != nil {
 		return nil, nil, err
 	}
-	if err := writeAtomic(filepath.Join(cdir, CAFile), encodeCert(ca, ""), 0o644); err != nil {
+	if err := atomicfile.Write(filepath.Join(cdir, CAFile), encodeCert(ca, ""), 0o644); err != nil {
 		return nil, nil, err
 	}
 	return ca, key, nil
@@ -315,7 +317,7 @@ func issueServer(dir string, ca *x509.Certificate, caKey crypto.Signer, hosts []
 	if err := writeKey(filepath.Join(cdir, ServerKeyFile), key); err != nil {
 		return nil, err
 	}
-	if err := writeAtomic(filepath.Join(cdir, ServerFile), encodeCert(cert, ""), 0o644); err != nil {
+	if err := atomicfile.Write(filepath.Join(cdir, ServerFile), encodeCert(cert, ""), 0o644); err != nil {
 		return nil, err
 	}
 	return cert, nil
@@ -334,7 +336,7 @@ func writeKey(path string, key *ecdsa.PrivateKey) error {
 	if err != nil {
 		return err
 	}
-	return writeAtomic(path, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der}), 0o600)
+	return atomicfile.Write(path, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der}), 0o600)
 }
 
 func serialNumber() (*big.Int, error) {

@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"airgapcoder/internal/atomicfile"
 )
 
 // ImportResult says what Import did.
@@ -97,7 +99,7 @@ func Import(dir string, files []string, opts Options) (ImportResult, error) {
 	}
 	for _, c := range res.Added {
 		p := filepath.Join(idir, fingerprint(c)+".pem")
-		if err := writeAtomic(p, encodeCert(c, describe(c)), 0o644); err != nil {
+		if err := atomicfile.Write(p, encodeCert(c, describe(c)), 0o644); err != nil {
 			undo()
 			return ImportResult{}, fmt.Errorf("import: %w", err)
 		}

@@ -13,6 +13,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"airgapcoder/coderd/codersdk"
+
+	"airgapcoder/internal/atomicfile"
 )
 
 // The block coder config-ssh owns in ~/.ssh/config, between these markers
@@ -140,7 +142,7 @@ rewrites only that section.`,
 			} else if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 				return err
 			}
-			if err := writeFileAtomic(path, []byte(next), mode); err != nil {
+			if err := atomicfile.Write(path, []byte(next), mode); err != nil {
 				return fmt.Errorf("write %s: %w", path, err)
 			}
 			fmt.Fprintf(inv.stderr, "Updated %s: %d workspaces.\n", path, len(names))

@@ -11,6 +11,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"airgapcoder/coderd/codersdk"
+
+	"airgapcoder/internal/atomicfile"
 )
 
 var loginOptions = options{
@@ -115,35 +117,11 @@ func (inv *invocation) storeSession(url, token string) error {
 		return fmt.Errorf("create config dir: %w", err)
 	}
 	for name, content := range map[string]string{urlFile: url, sessionFile: token} {
-		if err := writeFileAtomic(filepath.Join(inv.globalConfig, name), []byte(content), 0o600); err != nil {
+		if err := atomicfile.Write(filepath.Join(inv.globalConfig, name), []byte(content), 0o600); err != nil {
 			return fmt.Errorf("store session: %w", err)
 		}
 	}
 	return nil
-}
-
-func writeFileAtomic(path string, data []byte, mode os.FileMode) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name())
-	if err := tmp.Chmod(mode); err != nil {
-		tmp.Close()
-		return err
-	}
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), path)
 }
 
 func (inv *invocation) logoutCmd() *cobra.Command {

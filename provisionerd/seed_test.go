@@ -3,7 +3,6 @@ package provisionerd_test
 import (
 	"bytes"
 	"context"
-	"fmt"
 	"net"
 	"net/http"
 	"net/url"
@@ -18,34 +17,8 @@ import (
 
 	"airgapcoder/coderd/coderdtest"
 	"airgapcoder/coderd/codersdk"
+	"airgapcoder/internal/testbin"
 )
-
-var (
-	binaryOnce sync.Once
-	binaryPath string
-	binaryErr  error
-)
-
-// coderBinary builds cmd/coder once per test binary.
-func coderBinary(t *testing.T) string {
-	t.Helper()
-	binaryOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "coder-bin-")
-		if err != nil {
-			binaryErr = err
-			return
-		}
-		binaryPath = filepath.Join(dir, "coder")
-		out, err := exec.Command("go", "build", "-o", binaryPath, "airgapcoder/cmd/coder").CombinedOutput()
-		if err != nil {
-			binaryErr = fmt.Errorf("go build: %v\n%s", err, out)
-		}
-	})
-	if binaryErr != nil {
-		t.Fatal(binaryErr)
-	}
-	return binaryPath
-}
 
 // proc is a coder process the test started.
 type proc struct {
@@ -144,7 +117,7 @@ func writeTemplate(t *testing.T, body string) string {
 func TestSeedScenario(t *testing.T) {
 	terraformPath(t)
 	addr := freeAddr(t)
-	e := &seedEnv{t: t, bin: coderBinary(t), url: "http://" + addr, config: t.TempDir()}
+	e := &seedEnv{t: t, bin: testbin.Coder(t), url: "http://" + addr, config: t.TempDir()}
 	e.env = []string{"CODER_URL=" + e.url, "CODER_CONFIG_DIR=" + e.config, "CODER_CACHE_DIRECTORY=" + t.TempDir()}
 	srv := e.start(nil, "server", "--http-address", addr, "--postgres-url", coderdtest.NewDatabase(t),
 		"--provisioner-daemons=0", "--provisioner-daemon-psk", "seed-psk", "--provisioner-job-heartbeat-timeout", "4s")

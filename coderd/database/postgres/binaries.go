@@ -538,37 +538,6 @@ func memberName(name string) (string, error) {
 	return filepath.FromSlash(clean), nil
 }
 
-// writeFileAtomic writes data to a temporary file next to p, syncs it and
-// renames it over p.
-func writeFileAtomic(p string, data []byte, perm os.FileMode) (err error) {
-	tmp, err := os.CreateTemp(filepath.Dir(p), "."+filepath.Base(p)+".tmp-*")
-	if err != nil {
-		return err
-	}
-	defer func() {
-		if err != nil {
-			_ = tmp.Close()
-			_ = os.Remove(tmp.Name())
-		}
-	}()
-	if _, err := tmp.Write(data); err != nil {
-		return err
-	}
-	if err := tmp.Chmod(perm); err != nil {
-		return err
-	}
-	if err := tmp.Sync(); err != nil {
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	if err := os.Rename(tmp.Name(), p); err != nil {
-		return err
-	}
-	return syncDir(filepath.Dir(p))
-}
-
 // syncDir makes a rename in dir durable.
 func syncDir(dir string) error {
 	d, err := os.Open(dir)

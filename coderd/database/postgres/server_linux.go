@@ -20,6 +20,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"airgapcoder/internal/atomicfile"
 )
 
 const (
@@ -203,7 +205,7 @@ func loadPassword(dataDir string, initialized bool) (string, error) {
 		return "", fmt.Errorf("postgres: generate password: %w", err)
 	}
 	pw := hex.EncodeToString(raw)
-	if err := writeFileAtomic(p, []byte(pw+"\n"), 0o600); err != nil {
+	if err := atomicfile.Write(p, []byte(pw+"\n"), 0o600); err != nil {
 		return "", fmt.Errorf("postgres: write password file: %w", err)
 	}
 	return pw, nil

@@ -1,0 +1,56 @@
+// Package testbin builds the product's binaries once per test binary, for
+// tests that run them as real processes.
+package testbin
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"testing"
+)
+
+type result struct {
+	path string
+	err  error
+}
+
+var (
+	mu    sync.Mutex
+	built = map[string]*result{}
+)
+
+// Build builds the main package pkg with ldflags (may be empty) once and
+// returns the binary's path.
+func Build(t testing.TB, pkg, ldflags string) string {
+	t.Helper()
+	key := pkg + "\x00" + ldflags
+	mu.Lock()
+	defer mu.Unlock()
+	r, ok := built[key]
+	if !ok {
+		r = &result{}
+		built[key] = r
+		dir, err := os.MkdirTemp("", "testbin-")
+		if err != nil {
+			r.err = err
+		} else {
+			r.path = filepath.Join(dir, filepath.Base(pkg))
+			args := []string{"build", "-o", r.path}
+			if ldflags != "" {
+				args = append(args, "-ldflags", ldflags)
+			}
+			if out, err := exec.Command("go", append(args, pkg)...).CombinedOutput(); err != nil {
+				r.err = fmt.Errorf("go build %s: %v\n%s", pkg, err, out)
+			}
+		}
+	}
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	return r.path
+}
+
+// Coder is the coder binary.
+func Coder(t testing.TB) string { return Build(t, "airgapcoder/cmd/coder", "") }
