@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -184,6 +185,21 @@ func preflightInstall(l Layout, m bundle.Manifest, info bundle.Info, now time.Ti
 			now.UTC().Format(time.RFC3339), m.BuildTime.UTC().Format(time.RFC3339))
 	}
 	_ = info
+	// A first install also checks the ports the appliance will listen on
+	// (an upgrade or reinstall runs beside the appliance, which holds them).
+	if current, _ := l.CurrentRelease(); current == "" {
+		cfg, err := LoadConfig(l.Dir, nil)
+		if err != nil {
+			return err
+		}
+		for key, addr := range map[string]string{"http-address": cfg.HTTPAddress, "mirror-address": cfg.MirrorAddress} {
+			ln, err := net.Listen("tcp", addr)
+			if err != nil {
+				return fmt.Errorf("%s %s is not available (%v): free it, or set %s in %s before installing", key, addr, err, key, filepath.Join(l.Dir, ConfigFile))
+			}
+			ln.Close()
+		}
+	}
 	return nil
 }
 

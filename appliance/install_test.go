@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"math/big"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -100,12 +101,12 @@ func TestInstallKilledAtRandom(t *testing.T) {
 	// Time one whole install, then kill the others at random moments inside
 	// that span.
 	start := time.Now()
-	if out, err := exec.Command(bin, "appliance", "install", bundlePath, "--dir", filepath.Join(t.TempDir(), "a"), "--public-key", pub).CombinedOutput(); err != nil {
+	if out, err := exec.Command(bin, "appliance", "install", bundlePath, "--dir", prepDir(t), "--public-key", pub).CombinedOutput(); err != nil {
 		t.Fatalf("install: %v\n%s", err, out)
 	}
 	span := time.Since(start)
 	for i := range 10 {
-		dir := filepath.Join(t.TempDir(), "appliance")
+		dir := prepDir(t)
 		cmd := exec.Command(bin, "appliance", "install", bundlePath, "--dir", dir, "--public-key", pub)
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
@@ -152,10 +153,7 @@ func TestInstallRefusesBadBundles(t *testing.T) {
 		{"WrongKey", bundlePath, otherPub, "not by the given public key"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			dir := filepath.Join(t.TempDir(), "appliance")
-			if err := os.MkdirAll(dir, 0o755); err != nil {
-				t.Fatal(err)
-			}
+			dir := prepDir(t)
 			k, err := bundle.LoadPublicKey(tc.key)
 			if err != nil {
 				t.Fatal(err)
@@ -172,6 +170,9 @@ func TestInstallRefusesBadBundles(t *testing.T) {
 				return nil
 			})
 			for _, e := range entries {
+				if e == "/"+appliance.ConfigFile { // written by the test
+					continue
+				}
 				if !strings.HasPrefix(e, "/releases") || strings.Count(e, "/") > 1 {
 					t.Fatalf("a refused install left %v in DIR", entries)
 				}
@@ -180,5 +181,39 @@ func TestInstallRefusesBadBundles(t *testing.T) {
 				t.Fatal("a refused bundle became current")
 			}
 		})
+	}
+}
+
+// prepDir is an appliance folder whose settings listen on free ports, so
+// install's port check never meets another test's server.
+func prepDir(t *testing.T) string {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "appliance")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, appliance.ConfigFile), []byte("http-address: 127.0.0.1:0\nmirror-address: 127.0.0.1:0\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// TestInstallChecksPorts: a first install refuses a port that is taken and
+// says which setting to change.
+func TestInstallChecksPorts(t *testing.T) {
+	bundlePath, pub := testBundle(t, "2026.11.1")
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	dir := prepDir(t)
+	if err := os.WriteFile(filepath.Join(dir, appliance.ConfigFile), []byte("http-address: "+ln.Addr().String()+"\nmirror-address: 127.0.0.1:0\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	k, _ := bundle.LoadPublicKey(pub)
+	_, err = appliance.Install(context.Background(), appliance.InstallOptions{Bundle: bundlePath, Dir: dir, PublicKey: k})
+	if err == nil || !strings.Contains(err.Error(), "http-address "+ln.Addr().String()+" is not available") {
+		t.Fatalf("got %v, want the taken http-address named", err)
 	}
 }

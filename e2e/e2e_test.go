@@ -229,6 +229,30 @@ templates:
 		}
 	})
 
+	e.step("appliance warm restart (to healthy)", func() {
+		again := e.inNetns(e.bin, "appliance", "up", "--dir", dir)
+		logf, err := os.Create(filepath.Join(work, "up2.log"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		again.Stdout, again.Stderr = logf, logf
+		if err := again.Start(); err != nil {
+			t.Fatal(err)
+		}
+		deadline := time.Now().Add(2 * time.Minute)
+		for !e.curlOK("http://127.0.0.1:3000/healthz") {
+			if time.Now().After(deadline) {
+				_ = again.Process.Kill()
+				t.Fatal("no healthy restart within 2m")
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		_ = again.Process.Signal(syscall.SIGTERM)
+		if err := again.Wait(); err != nil {
+			t.Fatalf("restarted appliance exited with %v", err)
+		}
+	})
+
 	// Zero egress: every connect() the appliance's processes made went to
 	// loopback or a unix socket.
 	f, err := os.Open(trace)
