@@ -14,6 +14,7 @@ import (
 	"github.com/knadh/koanf/v2"
 
 	"airgapcoder/internal/atomicfile"
+	"airgapcoder/internal/egress"
 )
 
 // ConfigFile is the settings file inside DIR.
@@ -41,6 +42,12 @@ type Config struct {
 	// PostgresURL uses an external database instead of the bundled one
 	// (postgres-url).
 	PostgresURL string `koanf:"postgres-url"`
+	// EgressAllow are the extra destinations (host names, "*.suffix",
+	// IPs or CIDRs) the product's HTTP clients may reach (egress-allow).
+	// Empty means loopback, Hosts and the hosts of http-address,
+	// mirror-address and access-url only; anything else is refused and
+	// logged (package internal/egress).
+	EgressAllow []string `koanf:"egress-allow"`
 
 	// The air-gap switches exist so that a config carried over from a
 	// connected deployment is refused with a clear message rather than
@@ -63,7 +70,7 @@ func DefaultConfig() Config {
 
 var knownKeys = map[string]bool{
 	"http-address": true, "access-url": true, "mirror-address": true, "hosts": true, "provisioner-daemons": true,
-	"service-user": true, "postgres-url": true, "telemetry": true, "update-check": true, "block-direct-connections": true,
+	"service-user": true, "postgres-url": true, "egress-allow": true, "telemetry": true, "update-check": true, "block-direct-connections": true,
 }
 
 // LoadConfig reads DIR/appliance.yaml over the defaults and applies
@@ -125,6 +132,9 @@ func (c Config) Validate(source string) error {
 			errs = append(errs, fmt.Errorf("%s %q: want host:port", name, addr))
 		}
 	}
+	if _, err := egress.New(c.EgressAllow, nil); err != nil {
+		errs = append(errs, fmt.Errorf("egress-allow: %w", err))
+	}
 	if c.ProvisionerDaemons < 0 {
 		errs = append(errs, fmt.Errorf("provisioner-daemons: %d is negative", c.ProvisionerDaemons))
 	}
@@ -157,6 +167,11 @@ service-user: %q
 
 # An external PostgreSQL instead of the bundled one.
 # postgres-url: postgres://user:password@db.example.internal/coder
+
+# Where the appliance's own HTTP clients may connect besides loopback, the
+# hosts above and the hosts of http-address, mirror-address and access-url:
+# host names, "*.suffix", IPs or CIDRs. Anything else is refused and logged.
+# egress-allow: ["git.example.internal", "*.corp.example", "10.0.0.0/8"]
 
 # The appliance is offline by design: telemetry and update checks stay off
 # and every workspace connection is relayed by coderd. Turning any of these

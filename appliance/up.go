@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -12,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"time"
 
@@ -20,6 +22,7 @@ import (
 	"airgapcoder/coderd"
 	"airgapcoder/coderd/codersdk"
 	"airgapcoder/internal/buildinfo"
+	"airgapcoder/internal/egress"
 	"airgapcoder/internal/templatetar"
 	"airgapcoder/mirror"
 	"airgapcoder/provisionerd"
@@ -90,6 +93,12 @@ func Up(ctx context.Context, opts UpOptions) error {
 			hosts = append(hosts, u.Hostname())
 		}
 	}
+	// The egress guard: the product's HTTP clients reach only these hosts.
+	guard, err := egress.New(append(dedupe(hosts), cfg.EgressAllow...), log.With("component", "egress"))
+	if err != nil {
+		return err
+	}
+	guard.Install()
 	if _, err := certs.EnsureServer(dir, dedupe(hosts), certs.Options{}); err != nil {
 		return fmt.Errorf("certificates: %w", err)
 	}
@@ -161,7 +170,7 @@ func Up(ctx context.Context, opts UpOptions) error {
 		tfVersion = m.Components.Terraform.Version
 		tf = filepath.Join(rel, bundle.TerraformPath(platform))
 	}
-	health := &http.Client{Transport: trust.Transport(), Timeout: 5 * time.Second}
+	health := &http.Client{Transport: guard.Wrap(trust.Transport()), Timeout: 5 * time.Second}
 	srv, err := coderd.NewServer(coderd.ServerConfig{
 		HTTPAddress: cfg.HTTPAddress, AccessURL: cfg.AccessURL, PostgresURL: pgURL,
 		ConfigDir: l.Data(), CacheDir: l.Cache(),
@@ -192,7 +201,7 @@ func Up(ctx context.Context, opts UpOptions) error {
 			},
 		},
 		OnFirstUser: func(ctx context.Context, username, token string) {
-			pushBundledTemplates(ctx, log, rel, m, token, cfg)
+			pushBundledTemplates(ctx, log, rel, m, token, cfg, servedRegistry(mir.Addr(), cfg))
 		},
 	})
 	if err != nil {
@@ -213,9 +222,27 @@ func Up(ctx context.Context, opts UpOptions) error {
 	return <-srvDone
 }
 
+// servedRegistry is the mirror's host:port as templates name it: an
+// unspecified listen address becomes the first configured host (or
+// 127.0.0.1), which the serving certificate covers.
+func servedRegistry(addr net.Addr, cfg Config) string {
+	host, port, err := net.SplitHostPort(addr.String())
+	if err != nil {
+		return addr.String()
+	}
+	if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() {
+		host = "127.0.0.1"
+		if len(cfg.Hosts) > 0 {
+			host = cfg.Hosts[0]
+		}
+	}
+	return net.JoinHostPort(host, port)
+}
+
 // pushBundledTemplates offers the bundle's templates on first boot: they are
-// pushed as the first user as soon as it exists.
-func pushBundledTemplates(ctx context.Context, log *slog.Logger, rel string, m bundle.Manifest, token string, cfg Config) {
+// pushed as the first user as soon as it exists. Each is packed from a copy
+// whose image references point at registry (the release stays untouched).
+func pushBundledTemplates(ctx context.Context, log *slog.Logger, rel string, m bundle.Manifest, token string, cfg Config, registry string) {
 	u, err := url.Parse("http://" + cfg.HTTPAddress)
 	if err != nil {
 		return
@@ -225,9 +252,13 @@ func pushBundledTemplates(ctx context.Context, log *slog.Logger, rel string, m b
 	}
 	client := codersdk.New(u)
 	client.SessionToken = token
+	var bundled []string
+	for _, img := range m.Components.Images {
+		bundled = append(bundled, img.Ref)
+	}
 	for _, t := range m.Components.Templates {
 		var buf bytes.Buffer
-		if err := templatetar.Pack(filepath.Join(rel, t.Path), &buf, 0); err != nil {
+		if err := packRewritten(filepath.Join(rel, t.Path), append(slices.Clone(bundled), t.Images...), registry, &buf); err != nil {
 			log.Error("pack bundled template", "template", t.Name, "err", err)
 			continue
 		}
@@ -238,6 +269,24 @@ func pushBundledTemplates(ctx context.Context, log *slog.Logger, rel string, m b
 		log.Info("bundled template pushed", "template", t.Name)
 	}
 	_ = client.Logout(ctx)
+}
+
+// packRewritten packs a copy of the template in src with its image
+// references rewritten to registry.
+func packRewritten(src string, refs []string, registry string, w io.Writer) error {
+	tmp, err := os.MkdirTemp("", "coder-template-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(tmp)
+	dst := filepath.Join(tmp, "template")
+	if err := os.CopyFS(dst, os.DirFS(src)); err != nil {
+		return err
+	}
+	if _, err := mirror.RewriteImageRefs(dst, refs, registry); err != nil {
+		return err
+	}
+	return templatetar.Pack(dst, w, 0)
 }
 
 func dedupe(in []string) []string {
