@@ -58,7 +58,7 @@ func TestKeys(t *testing.T) {
 
 	// The signature and key ID can be checked with standard tools.
 	if _, err := exec.LookPath("openssl"); err != nil {
-		t.Skip("no openssl")
+		t.Fatal("openssl is not installed (scripts/install-deps.sh installs it)")
 	}
 	files := testPayload(t)
 	res, err := bundle.Write(context.Background(), bundle.WriteOptions{PayloadDir: makePayload(t, files), OutputDir: t.TempDir(), Manifest: testManifest(files), Key: priv})

@@ -1,7 +1,10 @@
 package cli
 
 import (
+	"context"
+	"crypto/ed25519"
 	"fmt"
+	"log/slog"
 	"strconv"
 
 	"github.com/spf13/cobra"
@@ -32,17 +35,11 @@ it was. BUNDLE is the .bundle file or, for a split bundle, its .part000.`,
 			if dir == "" {
 				return usageErrorf("--dir is required")
 			}
-			if pubKey == "" && !allowUnsigned {
-				return usageErrorf("pass --public-key KEY to check the bundle's signature, or --allow-unsigned")
+			key, err := bundleKey(pubKey, allowUnsigned)
+			if err != nil {
+				return err
 			}
-			opts := appliance.InstallOptions{Bundle: args[0], Dir: dir, AllowUnsigned: allowUnsigned, Logger: inv.logger()}
-			if pubKey != "" {
-				k, err := bundle.LoadPublicKey(pubKey)
-				if err != nil {
-					return err
-				}
-				opts.PublicKey = k
-			}
+			opts := appliance.InstallOptions{Bundle: args[0], Dir: dir, PublicKey: key, AllowUnsigned: allowUnsigned, Logger: inv.logger()}
 			res, err := appliance.Install(cmd.Context(), opts)
 			if err != nil {
 				return err
@@ -153,17 +150,11 @@ serve. Start the appliance again afterwards.`,
 			if dir == "" {
 				return usageErrorf("--dir is required")
 			}
-			if pubKey == "" && !allowUnsigned {
-				return usageErrorf("pass --public-key KEY to check the bundle's signature, or --allow-unsigned")
+			key, err := bundleKey(pubKey, allowUnsigned)
+			if err != nil {
+				return err
 			}
-			opts := appliance.UpgradeOptions{Bundle: args[0], Dir: dir, AllowUnsigned: allowUnsigned, Force: force, Logger: inv.logger()}
-			if pubKey != "" {
-				k, err := bundle.LoadPublicKey(pubKey)
-				if err != nil {
-					return err
-				}
-				opts.PublicKey = k
-			}
+			opts := appliance.UpgradeOptions{Bundle: args[0], Dir: dir, PublicKey: key, AllowUnsigned: allowUnsigned, Force: force, Logger: inv.logger()}
 			res, err := appliance.Upgrade(cmd.Context(), opts)
 			if err != nil {
 				return err
@@ -180,19 +171,30 @@ serve. Start the appliance again afterwards.`,
 }
 
 func (inv *invocation) applianceBackupCmd() *cobra.Command {
+	return inv.databaseFileCmd("backup FILE", "Dump the appliance's database with the bundle's pg_dump (works while it runs)",
+		"Backed up the database of %s to %s.\n", appliance.Backup)
+}
+
+func (inv *invocation) applianceRestoreCmd() *cobra.Command {
+	return inv.databaseFileCmd("restore FILE", "Replace the appliance's database with a backup (stop the appliance first)",
+		"Restored the database of %s from %s.\n", appliance.Restore)
+}
+
+// databaseFileCmd is backup or restore: one FILE argument and --dir.
+func (inv *invocation) databaseFileCmd(use, short, done string, run func(ctx context.Context, dir, file string, log *slog.Logger) error) *cobra.Command {
 	var dir string
 	cmd := &cobra.Command{
-		Use:   "backup FILE",
-		Short: "Dump the appliance's database with the bundle's pg_dump (works while it runs)",
+		Use:   use,
+		Short: short,
 		Args:  exactArgs(1, "FILE"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if dir == "" {
 				return usageErrorf("--dir is required")
 			}
-			if err := appliance.Backup(cmd.Context(), dir, args[0], inv.logger()); err != nil {
+			if err := run(cmd.Context(), dir, args[0], inv.logger()); err != nil {
 				return err
 			}
-			fmt.Fprintf(inv.stdout, "Backed up the database of %s to %s.\n", dir, args[0])
+			fmt.Fprintf(inv.stdout, done, dir, args[0])
 			return nil
 		},
 	}
@@ -200,23 +202,13 @@ func (inv *invocation) applianceBackupCmd() *cobra.Command {
 	return cmd
 }
 
-func (inv *invocation) applianceRestoreCmd() *cobra.Command {
-	var dir string
-	cmd := &cobra.Command{
-		Use:   "restore FILE",
-		Short: "Replace the appliance's database with a backup (stop the appliance first)",
-		Args:  exactArgs(1, "FILE"),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if dir == "" {
-				return usageErrorf("--dir is required")
-			}
-			if err := appliance.Restore(cmd.Context(), dir, args[0], inv.logger()); err != nil {
-				return err
-			}
-			fmt.Fprintf(inv.stdout, "Restored the database of %s from %s.\n", dir, args[0])
-			return nil
-		},
+// bundleKey loads --public-key, or accepts --allow-unsigned; one is required.
+func bundleKey(pubKey string, allowUnsigned bool) (ed25519.PublicKey, error) {
+	if pubKey == "" {
+		if !allowUnsigned {
+			return nil, usageErrorf("pass --public-key KEY to check the bundle's signature, or --allow-unsigned")
+		}
+		return nil, nil
 	}
-	cmd.Flags().StringVar(&dir, "dir", "", "Appliance folder")
-	return cmd
+	return bundle.LoadPublicKey(pubKey)
 }
