@@ -46,7 +46,7 @@ func (inv *invocation) serverCmd() *cobra.Command {
 	)
 	cmd := &cobra.Command{
 		Use:   "server",
-		Short: "Run the control plane (coderd): API, dashboard, provisioner job queue",
+		Short: "Run the control plane (coderd): API, workspace relay, provisioner job queue",
 		Long: `Run the control plane. Without --postgres-url it runs the built-in PostgreSQL,
 keeping its data under the global config dir. Telemetry and the update check are
 off by default and, when on, go only to the URLs you configure.`,
