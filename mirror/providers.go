@@ -5,10 +5,8 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -166,28 +164,38 @@ func AddProvider(dir string, addr ProviderAddress, version string, p Platform, b
 }
 
 func addProvider(dir string, addr ProviderAddress, version string, p Platform, binary string) error {
+	entry := fmt.Sprintf("terraform-provider-%s_v%s", addr.Type, version)
+	if p.OS == "windows" {
+		entry += ".exe"
+	}
+	if err := validateCoordinates(addr, version, p); err != nil {
+		return err
+	}
+	return storeArchive(dir, addr, version, p, func(w io.Writer) error { return writeZip(w, entry, binary) })
+}
+
+func validateCoordinates(addr ProviderAddress, version string, p Platform) error {
 	if err := addr.validate(); err != nil {
 		return err
 	}
 	if err := validateVersion(version); err != nil {
 		return err
 	}
-	if err := p.validate(); err != nil {
-		return err
-	}
+	return p.validate()
+}
+
+// storeArchive writes the provider's zip with write (atomically), hashes
+// it and records it in <version>.json and index.json. AddProvider and
+// AddProviderZip differ only in write.
+func storeArchive(dir string, addr ProviderAddress, version string, p Platform, write func(io.Writer) error) error {
 	pdir := ProviderDir(dir, addr)
 	if err := os.MkdirAll(pdir, 0o755); err != nil {
 		return err
 	}
-
 	zipName := ZipName(addr, version, p)
-	entry := fmt.Sprintf("terraform-provider-%s_v%s", addr.Type, version)
-	if p.OS == "windows" {
-		entry += ".exe"
-	}
 	var h1, zh string
 	err := writeAtomic(filepath.Join(pdir, zipName), func(f *os.File) error {
-		if err := writeZip(f, entry, binary); err != nil {
+		if err := write(f); err != nil {
 			return err
 		}
 		var err error
@@ -197,30 +205,7 @@ func addProvider(dir string, addr ProviderAddress, version string, p Platform, b
 	if err != nil {
 		return fmt.Errorf("write %s: %w", zipName, err)
 	}
-
-	var rel Release
-	relPath := filepath.Join(pdir, version+".json")
-	if err := readJSON(relPath, &rel); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return err
-	}
-	if rel.Archives == nil {
-		rel.Archives = map[string]Archive{}
-	}
-	rel.Archives[p.String()] = Archive{URL: zipName, Hashes: []string{h1, zh}}
-	if err := writeJSON(relPath, rel); err != nil {
-		return err
-	}
-
-	var idx Index
-	idxPath := filepath.Join(pdir, "index.json")
-	if err := readJSON(idxPath, &idx); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return err
-	}
-	if idx.Versions == nil {
-		idx.Versions = map[string]struct{}{}
-	}
-	idx.Versions[version] = struct{}{}
-	return writeJSON(idxPath, idx)
+	return recordArchive(pdir, version, p, Archive{URL: zipName, Hashes: []string{h1, zh}})
 }
 
 // writeZip writes a zip with one entry, name, holding the content of the

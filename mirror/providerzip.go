@@ -33,40 +33,21 @@ func AddProviderZip(dir string, addr ProviderAddress, version string, p Platform
 }
 
 func addProviderZip(dir string, addr ProviderAddress, version string, p Platform, zipPath string) error {
-	if err := addr.validate(); err != nil {
-		return err
-	}
-	if err := validateVersion(version); err != nil {
-		return err
-	}
-	if err := p.validate(); err != nil {
+	if err := validateCoordinates(addr, version, p); err != nil {
 		return err
 	}
 	if err := checkProviderZip(zipPath, addr); err != nil {
 		return err
 	}
-	pdir := ProviderDir(dir, addr)
-	if err := os.MkdirAll(pdir, 0o755); err != nil {
-		return err
-	}
-	zipName := ZipName(addr, version, p)
-	var h1, zh string
-	err := writeAtomic(filepath.Join(pdir, zipName), func(f *os.File) error {
+	return storeArchive(dir, addr, version, p, func(w io.Writer) error {
 		in, err := os.Open(zipPath)
 		if err != nil {
 			return err
 		}
 		defer in.Close()
-		if _, err := io.Copy(f, in); err != nil {
-			return err
-		}
-		h1, zh, err = Hashes(f.Name())
+		_, err = io.Copy(w, in)
 		return err
 	})
-	if err != nil {
-		return fmt.Errorf("write %s: %w", zipName, err)
-	}
-	return recordArchive(pdir, version, p, Archive{URL: zipName, Hashes: []string{h1, zh}})
 }
 
 // checkProviderZip opens the zip and checks that its entries are plain
