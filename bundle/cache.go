@@ -424,8 +424,9 @@ func httpOpener(client *http.Client, url string) opener {
 			resp.Body.Close()
 			return open(ctx, 0)
 		}
+		body, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
 		resp.Body.Close()
-		err = fmt.Errorf("GET %s: %s", redactURL(url), resp.Status)
+		err = fmt.Errorf("GET %s: %s", redactURL(url), strings.TrimSpace(resp.Status+" "+strings.TrimSpace(string(body))))
 		if resp.StatusCode >= 400 && resp.StatusCode < 500 && resp.StatusCode != http.StatusTooManyRequests {
 			err = fmt.Errorf("%w: %w", errPermanent, err)
 		}

@@ -12,7 +12,6 @@ import (
 	"net/url"
 	"os"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 
@@ -493,37 +492,5 @@ func (b *builder) stageImageFile(digest string, put func(rel string) error) erro
 // blobOpener reads a blob from the registry, continuing at offset with a
 // Range request where the registry allows it.
 func (r *imageRepo) blobOpener(digest string) opener {
-	u := r.url("blobs", digest)
-	var open opener
-	open = func(ctx context.Context, offset int64) (io.ReadCloser, int64, error) {
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
-		if err != nil {
-			return nil, 0, err
-		}
-		if offset > 0 {
-			req.Header.Set("Range", "bytes="+strconv.FormatInt(offset, 10)+"-")
-		}
-		resp, err := r.client.Do(req)
-		if err != nil {
-			return nil, 0, err
-		}
-		switch {
-		case resp.StatusCode == http.StatusPartialContent && offset > 0 &&
-			strings.HasPrefix(resp.Header.Get("Content-Range"), "bytes "+strconv.FormatInt(offset, 10)+"-"):
-			return resp.Body, offset, nil
-		case resp.StatusCode == http.StatusOK:
-			return resp.Body, 0, nil
-		case offset > 0 && resp.StatusCode >= 400 && resp.StatusCode < 500:
-			resp.Body.Close()
-			return open(ctx, 0)
-		}
-		body, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
-		resp.Body.Close()
-		err = fmt.Errorf("GET %s: %s %s", u, resp.Status, strings.TrimSpace(string(body)))
-		if resp.StatusCode >= 400 && resp.StatusCode < 500 && resp.StatusCode != http.StatusTooManyRequests {
-			err = fmt.Errorf("%w: %w", errPermanent, err)
-		}
-		return nil, 0, err
-	}
-	return open
+	return httpOpener(r.client, r.url("blobs", digest))
 }
