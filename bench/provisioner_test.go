@@ -65,22 +65,6 @@ func waitBuild(b *testing.B, c *codersdk.Client, id string) codersdk.WorkspaceBu
 	}
 }
 
-func templateFiles(b *testing.B, dir string) map[string]string {
-	files := map[string]string{}
-	entries, err := os.ReadDir(dir)
-	if err != nil {
-		b.Fatal(err)
-	}
-	for _, e := range entries {
-		data, err := os.ReadFile(filepath.Join(dir, e.Name()))
-		if err != nil {
-			b.Fatal(err)
-		}
-		files[e.Name()] = string(data)
-	}
-	return files
-}
-
 // BenchmarkProcessWorkspaceBuild measures a `process` workspace start build
 // end to end (API call to succeeded: queue, template download, terraform
 // init + plan + apply with our provider, state upload) against the obvious
@@ -90,7 +74,7 @@ func BenchmarkProcessWorkspaceBuild(b *testing.B) {
 	owner, stop := provisionerFleet(b, 1)
 	defer stop()
 	ctx := context.Background()
-	files := templateFiles(b, "../examples/templates/process")
+	files := coderdtest.TemplateFiles(b, "../examples/templates/process")
 	v := coderdtest.UploadVersion(b, owner, "", files, nil)
 	for {
 		tv, err := owner.TemplateVersion(ctx, v.ID)

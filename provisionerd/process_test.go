@@ -20,23 +20,6 @@ import (
 	"airgapcoder/provisionerd"
 )
 
-func readTemplateDir(t *testing.T, dir string) map[string]string {
-	t.Helper()
-	files := map[string]string{}
-	entries, err := os.ReadDir(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, e := range entries {
-		b, err := os.ReadFile(filepath.Join(dir, e.Name()))
-		if err != nil {
-			t.Fatal(err)
-		}
-		files[e.Name()] = string(b)
-	}
-	return files
-}
-
 func alive(pid int) bool {
 	if syscall.Kill(pid, 0) != nil {
 		return false
@@ -70,7 +53,7 @@ func TestProcessTemplate(t *testing.T) {
 	go func() { defer close(done); _ = daemon.Run(ctx) }()
 	t.Cleanup(func() { cancel(); <-done })
 
-	_, tpl := importTemplate(t, h, "process", readTemplateDir(t, "../examples/templates/process"), nil)
+	_, tpl := importTemplate(t, h, "process", coderdtest.TemplateFiles(t, "../examples/templates/process"), nil)
 	base := t.TempDir()
 	w, err := member.CreateWorkspace(context.Background(), codersdk.Me, codersdk.CreateWorkspaceRequest{TemplateID: tpl.ID, Name: "dev",
 		RichParameterValues: []codersdk.WorkspaceBuildParameter{{Name: "base_dir", Value: base}}})

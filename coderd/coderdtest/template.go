@@ -131,3 +131,25 @@ func CreateTemplate(t testing.TB, c *codersdk.Client, d *Daemon, name string, fi
 	}
 	return tpl
 }
+
+// TemplateFiles reads a template folder (its top-level files) into the map
+// TemplateTar and UploadVersion take.
+func TemplateFiles(t testing.TB, dir string) map[string]string {
+	t.Helper()
+	files := map[string]string{}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		if e.IsDir() {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join(dir, e.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		files[e.Name()] = string(b)
+	}
+	return files
+}
