@@ -99,7 +99,7 @@ type TLSConfig struct {
 // Server runs the control plane: PostgreSQL (built in or external), the
 // migrations, the API with health and metrics, and the background loops.
 type Server struct {
-	cfg   Config
+	cfg   ServerConfig
 	log   *slog.Logger
 	ready chan struct{}
 
@@ -107,9 +107,6 @@ type Server struct {
 	urls      []string
 	accessURL *url.URL
 }
-
-// Config is ServerConfig after validation.
-type Config = ServerConfig
 
 // NewServer validates cfg. It starts nothing.
 func NewServer(cfg ServerConfig) (*Server, error) {

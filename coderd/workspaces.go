@@ -61,11 +61,9 @@ func (api *API) convertResources(rs []database.Resource, runtimes map[string]dat
 
 // convertBuilds turns builds into their API shape, loading every build's
 // resources in one query.
-func (api *API) convertBuilds(c *gin.Context, w database.Workspace, bs []database.WorkspaceBuild) ([]codersdk.WorkspaceBuild, error) {
-	jobIDs := make([]string, len(bs))
-	for i, b := range bs {
-		jobIDs[i] = b.Job.ID
-	}
+// resourcesOf loads the resources (with their agents' live state) of the
+// given jobs in one query each, and returns a lookup by job id.
+func (api *API) resourcesOf(c *gin.Context, jobIDs []string) (func(jobID string) []codersdk.WorkspaceResource, error) {
 	resources, err := api.db.ResourcesByJobIDs(c.Request.Context(), jobIDs)
 	if err != nil {
 		return nil, err
@@ -74,22 +72,44 @@ func (api *API) convertBuilds(c *gin.Context, w database.Workspace, bs []databas
 	if err != nil {
 		return nil, err
 	}
+	return func(jobID string) []codersdk.WorkspaceResource {
+		return api.convertResources(resources[jobID], runtimes)
+	}, nil
+}
+
+// convertBuild is one build of w in its API shape.
+func (api *API) convertBuild(c *gin.Context, w database.Workspace, b database.WorkspaceBuild, resources func(string) []codersdk.WorkspaceResource) (codersdk.WorkspaceBuild, error) {
+	job, err := api.convertJob(c, b.Job)
+	if err != nil {
+		return codersdk.WorkspaceBuild{}, err
+	}
+	return codersdk.WorkspaceBuild{
+		ID: b.ID, CreatedAt: b.CreatedAt, UpdatedAt: b.UpdatedAt, WorkspaceID: w.ID, WorkspaceName: w.Name,
+		WorkspaceOwnerID: w.OwnerID, WorkspaceOwnerName: w.OwnerName, TemplateVersionID: b.TemplateVersionID,
+		TemplateVersionName: b.TemplateVersionName, BuildNumber: b.BuildNumber, Transition: codersdk.WorkspaceTransition(b.Transition),
+		InitiatorID: b.InitiatorID, InitiatorUsername: b.InitiatorName, Job: job, Reason: b.Reason,
+		Resources: resources(b.Job.ID), Status: workspaceStatus(b.Transition, b.Job.Status()),
+	}, nil
+}
+
+// convertBuilds turns builds into their API shape, with their parameters.
+func (api *API) convertBuilds(c *gin.Context, w database.Workspace, bs []database.WorkspaceBuild) ([]codersdk.WorkspaceBuild, error) {
+	jobIDs := make([]string, len(bs))
+	for i, b := range bs {
+		jobIDs[i] = b.Job.ID
+	}
+	resources, err := api.resourcesOf(c, jobIDs)
+	if err != nil {
+		return nil, err
+	}
 	out := make([]codersdk.WorkspaceBuild, 0, len(bs))
 	for _, b := range bs {
-		job, err := api.convertJob(c, b.Job)
+		cb, err := api.convertBuild(c, w, b, resources)
 		if err != nil {
 			return nil, err
 		}
-		var params []codersdk.WorkspaceBuildParameter
-		_ = json.Unmarshal(b.RichParameterValues, &params)
-		out = append(out, codersdk.WorkspaceBuild{
-			ID: b.ID, CreatedAt: b.CreatedAt, UpdatedAt: b.UpdatedAt, WorkspaceID: w.ID, WorkspaceName: w.Name,
-			WorkspaceOwnerID: w.OwnerID, WorkspaceOwnerName: w.OwnerName, TemplateVersionID: b.TemplateVersionID,
-			TemplateVersionName: b.TemplateVersionName, BuildNumber: b.BuildNumber, Transition: codersdk.WorkspaceTransition(b.Transition),
-			InitiatorID: b.InitiatorID, InitiatorUsername: b.InitiatorName, Job: job, Reason: b.Reason,
-			Resources: api.convertResources(resources[b.Job.ID], runtimes), Status: workspaceStatus(b.Transition, b.Job.Status()),
-			RichParameterValues: params,
-		})
+		_ = json.Unmarshal(b.RichParameterValues, &cb.RichParameterValues)
+		out = append(out, cb)
 	}
 	return out, nil
 }
@@ -99,32 +119,21 @@ func (api *API) convertWorkspaces(c *gin.Context, ws []database.Workspace) ([]co
 	for i, w := range ws {
 		jobIDs[i] = w.LatestBuild.Job.ID
 	}
-	resources, err := api.db.ResourcesByJobIDs(c.Request.Context(), jobIDs)
-	if err != nil {
-		return nil, err
-	}
-	runtimes, err := api.agentRuntimes(c, resources)
+	resources, err := api.resourcesOf(c, jobIDs)
 	if err != nil {
 		return nil, err
 	}
 	out := make([]codersdk.Workspace, 0, len(ws))
 	for _, w := range ws {
-		b := w.LatestBuild
-		job, err := api.convertJob(c, b.Job)
+		latest, err := api.convertBuild(c, w, w.LatestBuild, resources)
 		if err != nil {
 			return nil, err
 		}
 		out = append(out, codersdk.Workspace{
 			ID: w.ID, CreatedAt: w.CreatedAt, UpdatedAt: w.UpdatedAt, OwnerID: w.OwnerID, OwnerName: w.OwnerName,
 			OrganizationID: w.OrganizationID, TemplateID: w.TemplateID, TemplateName: w.TemplateName,
-			TemplateActiveVersionID: w.TemplateActiveVersionID, Name: w.Name, Outdated: b.TemplateVersionID != w.TemplateActiveVersionID,
-			LatestBuild: codersdk.WorkspaceBuild{
-				ID: b.ID, CreatedAt: b.CreatedAt, UpdatedAt: b.UpdatedAt, WorkspaceID: w.ID, WorkspaceName: w.Name,
-				WorkspaceOwnerID: w.OwnerID, WorkspaceOwnerName: w.OwnerName, TemplateVersionID: b.TemplateVersionID,
-				TemplateVersionName: b.TemplateVersionName, BuildNumber: b.BuildNumber, Transition: codersdk.WorkspaceTransition(b.Transition),
-				InitiatorID: b.InitiatorID, InitiatorUsername: b.InitiatorName, Job: job, Reason: b.Reason,
-				Resources: api.convertResources(resources[b.Job.ID], runtimes), Status: workspaceStatus(b.Transition, b.Job.Status()),
-			},
+			TemplateActiveVersionID: w.TemplateActiveVersionID, Name: w.Name, Outdated: w.LatestBuild.TemplateVersionID != w.TemplateActiveVersionID,
+			LatestBuild: latest,
 		})
 	}
 	return out, nil

@@ -57,8 +57,7 @@ const buildJoins = ` JOIN template_versions tv ON tv.id = b.template_version_id
 	JOIN provisioner_jobs j ON j.id = b.job_id`
 
 const workspaceSelect = `SELECT w.id, w.organization_id, w.owner_id, u.username, w.template_id, t.name, t.active_version_id, w.name,
-		w.created_at, w.updated_at, w.deleted, ` + buildColumns + `j.id, j.created_at, j.updated_at, j.started_at, j.completed_at,
-		j.canceled_at, j.error, j.error_code, j.organization_id, j.initiator_id, j.type, j.input, j.tags, j.file_id, j.worker_id
+		w.created_at, w.updated_at, w.deleted, ` + buildColumns + jobColumnsQualified + `
 	FROM workspaces w
 	JOIN users u ON u.id = w.owner_id
 	JOIN templates t ON t.id = w.template_id
