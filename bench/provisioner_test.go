@@ -106,7 +106,7 @@ func BenchmarkProcessWorkspaceBuild(b *testing.B) {
 	b.ResetTimer()
 	for i := range b.N {
 		start := time.Now()
-		w, err := owner.CreateWorkspace(ctx, codersdk.Me, codersdk.CreateWorkspaceRequest{TemplateID: tpl.ID, Name: "ws" + itoa(i),
+		w, err := owner.CreateWorkspace(ctx, codersdk.Me, codersdk.CreateWorkspaceRequest{TemplateID: tpl.ID, Name: "ws" + strconv.Itoa(i),
 			RichParameterValues: []codersdk.WorkspaceBuildParameter{{Name: "base_dir", Value: base}}})
 		if err != nil {
 			b.Fatal(err)
@@ -128,7 +128,7 @@ func BenchmarkProcessWorkspaceBuild(b *testing.B) {
 			}
 		}
 		env := append(os.Environ(), "TF_CLI_CONFIG_FILE="+rc, "CHECKPOINT_DISABLE=1", "TF_IN_AUTOMATION=1",
-			"CODER_URL=http://127.0.0.1:1", "CODER_WORKSPACE_NAME=raw"+itoa(i), "TF_VAR_base_dir="+base)
+			"CODER_URL=http://127.0.0.1:1", "CODER_WORKSPACE_NAME=raw"+strconv.Itoa(i), "TF_VAR_base_dir="+base)
 		b.StartTimer()
 		start = time.Now()
 		for _, args := range [][]string{{"init", "-input=false"}, {"apply", "-auto-approve", "-input=false"}} {
@@ -157,7 +157,7 @@ func BenchmarkProcessWorkspaceBuild(b *testing.B) {
 // created_at and started_at, so the clocks agree).
 func BenchmarkEnqueueToProvisionerStart(b *testing.B) {
 	for _, n := range []int{1, 4} {
-		b.Run("daemons="+itoa(n), func(b *testing.B) {
+		b.Run("daemons="+strconv.Itoa(n), func(b *testing.B) {
 			owner, stop := provisionerFleet(b, n)
 			defer stop()
 			ctx := context.Background()
@@ -176,7 +176,7 @@ func BenchmarkEnqueueToProvisionerStart(b *testing.B) {
 			var lat []time.Duration
 			b.ResetTimer()
 			for i := range b.N {
-				w, err := owner.CreateWorkspace(ctx, codersdk.Me, codersdk.CreateWorkspaceRequest{TemplateID: tpl.ID, Name: "w" + itoa(i)})
+				w, err := owner.CreateWorkspace(ctx, codersdk.Me, codersdk.CreateWorkspaceRequest{TemplateID: tpl.ID, Name: "w" + strconv.Itoa(i)})
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -197,5 +197,3 @@ func median(d []time.Duration) time.Duration {
 	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
 	return s[len(s)/2]
 }
-
-func itoa(i int) string { return strconv.Itoa(i) }

@@ -26,7 +26,7 @@ func (c headCounter) Read(p []byte) (int, error) {
 // bundle stream: a few KiB, whatever the payload size, split or not.
 func TestInspectReadsOnlyTheHead(t *testing.T) {
 	if testing.Short() {
-		t.Skip("writes a 1 GiB bundle")
+		t.Skip("-short: this test writes a 1 GiB bundle; make test runs it (no -short)")
 	}
 	t.Parallel()
 	payload := t.TempDir()

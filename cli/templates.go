@@ -100,5 +100,3 @@ func (inv *invocation) templatesListCmd() *cobra.Command {
 	}
 	return cmd
 }
-
-var errNoWorkspace = errors.New("no such workspace")

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"strings"
@@ -10,6 +11,8 @@ import (
 
 	"airgapcoder/coderd/codersdk"
 )
+
+var errNoWorkspace = errors.New("no such workspace")
 
 // workspaceByName resolves "name" or "owner/name".
 func workspaceByName(ctx context.Context, client *codersdk.Client, arg string) (codersdk.Workspace, error) {
