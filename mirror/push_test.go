@@ -188,6 +188,11 @@ func readImage(desc *remote.Descriptor) error {
 	if err != nil {
 		return err
 	}
+	return drainLayers(img)
+}
+
+// drainLayers reads every layer of img to the end.
+func drainLayers(img v1.Image) error {
 	layers, err := img.Layers()
 	if err != nil {
 		return err

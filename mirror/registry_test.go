@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -574,20 +573,8 @@ func readIndex(idx v1.ImageIndex) error {
 		if _, err := img.RawConfigFile(); err != nil {
 			return err
 		}
-		layers, err := img.Layers()
-		if err != nil {
+		if err := drainLayers(img); err != nil {
 			return err
-		}
-		for _, l := range layers {
-			rc, err := l.Compressed()
-			if err != nil {
-				return err
-			}
-			_, err = io.Copy(io.Discard, rc)
-			rc.Close()
-			if err != nil {
-				return err
-			}
 		}
 	}
 	return nil
