@@ -7,10 +7,11 @@ LDFLAGS   := -s -w -X airgapcoder/internal/buildinfo.version=$(VERSION)
 RUN_DIR   ?= $(CURDIR)/.run
 ADDRESS   ?= 127.0.0.1:3000
 
-# The project's Terraform provider, packed into the provider mirror at
-# build/providers/ for the build host's platform.
-PROVIDER_SOURCE  ?= coder.internal/appliance/coder
-PROVIDER_VERSION ?= 0.1.0
+# The official Coder Terraform provider, built from the module pinned in
+# tools/go.mod and packed into the provider mirror at build/providers/ for the
+# build host's platform, under its real address.
+PROVIDER_SOURCE  ?= registry.terraform.io/coder/coder
+PROVIDER_VERSION ?= $(shell sed -n 's|^[[:space:]]*github.com/coder/terraform-provider-coder/v2 v||p' tools/go.mod | cut -d' ' -f1)
 PROVIDER_OS      ?= $(shell $(GO) env GOOS)
 PROVIDER_ARCH    ?= $(shell $(GO) env GOARCH)
 
@@ -23,7 +24,8 @@ deps:
 
 build:
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o build/coder ./cmd/coder
-	GOOS=$(PROVIDER_OS) GOARCH=$(PROVIDER_ARCH) $(GO) build -trimpath -ldflags '-s -w -X main.version=$(PROVIDER_VERSION)' -o build/terraform-provider-coder ./cmd/terraform-provider-coder
+	cd tools && GOOS=$(PROVIDER_OS) GOARCH=$(PROVIDER_ARCH) $(GO) build -trimpath -ldflags '-s -w' \
+		-o ../build/terraform-provider-coder github.com/coder/terraform-provider-coder/v2
 	rm -rf build/providers
 	$(GO) run ./internal/tools/providermirror -dir build/providers -source $(PROVIDER_SOURCE) \
 		-version $(PROVIDER_VERSION) -os $(PROVIDER_OS) -arch $(PROVIDER_ARCH) -binary build/terraform-provider-coder

@@ -20,6 +20,9 @@ if ! command -v go >/dev/null; then
   export PATH=$PATH:/usr/local/go/bin
 fi
 go mod download
+# The official Coder Terraform provider, built from tools/go.mod (make build and
+# the tests build it offline from the module cache).
+(cd "$(dirname "$0")/../tools" && go mod download)
 
 # Terraform is part of these machines (it cannot be fetched here): check the
 # pinned version is present, and say what is wrong when it is not.

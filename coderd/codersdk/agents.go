@@ -23,7 +23,8 @@ import (
 //	GET  /api/v2/workspaceagents/me/manifest   what to run: directory, env, startup script, apps
 //	POST /api/v2/workspaceagents/me/startup    version, OS/arch, expanded directory
 //	POST /api/v2/workspaceagents/me/lifecycle  a lifecycle state change
-//	POST /api/v2/workspaceagents/me/logs       startup script output
+//	POST /api/v2/workspaceagents/me/logs       script output
+//	POST /api/v2/workspaceagents/me/metadata   metadata script results
 //	POST /api/v2/workspaceagents/me/ports      the TCP ports listening in the workspace
 //	GET  /api/v2/workspaceagents/me/connect    WebSocket carrying a yamux session
 //
@@ -83,15 +84,86 @@ type AgentManifest struct {
 	WorkspaceID   string `json:"workspace_id"`
 	WorkspaceName string `json:"workspace_name"`
 	OwnerName     string `json:"owner_name"`
-	// Directory is where shells and the startup script start; it may begin
-	// with ~ and may be empty (the home folder).
-	Directory            string            `json:"directory"`
+	// Directory is where shells and scripts start; it may begin with ~ and
+	// may be empty (the home folder).
+	Directory string `json:"directory"`
+	// EnvironmentVariables are set for every script and session: the
+	// agent's env merged with the coder_env resources.
 	EnvironmentVariables map[string]string `json:"environment_variables"`
-	StartupScript        string            `json:"startup_script"`
-	Apps                 []WorkspaceApp    `json:"apps"`
+	// Scripts are what the agent runs (coder_script, and the agent's
+	// startup and shutdown scripts converted to scripts).
+	Scripts []AgentScript `json:"scripts"`
+	// Metadata are the agent's metadata blocks: scripts the agent runs at
+	// their interval and reports with PostAgentMetadata.
+	Metadata []AgentMetadataDescription `json:"metadata"`
+	Apps     []WorkspaceApp             `json:"apps"`
+	MOTDFile string                     `json:"motd_file,omitempty"`
 	// ConnectionTimeoutSeconds is how long the agent had to connect before
 	// it counts as timed out (informational for the agent).
 	ConnectionTimeoutSeconds int32 `json:"connection_timeout_seconds"`
+}
+
+// AgentScript is a script an agent runs: a coder_script resource, or the
+// agent's startup or shutdown script.
+type AgentScript struct {
+	// LogSourceID names the script's output in the agent's logs.
+	LogSourceID string `json:"log_source_id"`
+	DisplayName string `json:"display_name"`
+	Icon        string `json:"icon,omitempty"`
+	Script      string `json:"script"`
+	// Cron is a six-field schedule (seconds first), as the provider
+	// validates it; empty for none.
+	Cron             string `json:"cron,omitempty"`
+	RunOnStart       bool   `json:"run_on_start"`
+	RunOnStop        bool   `json:"run_on_stop"`
+	StartBlocksLogin bool   `json:"start_blocks_login"`
+	// TimeoutSeconds stops the script after that long; 0 means no limit.
+	TimeoutSeconds int32 `json:"timeout_seconds"`
+	// LogPath is a file the agent also writes the script's output to;
+	// relative paths are under the agent's log folder.
+	LogPath string `json:"log_path,omitempty"`
+}
+
+// Log sources of the scripts Coder converts from agent attributes.
+const (
+	ScriptStartupDisplayName  = "Startup Script"
+	ScriptShutdownDisplayName = "Shutdown Script"
+)
+
+// AgentMetadataDescription is a metadata block of a coder_agent.
+type AgentMetadataDescription struct {
+	Key             string `json:"key"`
+	DisplayName     string `json:"display_name"`
+	Script          string `json:"script"`
+	IntervalSeconds int64  `json:"interval"`
+	TimeoutSeconds  int64  `json:"timeout"`
+	Order           int32  `json:"order,omitempty"`
+}
+
+// AgentMetadataResult is one run of a metadata script.
+type AgentMetadataResult struct {
+	CollectedAt time.Time `json:"collected_at"`
+	// Age is how many seconds ago the value was collected, when read.
+	Age   int64  `json:"age"`
+	Value string `json:"value"`
+	Error string `json:"error"`
+}
+
+// AgentMetadata is a metadata block with its latest result.
+type AgentMetadata struct {
+	Description AgentMetadataDescription `json:"description"`
+	Result      AgentMetadataResult      `json:"result"`
+}
+
+// AgentMetadataUpdate reports one key's new result.
+type AgentMetadataUpdate struct {
+	Key    string              `json:"key"`
+	Result AgentMetadataResult `json:"result"`
+}
+
+// PostAgentMetadataRequest reports metadata results.
+type PostAgentMetadataRequest struct {
+	Metadata []AgentMetadataUpdate `json:"metadata"`
 }
 
 // PostAgentStartupRequest reports the agent's build and platform.
@@ -108,11 +180,13 @@ type PostAgentLifecycleRequest struct {
 	ChangedAt time.Time `json:"changed_at"`
 }
 
-// AgentLogInput is one line of startup script output.
+// AgentLogInput is one line of a script's output.
 type AgentLogInput struct {
 	CreatedAt time.Time `json:"created_at"`
 	Level     string    `json:"level"`
 	Output    string    `json:"output"`
+	// Source is the script's LogSourceID; empty means the agent itself.
+	Source string `json:"source,omitempty"`
 }
 
 // PostAgentLogsRequest appends output lines.
@@ -120,12 +194,14 @@ type PostAgentLogsRequest struct {
 	Logs []AgentLogInput `json:"logs"`
 }
 
-// AgentLog is a stored line of an agent's startup script output.
+// AgentLog is a stored line of an agent's script output.
 type AgentLog struct {
 	ID        int64     `json:"id"`
 	CreatedAt time.Time `json:"created_at"`
 	Level     string    `json:"level"`
 	Output    string    `json:"output"`
+	// Source is the display name of the script that wrote the line.
+	Source string `json:"source,omitempty"`
 }
 
 // AgentListeningPort is a TCP port some process in the workspace listens on.
@@ -225,6 +301,11 @@ func (c *Client) PostAgentLifecycle(ctx context.Context, req PostAgentLifecycleR
 // PostAgentLogs appends startup script output.
 func (c *Client) PostAgentLogs(ctx context.Context, req PostAgentLogsRequest) error {
 	return c.do(ctx, http.MethodPost, "/api/v2/workspaceagents/me/logs", req, nil)
+}
+
+// PostAgentMetadata reports metadata results.
+func (c *Client) PostAgentMetadata(ctx context.Context, req PostAgentMetadataRequest) error {
+	return c.do(ctx, http.MethodPost, "/api/v2/workspaceagents/me/metadata", req, nil)
 }
 
 // PostAgentPorts reports the ports listening in the workspace.

@@ -52,19 +52,48 @@ type AcquiredJob struct {
 	FileID            string            `json:"file_id"`
 	Tags              map[string]string `json:"tags"`
 	TemplateVersionID string            `json:"template_version_id,omitempty"`
+	TemplateID        string            `json:"template_id,omitempty"`
 	TemplateName      string            `json:"template_name,omitempty"`
+	// TemplateVersionName is what the provider reports as the template
+	// version (coder_workspace.template_version).
+	TemplateVersionName string `json:"template_version_name,omitempty"`
+	// VariableValues are the template version's Terraform variables, passed
+	// with -var on imports and builds alike.
+	VariableValues []VariableValue `json:"variable_values,omitempty"`
 
 	// Workspace builds only.
-	WorkspaceBuildID    string                    `json:"workspace_build_id,omitempty"`
-	WorkspaceID         string                    `json:"workspace_id,omitempty"`
-	WorkspaceName       string                    `json:"workspace_name,omitempty"`
-	WorkspaceOwnerID    string                    `json:"workspace_owner_id,omitempty"`
-	WorkspaceOwner      string                    `json:"workspace_owner,omitempty"`
-	Transition          WorkspaceTransition       `json:"transition,omitempty"`
-	BuildNumber         int32                     `json:"build_number,omitempty"`
-	RichParameterValues []WorkspaceBuildParameter `json:"rich_parameter_values,omitempty"`
+	WorkspaceBuildID string              `json:"workspace_build_id,omitempty"`
+	WorkspaceID      string              `json:"workspace_id,omitempty"`
+	WorkspaceName    string              `json:"workspace_name,omitempty"`
+	WorkspaceOwnerID string              `json:"workspace_owner_id,omitempty"`
+	WorkspaceOwner   string              `json:"workspace_owner,omitempty"`
+	Transition       WorkspaceTransition `json:"transition,omitempty"`
+	BuildNumber      int32               `json:"build_number,omitempty"`
+	// Owner is what data "coder_workspace_owner" reads.
+	Owner WorkspaceOwnerContext `json:"owner,omitempty"`
+	// RichParameterValues are this build's values; PreviousParameterValues
+	// those of the workspace's previous build (the provider validates
+	// monotonic parameters against them).
+	RichParameterValues     []WorkspaceBuildParameter `json:"rich_parameter_values,omitempty"`
+	PreviousParameterValues []WorkspaceBuildParameter `json:"previous_parameter_values,omitempty"`
 	// State is the Terraform state of the previous build.
 	State []byte `json:"state,omitempty"`
+}
+
+// WorkspaceOwnerContext is the workspace owner as a build sees it.
+type WorkspaceOwnerContext struct {
+	FullName string   `json:"full_name,omitempty"`
+	Email    string   `json:"email,omitempty"`
+	Groups   []string `json:"groups,omitempty"`
+	Roles    []string `json:"roles,omitempty"`
+	// SessionToken is an API token of the owner that coderd minted for
+	// this build (named after the workspace, valid for a day).
+	SessionToken string `json:"session_token,omitempty"`
+	// SSHPublicKey is the owner's SSH public key (authorized_keys line),
+	// the one `coder publickey` prints.
+	SSHPublicKey  string `json:"ssh_public_key,omitempty"`
+	SSHPrivateKey string `json:"ssh_private_key,omitempty"`
+	LoginType     string `json:"login_type,omitempty"`
 }
 
 // ProvisionerJobLogInput is a log line a daemon sends.
@@ -91,39 +120,88 @@ type ProvisionedResource struct {
 	Type   string             `json:"type"`
 	Name   string             `json:"name"`
 	Agents []ProvisionedAgent `json:"agents,omitempty"`
+	// Hide, Icon, DailyCost and Metadata come from a coder_metadata whose
+	// resource_id is this resource's id.
+	Hide      bool                        `json:"hide,omitempty"`
+	Icon      string                      `json:"icon,omitempty"`
+	DailyCost int32                       `json:"daily_cost,omitempty"`
+	Metadata  []WorkspaceResourceMetadata `json:"metadata,omitempty"`
 }
 
-// ProvisionedAgent is a coder_agent found in the applied state.
+// ProvisionedAgent is a coder_agent found in the applied state, with the
+// coder_app, coder_env and coder_script resources attached to it.
 type ProvisionedAgent struct {
-	ID              string            `json:"id"`
-	Name            string            `json:"name"`
-	Token           string            `json:"token"`
-	OperatingSystem string            `json:"operating_system"`
-	Architecture    string            `json:"architecture"`
-	Directory       string            `json:"directory,omitempty"`
-	StartupScript   string            `json:"startup_script,omitempty"`
-	Env             map[string]string `json:"env,omitempty"`
+	ID              string `json:"id"`
+	Name            string `json:"name"`
+	Token           string `json:"token"`
+	OperatingSystem string `json:"operating_system"`
+	Architecture    string `json:"architecture"`
+	Directory       string `json:"directory,omitempty"`
+	// Env is the agent's env merged with its coder_env resources.
+	Env map[string]string `json:"env,omitempty"`
+	// Scripts are the agent's coder_script resources, plus its
+	// startup_script ("Startup Script", run on start, blocking login when
+	// startup_script_behavior is "blocking") and shutdown_script ("Shutdown
+	// Script", run on stop), as Coder converts them.
+	Scripts []AgentScript `json:"scripts,omitempty"`
+	// Metadata are the agent's metadata blocks.
+	Metadata []AgentMetadataDescription `json:"metadata,omitempty"`
 	// ConnectionTimeoutSeconds is how long the agent may take to connect
 	// before it counts as timed out.
 	ConnectionTimeoutSeconds int32            `json:"connection_timeout_seconds,omitempty"`
+	TroubleshootingURL       string           `json:"troubleshooting_url,omitempty"`
+	MOTDFile                 string           `json:"motd_file,omitempty"`
+	DisplayApps              *DisplayApps     `json:"display_apps,omitempty"`
+	Order                    int32            `json:"order,omitempty"`
 	Apps                     []ProvisionedApp `json:"apps,omitempty"`
 }
 
 // ProvisionedApp is a coder_app found in the applied state.
 type ProvisionedApp struct {
-	Slug        string `json:"slug"`
-	DisplayName string `json:"display_name,omitempty"`
-	URL         string `json:"url,omitempty"`
-	Port        int32  `json:"port,omitempty"`
-	Share       string `json:"share,omitempty"`
+	Slug        string          `json:"slug"`
+	DisplayName string          `json:"display_name,omitempty"`
+	URL         string          `json:"url,omitempty"`
+	Port        int32           `json:"port,omitempty"`
+	Command     string          `json:"command,omitempty"`
+	Icon        string          `json:"icon,omitempty"`
+	Subdomain   bool            `json:"subdomain,omitempty"`
+	Share       string          `json:"share,omitempty"`
+	External    bool            `json:"external,omitempty"`
+	Healthcheck *AppHealthcheck `json:"healthcheck,omitempty"`
+	Group       string          `json:"group,omitempty"`
+	Order       int32           `json:"order,omitempty"`
+	Hidden      bool            `json:"hidden,omitempty"`
+	OpenIn      string          `json:"open_in,omitempty"`
+	Tooltip     string          `json:"tooltip,omitempty"`
+}
+
+// AppHealthcheck is a coder_app's healthcheck block.
+type AppHealthcheck struct {
+	URL       string `json:"url"`
+	Interval  int32  `json:"interval"`
+	Threshold int32  `json:"threshold"`
+}
+
+// DisplayApps is a coder_agent's display_apps block: which built-in apps
+// the dashboard offers.
+type DisplayApps struct {
+	VSCode               bool `json:"vscode"`
+	VSCodeInsiders       bool `json:"vscode_insiders"`
+	WebTerminal          bool `json:"web_terminal"`
+	SSHHelper            bool `json:"ssh_helper"`
+	PortForwardingHelper bool `json:"port_forwarding_helper"`
 }
 
 // CompleteJobRequest ends a job successfully.
 type CompleteJobRequest struct {
 	// State is the Terraform state after a workspace build.
-	State      []byte                     `json:"state,omitempty"`
-	Resources  []ProvisionedResource      `json:"resources,omitempty"`
-	Parameters []TemplateVersionParameter `json:"parameters,omitempty"`
+	State     []byte                `json:"state,omitempty"`
+	Resources []ProvisionedResource `json:"resources,omitempty"`
+	// Imports only: the template's coder_parameter blocks, its Terraform
+	// variables and its coder_workspace_tags entries.
+	Parameters    []TemplateVersionParameter `json:"parameters,omitempty"`
+	Variables     []TemplateVersionVariable  `json:"variables,omitempty"`
+	WorkspaceTags []WorkspaceTagExpression   `json:"workspace_tags,omitempty"`
 }
 
 // FailJobRequest ends a job with an error.

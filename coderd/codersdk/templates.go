@@ -48,6 +48,10 @@ type TemplateVersion struct {
 	Job            ProvisionerJob             `json:"job"`
 	CreatedBy      MinimalUser                `json:"created_by"`
 	Parameters     []TemplateVersionParameter `json:"parameters"`
+	Variables      []TemplateVersionVariable  `json:"variables"`
+	// WorkspaceTags are the template's coder_workspace_tags entries; each
+	// workspace build's job carries them, evaluated, as provisioner tags.
+	WorkspaceTags []WorkspaceTagExpression `json:"workspace_tags,omitempty"`
 }
 
 // CreateTemplateVersionRequest uploads a new version; it is imported by a
@@ -60,17 +64,90 @@ type CreateTemplateVersionRequest struct {
 	FileID        string            `json:"file_id"`
 	Provisioner   string            `json:"provisioner"`
 	Tags          map[string]string `json:"tags,omitempty"`
+	// UserVariableValues set the template's Terraform variables.
+	UserVariableValues []VariableValue `json:"user_variable_values,omitempty"`
 }
 
-// TemplateVersionParameter is a rich parameter a template declares.
+// TemplateVersionParameter is a rich parameter a template declares with a
+// `data "coder_parameter"` block of the official coder/coder provider. The
+// fields mirror the block's arguments; see docs/templates.md.
 type TemplateVersionParameter struct {
+	Name        string `json:"name"`
+	DisplayName string `json:"display_name,omitempty"`
+	Description string `json:"description,omitempty"`
+	// Type is ParameterTypeString, ParameterTypeNumber, ParameterTypeBool or
+	// ParameterTypeListString.
+	Type string `json:"type"`
+	// FormType is the provider's form_type (input, textarea, dropdown,
+	// radio, checkbox, switch, multi-select, tag-select, slider, error);
+	// empty when the template leaves it to the type.
+	FormType     string `json:"form_type,omitempty"`
+	DefaultValue string `json:"default_value"`
+	Icon         string `json:"icon,omitempty"`
+	// Required is true when the block has no default: a value must be given.
+	Required bool `json:"required"`
+	// Mutable parameters may change after the workspace's first build;
+	// immutable ones keep their first value.
+	Mutable bool `json:"mutable"`
+	// Ephemeral values apply to one build only and are never stored.
+	Ephemeral bool                             `json:"ephemeral"`
+	Options   []TemplateVersionParameterOption `json:"options,omitempty"`
+	// Validation: a regex (string parameters) with ValidationError as the
+	// message, an inclusive min/max (number parameters) and a monotonic
+	// rule ("increasing" or "decreasing") against the previous value.
+	ValidationRegex     string `json:"validation_regex,omitempty"`
+	ValidationError     string `json:"validation_error,omitempty"`
+	ValidationMin       *int32 `json:"validation_min,omitempty"`
+	ValidationMax       *int32 `json:"validation_max,omitempty"`
+	ValidationMonotonic string `json:"validation_monotonic,omitempty"`
+	// Order sorts parameters for forms and prompts (then by name).
+	Order int32 `json:"order"`
+}
+
+// TemplateVersionParameterOption is one choice of an option-list parameter.
+type TemplateVersionParameterOption struct {
+	Name        string `json:"name"`
+	Description string `json:"description,omitempty"`
+	Value       string `json:"value"`
+	Icon        string `json:"icon,omitempty"`
+}
+
+// Parameter types, as the provider spells them.
+const (
+	ParameterTypeString     = "string"
+	ParameterTypeNumber     = "number"
+	ParameterTypeBool       = "bool"
+	ParameterTypeListString = "list(string)"
+)
+
+// TemplateVersionVariable is a Terraform `variable` of a template: set once
+// per template version (`coder templates push --variable k=v`), not per
+// workspace. Values are passed to terraform with -var on the import and on
+// every build of the version.
+type TemplateVersionVariable struct {
 	Name         string `json:"name"`
-	DisplayName  string `json:"display_name,omitempty"`
 	Description  string `json:"description,omitempty"`
 	Type         string `json:"type"`
+	Value        string `json:"value"`
 	DefaultValue string `json:"default_value"`
 	Required     bool   `json:"required"`
-	Mutable      bool   `json:"mutable"`
+	Sensitive    bool   `json:"sensitive"`
+}
+
+// VariableValue is a template variable's value given at push.
+type VariableValue struct {
+	Name  string `json:"name"`
+	Value string `json:"value"`
+}
+
+// WorkspaceTagExpression is one entry of a template's
+// `data "coder_workspace_tags"` block as written: HCL source text of the key
+// and of the value. coderd evaluates them per workspace build against the
+// build's parameter values and the template's variables; see
+// docs/templates.md for what an expression may reference.
+type WorkspaceTagExpression struct {
+	Key   string `json:"key"`
+	Value string `json:"value"`
 }
 
 // CreateTemplateVersion uploads a version into the organization.

@@ -111,6 +111,20 @@ type WorkspaceResource struct {
 	Type       string           `json:"type"`
 	Name       string           `json:"name"`
 	Agents     []WorkspaceAgent `json:"agents,omitempty"`
+	// Hide, Icon, DailyCost and Metadata come from the template's
+	// coder_metadata for this resource; sensitive values are never sent.
+	Hide      bool                        `json:"hide,omitempty"`
+	Icon      string                      `json:"icon,omitempty"`
+	DailyCost int32                       `json:"daily_cost,omitempty"`
+	Metadata  []WorkspaceResourceMetadata `json:"metadata,omitempty"`
+}
+
+// WorkspaceResourceMetadata is one item of a coder_metadata. A sensitive
+// item's Value is empty in API answers.
+type WorkspaceResourceMetadata struct {
+	Key       string `json:"key"`
+	Value     string `json:"value"`
+	Sensitive bool   `json:"sensitive"`
 }
 
 // WorkspaceAgent is the agent a resource runs.
@@ -136,16 +150,34 @@ type WorkspaceAgent struct {
 	LastConnectedAt          *time.Time           `json:"last_connected_at,omitempty"`
 	DisconnectedAt           *time.Time           `json:"disconnected_at,omitempty"`
 	ConnectionTimeoutSeconds int32                `json:"connection_timeout_seconds"`
+	TroubleshootingURL       string               `json:"troubleshooting_url,omitempty"`
+	// Env is what sessions and scripts get (agent env and coder_env).
+	Env         map[string]string `json:"environment_variables,omitempty"`
+	Scripts     []AgentScript     `json:"scripts,omitempty"`
+	DisplayApps *DisplayApps      `json:"display_apps,omitempty"`
+	Order       int32             `json:"order,omitempty"`
+	// Metadata are the agent's metadata blocks with their latest values.
+	Metadata []AgentMetadata `json:"metadata,omitempty"`
 }
 
 // WorkspaceApp is a coder_app of an agent.
 type WorkspaceApp struct {
-	ID          string `json:"id"`
-	Slug        string `json:"slug"`
-	DisplayName string `json:"display_name"`
-	URL         string `json:"url,omitempty"`
-	Port        int32  `json:"port,omitempty"`
-	Share       string `json:"sharing_level"`
+	ID          string          `json:"id"`
+	Slug        string          `json:"slug"`
+	DisplayName string          `json:"display_name"`
+	URL         string          `json:"url,omitempty"`
+	Port        int32           `json:"port,omitempty"`
+	Command     string          `json:"command,omitempty"`
+	Icon        string          `json:"icon,omitempty"`
+	Subdomain   bool            `json:"subdomain"`
+	Share       string          `json:"sharing_level"`
+	External    bool            `json:"external"`
+	Healthcheck *AppHealthcheck `json:"healthcheck,omitempty"`
+	Group       string          `json:"group,omitempty"`
+	Order       int32           `json:"order,omitempty"`
+	Hidden      bool            `json:"hidden"`
+	OpenIn      string          `json:"open_in,omitempty"`
+	Tooltip     string          `json:"tooltip,omitempty"`
 }
 
 // CreateWorkspace creates a workspace for user.

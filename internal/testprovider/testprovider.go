@@ -1,6 +1,8 @@
-// Package testprovider builds our Terraform provider once per test binary and
-// lays it out as a filesystem mirror, for tests and benchmarks that run real
-// terraform offline.
+// Package testprovider builds the official Coder Terraform provider
+// (registry.terraform.io/coder/coder, pinned in tools/go.mod) once per test
+// binary and lays it out as a filesystem mirror, for tests and benchmarks
+// that run real terraform offline. It builds from the module cache only
+// (GOFLAGS=-mod=mod GOPROXY=off): `make deps` downloads the module.
 package testprovider
 
 import (
@@ -13,11 +15,15 @@ import (
 	"testing"
 
 	"airgapcoder/mirror"
-	"airgapcoder/provider"
 )
 
-// Version is the version the test mirror holds.
-const Version = "0.1.0"
+// Source and Version are the official provider's address and the version
+// tools/go.mod pins; Package is its Go main package.
+const (
+	Source  = "registry.terraform.io/coder/coder"
+	Version = "2.20.0"
+	Package = "github.com/coder/terraform-provider-coder/v2"
+)
 
 var (
 	once sync.Once
@@ -25,8 +31,26 @@ var (
 	err  error
 )
 
-// Mirror returns a filesystem mirror folder holding our provider for this
-// machine's platform.
+// ToolsDir returns the repository's tools module folder, found from this
+// source file's location.
+func ToolsDir() string {
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Join(filepath.Dir(file), "..", "..", "tools")
+}
+
+// Build compiles the provider for this machine into bin.
+func Build(bin string) error {
+	cmd := exec.Command("go", "build", "-trimpath", "-ldflags=-s -w", "-o", bin, Package)
+	cmd.Dir = ToolsDir()
+	cmd.Env = append(os.Environ(), "GOFLAGS=-mod=mod", "GOPROXY=off", "GOWORK=off")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("build %s in %s: %v\n%s", Package, cmd.Dir, err, out)
+	}
+	return nil
+}
+
+// Mirror returns a filesystem mirror folder holding the official provider
+// for this machine's platform.
 func Mirror(t testing.TB) string {
 	t.Helper()
 	once.Do(func() {
@@ -35,12 +59,10 @@ func Mirror(t testing.TB) string {
 			return
 		}
 		bin := filepath.Join(tmp, "terraform-provider-coder")
-		out, buildErr := exec.Command("go", "build", "-o", bin, "airgapcoder/cmd/terraform-provider-coder").CombinedOutput()
-		if buildErr != nil {
-			err = fmt.Errorf("build provider: %v\n%s", buildErr, out)
+		if err = Build(bin); err != nil {
 			return
 		}
-		addr, perr := mirror.ParseProviderAddress(provider.Address)
+		addr, perr := mirror.ParseProviderAddress(Source)
 		if perr != nil {
 			err = perr
 			return

@@ -1,9 +1,9 @@
 // Command providermirror adds one provider executable to a provider mirror
 // tree (see package airgapcoder/mirror). The Makefile uses it to lay out
-// build/providers/ for the project's own provider:
+// build/providers/ for the official Coder provider:
 //
 //	go run ./internal/tools/providermirror -dir build/providers \
-//	    -source coder.internal/appliance/coder -version 0.1.0 \
+//	    -source registry.terraform.io/coder/coder -version 2.20.0 \
 //	    -os linux -arch amd64 -binary build/terraform-provider-coder
 package main
 
