@@ -4,10 +4,13 @@
 // network blips, in which coderd opens one stream per user connection. A
 // stream of kind ssh goes to the agent's SSH server (shells with a PTY,
 // exec with exit codes, SFTP, direct-tcpip), a stream of kind tcp to a port
-// inside the workspace. The agent also runs the startup script and streams
-// its output, reports its lifecycle (created → starting → ready |
-// start_timeout | start_error → shutting_down → off), its version and
-// platform, and the TCP ports listening in the workspace.
+// inside the workspace. The agent also runs the workspace's scripts
+// (coder_script, startup_script, shutdown_script: on start, on a cron
+// schedule, on stop; scripts.go) and streams their output, runs the
+// metadata blocks and posts their results (metadata.go), reports its
+// lifecycle (created → starting → ready | start_timeout | start_error →
+// shutting_down → off), its version and platform, and the TCP ports
+// listening in the workspace.
 //
 // The agent is a network client of coderd: it talks to it only through
 // codersdk and must not import server packages (coderd, its database, gin,
@@ -24,6 +27,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"os"
+	"path/filepath"
 	"runtime"
 	"strings"
 	"sync"
@@ -42,8 +46,8 @@ type Options struct {
 	Logger *slog.Logger
 	// Version is reported to coderd.
 	Version string
-	// Environ is the base environment of shells and the startup script
-	// (default os.Environ()). CODER_AGENT_TOKEN is always removed from it.
+	// Environ is the base environment of shells and scripts (default
+	// os.Environ()). CODER_AGENT_TOKEN is always removed from it.
 	Environ []string
 	// ReconnectMin and ReconnectMax bound the backoff between attempts to
 	// reach coderd (defaults 1s and 30s).
@@ -51,15 +55,26 @@ type Options struct {
 	// PortsInterval is how often listening ports are scanned (default 5s;
 	// negative turns the scan off).
 	PortsInterval time.Duration
-	// StartupScriptTimeout stops a startup script that runs longer and
-	// reports start_timeout (zero: no limit).
+	// StartupScriptTimeout stops a script that runs on start and has no
+	// timeout of its own after that long, and reports start_timeout (zero:
+	// no limit).
 	StartupScriptTimeout time.Duration
+	// LogDir holds script log files whose log_path is relative, and the
+	// default coder-script-<id>.log files (default: the temporary folder,
+	// as the provider documents log_path).
+	LogDir string
+	// ScriptDataDir holds each script's CODER_SCRIPT_DATA_DIR and the
+	// CODER_SCRIPT_BIN_DIR put first on every PATH (default
+	// $TMPDIR/coder-script-data, as in Coder).
+	ScriptDataDir string
+	// MetadataFlushInterval is how often metadata results are posted
+	// (default 1s).
+	MetadataFlushInterval time.Duration
 	// KeepAliveInterval is the yamux ping interval on the connection to
 	// coderd (default 15s): a dead connection is noticed within about twice
 	// this.
 	KeepAliveInterval time.Duration
-	// LogFlushInterval is how often startup script output is sent (default
-	// 250ms).
+	// LogFlushInterval is how often script output is sent (default 250ms).
 	LogFlushInterval time.Duration
 }
 
@@ -70,11 +85,20 @@ type Agent struct {
 	client *codersdk.Client
 	ssh    *sshServer
 
+	// exeDir is the folder of the agent's binary, added to PATH so that
+	// scripts can run `coder stat`.
+	exeDir string
+
 	mu        sync.Mutex
 	manifest  codersdk.AgentManifest
+	scripts   *scriptRunner // set with the manifest
 	lifecycle *lifecycleReporter
 	logs      *logSender
 }
+
+// scriptKillGrace is how long a script being stopped has between SIGHUP
+// and SIGKILL.
+const scriptKillGrace = 5 * time.Second
 
 // New checks opts and prepares an agent (its SSH host key included). It
 // starts no goroutines.
@@ -106,7 +130,19 @@ func New(opts Options) (*Agent, error) {
 	if opts.LogFlushInterval <= 0 {
 		opts.LogFlushInterval = 250 * time.Millisecond
 	}
+	if opts.MetadataFlushInterval <= 0 {
+		opts.MetadataFlushInterval = time.Second
+	}
+	if opts.LogDir == "" {
+		opts.LogDir = os.TempDir()
+	}
+	if opts.ScriptDataDir == "" {
+		opts.ScriptDataDir = filepath.Join(os.TempDir(), "coder-script-data")
+	}
 	a := &Agent{opts: opts, log: opts.Logger, client: opts.Client}
+	if exe, err := os.Executable(); err == nil {
+		a.exeDir = filepath.Dir(exe)
+	}
 	var err error
 	if a.ssh, err = newSSHServer(a); err != nil {
 		return nil, err
@@ -116,11 +152,13 @@ func New(opts Options) (*Agent, error) {
 	return a, nil
 }
 
-// Run fetches the manifest, starts the startup script and keeps the
-// connection to coderd up until ctx ends; then it reports shutting_down and
-// off and returns nil.
+// Run fetches the manifest, runs the start scripts, the cron scripts and
+// the metadata blocks, and keeps the connection to coderd up until ctx
+// ends. Then it reports shutting_down, ends the SSH sessions, runs the stop
+// scripts, reports off and returns nil.
 func (a *Agent) Run(ctx context.Context) error {
-	// Reports outlive ctx a little, so that shutting_down and off arrive.
+	// Reports outlive ctx a little, so that shutting_down, the stop
+	// scripts' output and off arrive.
 	reportCtx, stopReports := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopReports()
 	var reporters sync.WaitGroup
@@ -133,14 +171,21 @@ func (a *Agent) Run(ctx context.Context) error {
 		reporters.Wait()
 		return nil
 	}
+	a.log.Info("agent manifest", "agent", m.AgentID, "workspace", m.OwnerName+"/"+m.WorkspaceName, "directory", m.Directory,
+		"scripts", len(m.Scripts), "metadata", len(m.Metadata))
+	env := a.execEnv(m)
+	scripts := newScriptRunner(scriptRunnerConfig{
+		log: a.log, out: a.logs, env: env, scripts: m.Scripts, logDir: a.opts.LogDir, dataDir: a.opts.ScriptDataDir,
+		startTimeout: a.opts.StartupScriptTimeout, killGrace: scriptKillGrace,
+	})
 	a.mu.Lock()
-	a.manifest = m
+	a.manifest, a.scripts = m, scripts
 	a.mu.Unlock()
-	a.log.Info("agent manifest", "agent", m.AgentID, "workspace", m.OwnerName+"/"+m.WorkspaceName, "directory", m.Directory)
 
 	var wg sync.WaitGroup
 	wg.Go(func() { a.reportStartup(ctx) })
-	wg.Go(func() { a.runStartupScript(ctx) })
+	wg.Go(func() { a.runStartScripts(ctx, scripts) })
+	wg.Go(func() { newMetadataCollector(a.log, a.client, env, m.Metadata, a.opts.MetadataFlushInterval).run(ctx) })
 	if a.opts.PortsInterval > 0 {
 		wg.Go(func() { a.reportPorts(ctx) })
 	}
@@ -149,6 +194,10 @@ func (a *Agent) Run(ctx context.Context) error {
 
 	a.lifecycle.set(codersdk.AgentLifecycleShuttingDown)
 	a.ssh.closeAll()
+	scripts.stopCron()
+	if err := scripts.stop(reportCtx); err != nil {
+		a.log.Warn("shutdown scripts failed", "err", err)
+	}
 	a.lifecycle.set(codersdk.AgentLifecycleOff)
 	flushCtx, cancel := context.WithTimeout(reportCtx, 5*time.Second)
 	defer cancel()
@@ -159,10 +208,41 @@ func (a *Agent) Run(ctx context.Context) error {
 	return nil
 }
 
+// runStartScripts reports starting, runs the start scripts and reports
+// ready, start_timeout or start_error; then it starts the cron schedules,
+// as Coder's agent does.
+func (a *Agent) runStartScripts(ctx context.Context, scripts *scriptRunner) {
+	a.lifecycle.set(codersdk.AgentLifecycleStarting)
+	began := time.Now()
+	err := scripts.start(ctx)
+	if ctx.Err() != nil {
+		return
+	}
+	switch {
+	case errors.Is(err, errScriptTimeout):
+		a.lifecycle.set(codersdk.AgentLifecycleStartTimeout)
+	case err != nil:
+		a.lifecycle.set(codersdk.AgentLifecycleStartError)
+	default:
+		a.lifecycle.set(codersdk.AgentLifecycleReady)
+	}
+	if err != nil {
+		a.log.Warn("start scripts failed", "err", err, "took", time.Since(began).Round(time.Millisecond))
+	}
+	scripts.startCron(ctx)
+}
+
 func (a *Agent) currentManifest() codersdk.AgentManifest {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	return a.manifest
+}
+
+// currentScripts is the script runner, nil before the manifest arrived.
+func (a *Agent) currentScripts() *scriptRunner {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.scripts
 }
 
 // backoff is an exponential backoff with jitter.

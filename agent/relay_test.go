@@ -33,18 +33,17 @@ import (
 // relayEnv is a deployment with users, a workspace of alice's whose agent
 // runs in this process, and an app server the agent can reach.
 type relayEnv struct {
-	d                      *coderdtest.Deployment
-	admin, member, tadmin  *codersdk.Client
-	alice                  *codersdk.Client
-	workspace              codersdk.Workspace
-	agentID, token, dir    string
-	appPort                int
-	app                    *httptest.Server
-	stopAgent              func()
-	agentDone              chan struct{}
-	deploymentOpts         coderdtest.Options
-	daemon                 *coderdtest.Daemon
-	startupScript, appHost string
+	d                     *coderdtest.Deployment
+	admin, member, tadmin *codersdk.Client
+	alice                 *codersdk.Client
+	workspace             codersdk.Workspace
+	agentID, token, dir   string
+	appPort               int
+	app                   *httptest.Server
+	stopAgent             func()
+	agentDone             chan struct{}
+	deploymentOpts        coderdtest.Options
+	daemon                *coderdtest.Daemon
 }
 
 // appServer answers / with what it received (path, Host, headers) and
@@ -103,7 +102,8 @@ func newRelayEnv(t testing.TB) *relayEnv {
 	e.daemon = coderdtest.NewDaemon(t, psk, "test", nil)
 	e.workspace = coderdtest.CreateWorkspaceWithAgent(t, e.admin, e.alice, e.daemon, "dev", codersdk.ProvisionedAgent{
 		Token: e.token, Directory: e.dir, Env: map[string]string{"FROM_TEMPLATE": "yes"},
-		StartupScript: "echo startup says hello\necho to stderr >&2\n",
+		Scripts: []codersdk.AgentScript{{DisplayName: codersdk.ScriptStartupDisplayName, RunOnStart: true,
+			Script: "echo startup says hello\necho to stderr >&2\n"}},
 		Apps: []codersdk.ProvisionedApp{
 			{Slug: "web", Port: int32(e.appPort)},
 			{Slug: "byurl", URL: fmt.Sprintf("http://localhost:%d/base/?fixed=1", e.appPort)},
@@ -448,7 +448,7 @@ func TestRelay(t *testing.T) {
 			t.Errorf("unknown agent token: %s, want 401", coderdtest.String(status, body))
 		}
 		status, body = coderdtest.Do(t, http.MethodGet, e.d.URL.String()+"/api/v2/workspaceagents/me/manifest", e.token, nil, "")
-		if status != http.StatusOK || !strings.Contains(string(body), `"startup_script"`) {
+		if status != http.StatusOK || !strings.Contains(string(body), `"scripts"`) {
 			t.Errorf("agent token on its manifest: %s", coderdtest.String(status, body))
 		}
 	})

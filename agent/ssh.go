@@ -12,7 +12,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -20,8 +19,6 @@ import (
 
 	"github.com/pkg/sftp"
 	"golang.org/x/crypto/ssh"
-
-	"airgapcoder/coderd/codersdk"
 )
 
 // The SSH server. It listens on nothing: coderd hands it streams of kind
@@ -30,16 +27,26 @@ import (
 // key is generated at start (clients use StrictHostKeyChecking no). Sessions
 // run as the agent's user: a login shell (with a PTY if asked, window
 // changes included), exec with the command's exit code, the sftp subsystem,
-// and direct-tcpip channels (ssh -L).
+// and direct-tcpip channels (ssh -L). A shell, command or sftp session
+// starts only once the start scripts that block login have finished (or
+// loginWait passed), saying so on its stderr while it waits; an
+// interactive shell shows the template's motd_file first.
 
 // drainIdle is how long output is read after a command exits while nothing
 // arrives: background processes that keep the output open do not hold the
 // session forever (OpenSSH's sshd would wait for them).
 const drainIdle = 250 * time.Millisecond
 
+// defaultLoginWait caps how long a session waits for the start scripts that
+// block login.
+const defaultLoginWait = 5 * time.Minute
+
 type sshServer struct {
 	agent  *Agent
 	config *ssh.ServerConfig
+	// loginWait caps how long a session waits for the start scripts that
+	// block login.
+	loginWait time.Duration
 
 	mu    sync.Mutex
 	conns map[*ssh.ServerConn]struct{}
@@ -56,7 +63,7 @@ func newSSHServer(a *Agent) (*sshServer, error) {
 	}
 	cfg := &ssh.ServerConfig{NoClientAuth: true, ServerVersion: "SSH-2.0-CoderAirgapAgent"}
 	cfg.AddHostKey(signer)
-	return &sshServer{agent: a, config: cfg, conns: map[*ssh.ServerConn]struct{}{}}, nil
+	return &sshServer{agent: a, config: cfg, loginWait: defaultLoginWait, conns: map[*ssh.ServerConn]struct{}{}}, nil
 }
 
 // closeAll ends every SSH connection (at shutdown).
@@ -134,6 +141,8 @@ type session struct {
 	env  []string
 	pty  *ptyRequest
 	term *terminal // set once a PTY is open
+	// closed is closed when the client has closed the channel.
+	closed chan struct{}
 
 	mu      sync.Mutex
 	proc    *os.Process
@@ -157,7 +166,7 @@ func (s *sshServer) handleSession(ctx context.Context, nch ssh.NewChannel, log *
 	if err != nil {
 		return
 	}
-	sess := &session{srv: s, ch: ch, log: log}
+	sess := &session{srv: s, ch: ch, log: log, closed: make(chan struct{})}
 	done := make(chan struct{})
 	for req := range reqs {
 		ok := sess.handleRequest(ctx, req, done)
@@ -165,6 +174,7 @@ func (s *sshServer) handleSession(ctx context.Context, nch ssh.NewChannel, log *
 			_ = req.Reply(ok, nil)
 		}
 	}
+	close(sess.closed)
 	// The client closed the channel: a command it left behind gets SIGHUP,
 	// as from sshd.
 	sess.mu.Lock()
@@ -245,13 +255,21 @@ func (sess *session) handleRequest(ctx context.Context, req *ssh.Request, done c
 			}
 			go func() {
 				defer close(done)
-				sess.serveSFTP()
+				if sess.waitForLogin(ctx) {
+					sess.serveSFTP()
+				}
 			}()
 			return true
 		}
 		go func() {
 			defer close(done)
-			code := sess.run(req.Type, command)
+			code := 255
+			if sess.waitForLogin(ctx) {
+				if req.Type == "shell" {
+					sess.showMOTD()
+				}
+				code = sess.run(req.Type, command)
+			}
 			_, _ = sess.ch.SendRequest("exit-status", false, ssh.Marshal(struct{ Status uint32 }{uint32(code)}))
 			_ = sess.ch.CloseWrite()
 			_ = sess.ch.Close()
@@ -462,82 +480,69 @@ func truncate(s string, n int) string {
 	return s[:n] + "…"
 }
 
-// workDir is where shells start: the manifest's directory (~ expanded) if it
-// exists, else the home folder.
-func (a *Agent) workDir(m codersdk.AgentManifest) string {
-	home, err := os.UserHomeDir()
+// waitForLogin holds the session until the start scripts that block login
+// have finished, for at most loginWait, telling the user on stderr. It
+// returns false when the session or the agent ended meanwhile.
+func (sess *session) waitForLogin(ctx context.Context) bool {
+	scripts := sess.srv.agent.currentScripts()
+	if scripts == nil {
+		return true
+	}
+	select {
+	case <-scripts.loginDone:
+		return true
+	default:
+	}
+	nl := "\n"
+	if sess.pty != nil {
+		nl = "\r\n"
+	}
+	stderr := sess.ch.Stderr()
+	wait := sess.srv.loginWait
+	fmt.Fprintf(stderr, "coder agent: waiting for the workspace's startup scripts to finish (at most %s)...%s", wait, nl)
+	sess.log.Info("ssh session waits for the startup scripts that block login")
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case <-scripts.loginDone:
+		if scripts.loginFailed.Load() {
+			fmt.Fprintf(stderr, "coder agent: a startup script failed, so the workspace may be incomplete; its output is in the agent's logs (coder show)%s", nl)
+		}
+		return true
+	case <-t.C:
+		fmt.Fprintf(stderr, "coder agent: the startup scripts are still running after %s; going on without them%s", wait, nl)
+		return true
+	case <-sess.closed:
+		return false
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// showMOTD writes the template's motd_file to a login shell's output,
+// unless ~/.hushlogin exists (as login(1) does).
+func (sess *session) showMOTD() {
+	path := sess.srv.agent.currentManifest().MOTDFile
+	if path == "" {
+		return
+	}
+	home, _ := os.UserHomeDir()
+	if home != "" {
+		if _, err := os.Stat(filepath.Join(home, ".hushlogin")); err == nil {
+			return
+		}
+		if path == "~" || strings.HasPrefix(path, "~/") {
+			path = filepath.Join(home, path[1:])
+		}
+	}
+	b, err := os.ReadFile(path)
 	if err != nil {
-		home = "/"
+		sess.log.Debug("motd", "path", path, "err", err)
+		return
 	}
-	dir := m.Directory
-	switch {
-	case dir == "":
-		return home
-	case dir == "~":
-		dir = home
-	case strings.HasPrefix(dir, "~/"):
-		dir = filepath.Join(home, dir[2:])
+	text := string(b)
+	if sess.pty != nil {
+		text = strings.ReplaceAll(strings.ReplaceAll(text, "\r\n", "\n"), "\n", "\r\n")
 	}
-	if st, err := os.Stat(dir); err == nil && st.IsDir() {
-		return dir
-	}
-	return home
-}
-
-// environ is the environment of shells and the startup script: the agent's
-// own (without its token), the template's env, and what identifies the
-// workspace.
-func (a *Agent) environ(m codersdk.AgentManifest) []string {
-	env := make([]string, 0, len(a.opts.Environ)+len(m.EnvironmentVariables)+8)
-	for _, kv := range a.opts.Environ {
-		if strings.HasPrefix(kv, "CODER_AGENT_TOKEN=") {
-			continue
-		}
-		env = append(env, kv)
-	}
-	if home, err := os.UserHomeDir(); err == nil {
-		env = append(env, "HOME="+home)
-	}
-	if u := currentUsername(); u != "" {
-		env = append(env, "USER="+u, "LOGNAME="+u)
-	}
-	env = append(env, "CODER=true", "CODER_WORKSPACE_NAME="+m.WorkspaceName, "CODER_WORKSPACE_OWNER_NAME="+m.OwnerName,
-		"CODER_WORKSPACE_AGENT_NAME="+m.AgentName)
-	for k, v := range m.EnvironmentVariables {
-		env = append(env, k+"="+v)
-	}
-	return env
-}
-
-// loginShell returns the current user's shell from /etc/passwd, else $SHELL,
-// else /bin/sh.
-func loginShell() string {
-	uid := strconv.Itoa(os.Getuid())
-	if b, err := os.ReadFile("/etc/passwd"); err == nil {
-		for _, line := range strings.Split(string(b), "\n") {
-			f := strings.Split(line, ":")
-			if len(f) >= 7 && f[2] == uid && f[6] != "" {
-				if _, err := os.Stat(f[6]); err == nil {
-					return f[6]
-				}
-			}
-		}
-	}
-	if sh := os.Getenv("SHELL"); sh != "" {
-		return sh
-	}
-	return "/bin/sh"
-}
-
-func currentUsername() string {
-	uid := strconv.Itoa(os.Getuid())
-	if b, err := os.ReadFile("/etc/passwd"); err == nil {
-		for _, line := range strings.Split(string(b), "\n") {
-			f := strings.Split(line, ":")
-			if len(f) >= 3 && f[2] == uid {
-				return f[0]
-			}
-		}
-	}
-	return os.Getenv("USER")
+	_, _ = io.WriteString(sess.ch, text)
 }

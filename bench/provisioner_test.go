@@ -2,6 +2,8 @@ package bench
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"io"
 	"log/slog"
 	"os"
@@ -128,7 +130,7 @@ func BenchmarkProcessWorkspaceBuild(b *testing.B) {
 			}
 		}
 		env := append(os.Environ(), "TF_CLI_CONFIG_FILE="+rc, "CHECKPOINT_DISABLE=1", "TF_IN_AUTOMATION=1",
-			"CODER_URL=http://127.0.0.1:1", "CODER_WORKSPACE_NAME=raw"+strconv.Itoa(i), "TF_VAR_base_dir="+base)
+			"CODER_AGENT_URL=http://127.0.0.1:1", "CODER_WORKSPACE_NAME=raw"+strconv.Itoa(i), parameterEnv("base_dir")+"="+base)
 		b.StartTimer()
 		start = time.Now()
 		for _, args := range [][]string{{"init", "-input=false"}, {"apply", "-auto-approve", "-input=false"}} {
@@ -196,4 +198,11 @@ func median(d []time.Duration) time.Duration {
 	s := append([]time.Duration(nil), d...)
 	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
 	return s[len(s)/2]
+}
+
+// parameterEnv is the variable the coder/coder provider reads a
+// coder_parameter's value from (its ParameterEnvironmentVariable).
+func parameterEnv(name string) string {
+	sum := sha256.Sum256([]byte(name))
+	return "CODER_PARAMETER_" + hex.EncodeToString(sum[:])
 }

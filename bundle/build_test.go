@@ -94,7 +94,7 @@ func fakeELF(t *testing.T, path, arch string) {
 // registries is the registries: block that sends every test host to the
 // upstream.
 func (e *buildEnv) registries() string {
-	return fmt.Sprintf("registries:\n  coder.internal: %s\n  docker.io: %s\n  images.test: %s\n  releases.hashicorp.com: %s\n", e.up.URL, e.up.URL, e.up.URL, e.up.URL)
+	return fmt.Sprintf("registries:\n  registry.terraform.io: %s\n  docker.io: %s\n  images.test: %s\n  releases.hashicorp.com: %s\n", e.up.URL, e.up.URL, e.up.URL, e.up.URL)
 }
 
 // config writes bundle.yaml with body after a standard head and loads it.
@@ -134,7 +134,7 @@ func (e *buildEnv) build(t *testing.T, cfg *Config, out, cache string) (*BuildRe
 }
 
 func providerBody() string {
-	return "providers:\n  - source: coder.internal/appliance/coder\n    versions: [\"0.1.0\"]\n"
+	return "providers:\n  - source: registry.terraform.io/coder/coder\n    versions: [\"2.20.0\"]\n"
 }
 
 func imagesBody() string {
@@ -261,11 +261,11 @@ func checkComponents(t *testing.T, e *buildEnv, m *Manifest, host, other string)
 		t.Fatalf("providers: got %+v", c.Providers)
 	}
 	p := c.Providers[0]
-	if p.Source != "coder.internal/appliance/coder" || p.Version != "0.1.0" || !slices.Equal(p.Platforms, sortedPair(host, other)) {
+	if p.Source != "registry.terraform.io/coder/coder" || p.Version != "2.20.0" || !slices.Equal(p.Platforms, sortedPair(host, other)) {
 		t.Errorf("provider: got %+v", p)
 	}
 	for _, plat := range p.Platforms {
-		h1, zh, err := e.up.Provider.Hashes("0.1.0", strings.ReplaceAll(plat, "/", "_"))
+		h1, zh, err := e.up.Provider.Hashes("2.20.0", strings.ReplaceAll(plat, "/", "_"))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -281,7 +281,7 @@ func checkComponents(t *testing.T, e *buildEnv, m *Manifest, host, other string)
 			t.Errorf("image %d: got %s %s, want %s %s", i, c.Images[i].Ref, c.Images[i].Digest, img.Ref, img.Digest)
 		}
 	}
-	if len(c.Templates) != 1 || c.Templates[0].Name != "process" || !slices.Equal(c.Templates[0].Providers, []string{"coder.internal/appliance/coder 0.1.0"}) {
+	if len(c.Templates) != 1 || c.Templates[0].Name != "process" || !slices.Equal(c.Templates[0].Providers, []string{"registry.terraform.io/coder/coder 2.20.0"}) {
 		t.Errorf("templates: got %+v", c.Templates)
 	}
 	if len(c.Certs) != 1 || !strings.Contains(c.Certs[0].Subject, "upstreamtest CA") {
@@ -326,8 +326,8 @@ func checkTerraformInit(t *testing.T, dir, host string) {
 	if err != nil {
 		t.Fatalf("terraform init in the bundled template: %v\n%s", err, out)
 	}
-	if !strings.Contains(string(out), "coder.internal/appliance/coder v0.1.0") {
-		t.Errorf("terraform init did not install our provider 0.1.0:\n%s", out)
+	if !strings.Contains(string(out), "registry.terraform.io/coder/coder v2.20.0") {
+		t.Errorf("terraform init did not install our provider 2.20.0:\n%s", out)
 	}
 	lockAfter, _ := os.ReadFile(filepath.Join(tmpl, ".terraform.lock.hcl"))
 	if !bytes.Equal(lockBefore, lockAfter) {
@@ -520,18 +520,18 @@ func TestBuildProviderVerification(t *testing.T) {
 	}{
 		{
 			name:  "corrupted zip",
-			setup: func(u *upstreamtest.Upstream) { u.CorruptZip("0.1.0", host, true) },
-			want:  []string{"bundle.yaml:6: providers[0]", "coder.internal/appliance/coder 0.1.0 " + strings.ReplaceAll(host, "_", "/"), "terraform-provider-coder_0.1.0_" + host + ".zip does not match the signed SHA256SUMS"},
+			setup: func(u *upstreamtest.Upstream) { u.CorruptZip("2.20.0", host, true) },
+			want:  []string{"bundle.yaml:6: providers[0]", "registry.terraform.io/coder/coder 2.20.0 " + strings.ReplaceAll(host, "_", "/"), "terraform-provider-coder_2.20.0_" + host + ".zip does not match the signed SHA256SUMS"},
 		},
 		{
 			name:  "signature by another key",
 			setup: func(u *upstreamtest.Upstream) { u.SetSignature(upstreamtest.SignatureWrongKey) },
-			want:  []string{"bundle.yaml:6: providers[0]", "coder.internal/appliance/coder 0.1.0", "SHA256SUMS signature does not verify with the registry's signing key"},
+			want:  []string{"bundle.yaml:6: providers[0]", "registry.terraform.io/coder/coder 2.20.0", "SHA256SUMS signature does not verify with the registry's signing key"},
 		},
 		{
 			name:  "SHA256SUMS changed after signing",
 			setup: func(u *upstreamtest.Upstream) { u.SetSignature(upstreamtest.SignatureTampered) },
-			want:  []string{"bundle.yaml:6: providers[0]", "coder.internal/appliance/coder 0.1.0", "SHA256SUMS signature does not verify"},
+			want:  []string{"bundle.yaml:6: providers[0]", "registry.terraform.io/coder/coder 2.20.0", "SHA256SUMS signature does not verify"},
 		},
 	}
 	for _, tt := range tests {
@@ -580,7 +580,7 @@ func dirNames(t *testing.T, dir string) []string {
 func TestBuildRetriesAndResumes(t *testing.T) {
 	host := runtime.GOOS + "_" + runtime.GOARCH
 	e := newBuildEnv(t, upstreamtest.Options{ProviderPlatforms: []string{host}})
-	zipName := "terraform-provider-coder_0.1.0_" + host + ".zip"
+	zipName := "terraform-provider-coder_2.20.0_" + host + ".zip"
 	zip := e.up.Provider.Zips[zipName]
 	sum := sha256.Sum256(zip)
 	// A crashed build left the first half.
@@ -592,7 +592,7 @@ func TestBuildRetriesAndResumes(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.up.FailNext("/.well-known/terraform.json", 2)
-	e.up.FailNext("/files/0.1.0/"+zipName, 1)
+	e.up.FailNext("/files/2.20.0/"+zipName, 1)
 	cfg := e.config(t, []string{strings.ReplaceAll(host, "_", "/")}, providerBody())
 	res, err := e.build(t, cfg, e.out, e.cache)
 	if err != nil {
@@ -601,7 +601,7 @@ func TestBuildRetriesAndResumes(t *testing.T) {
 	if n := e.up.Count("GET /.well-known/terraform.json"); n != 3 {
 		t.Errorf("service discovery: %d requests, want 3 (two 503s, then success)", n)
 	}
-	if n := e.up.Count("GET /files/0.1.0/" + zipName); n != 2 {
+	if n := e.up.Count("GET /files/2.20.0/" + zipName); n != 2 {
 		t.Errorf("zip: %d requests, want 2 (a 503, then the rest)", n)
 	}
 	if want := int64(len(zip) - len(zip)/2); res.Downloaded != want {
@@ -615,8 +615,8 @@ func TestBuildLocalProviderFolder(t *testing.T) {
 	e := newBuildEnv(t, upstreamtest.Options{})
 	plat := mirror.Platform{OS: runtime.GOOS, Arch: runtime.GOARCH}
 	folder := filepath.Join(e.dir, "providers")
-	addr := mirror.ProviderAddress{Hostname: "coder.internal", Namespace: "appliance", Type: "coder"}
-	if err := mirror.AddProvider(folder, addr, "0.1.0", plat, e.up.Provider.Binary()); err != nil {
+	addr := mirror.ProviderAddress{Hostname: "registry.terraform.io", Namespace: "coder", Type: "coder"}
+	if err := mirror.AddProvider(folder, addr, "2.20.0", plat, e.up.Provider.Binary()); err != nil {
 		t.Fatal(err)
 	}
 	cfg := e.config(t, []string{plat.OS + "/" + plat.Arch}, "providers:\n  - {path: ./providers}\ntemplates:\n  - "+processTemplate()+"\n")
@@ -624,7 +624,7 @@ func TestBuildLocalProviderFolder(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rel, err := mirror.ReadRelease(folder, addr, "0.1.0")
+	rel, err := mirror.ReadRelease(folder, addr, "2.20.0")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -633,7 +633,7 @@ func TestBuildLocalProviderFolder(t *testing.T) {
 	}
 
 	// Damage the zip: the build refuses it.
-	zipPath := filepath.Join(mirror.ProviderDir(folder, addr), mirror.ZipName(addr, "0.1.0", plat))
+	zipPath := filepath.Join(mirror.ProviderDir(folder, addr), mirror.ZipName(addr, "2.20.0", plat))
 	f, err := os.OpenFile(zipPath, os.O_WRONLY|os.O_APPEND, 0)
 	if err != nil {
 		t.Fatal(err)
@@ -641,7 +641,7 @@ func TestBuildLocalProviderFolder(t *testing.T) {
 	f.Write([]byte("junk"))
 	f.Close()
 	_, err = e.build(t, cfg, t.TempDir(), e.cache)
-	if err == nil || !strings.Contains(err.Error(), "does not match 0.1.0.json") || !strings.Contains(err.Error(), "providers[0]") {
+	if err == nil || !strings.Contains(err.Error(), "does not match 2.20.0.json") || !strings.Contains(err.Error(), "providers[0]") {
 		t.Fatalf("got %v, want a hash mismatch naming providers[0]", err)
 	}
 }
@@ -664,7 +664,7 @@ func TestBuildTemplateChecks(t *testing.T) {
 	}
 	needsImage := write("needs-image", `terraform {
   required_providers {
-    coder = { source = "coder.internal/appliance/coder", version = ">= 0.1.0" }
+    coder = { source = "registry.terraform.io/coder/coder", version = ">= 2.20.0" }
   }
 }
 resource "coder_agent" "main" {
@@ -682,7 +682,7 @@ resource "coder_container" "ws" {
 `)
 	needsVersion := write("needs-version", `terraform {
   required_providers {
-    coder = { source = "coder.internal/appliance/coder", version = "~> 2.0" }
+    coder = { source = "registry.terraform.io/coder/coder", version = "~> 3.0" }
   }
 }
 `)
@@ -696,7 +696,7 @@ resource "coder_container" "ws" {
 	}{
 		{needsImage, `needs-image: main.tf:13: image "ubuntu:22.04" is not in the bundle (add docker.io/library/ubuntu:22.04 to images:)`},
 		{needsProvider, "needs-provider: main.tf:1: needs provider registry.terraform.io/hashicorp/null, which the bundle does not hold"},
-		{needsVersion, "needs provider coder.internal/appliance/coder ~> 2.0, but the bundle holds only 0.1.0"},
+		{needsVersion, "needs provider registry.terraform.io/coder/coder ~> 3.0, but the bundle holds only 2.20.0"},
 		{remoteModule, `module "x" comes from "git::https://example.com/x.git", which terraform cannot fetch offline`},
 	}
 	for _, tt := range tests {
@@ -792,7 +792,7 @@ func TestBuildDamagedCache(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	zipName := "terraform-provider-coder_0.1.0_" + host + ".zip"
+	zipName := "terraform-provider-coder_2.20.0_" + host + ".zip"
 	zip := e.up.Provider.Zips[zipName]
 	cached := filepath.Join(e.cache, "blobs", "sha256", sha256Hex(zip))
 	damaged := bytes.Clone(zip)
@@ -804,7 +804,7 @@ func TestBuildDamagedCache(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n := e.up.Count("GET /files/0.1.0/" + zipName); n != 2 {
+	if n := e.up.Count("GET /files/2.20.0/" + zipName); n != 2 {
 		t.Errorf("zip fetched %d times, want 2 (again after the damage)", n)
 	}
 	if second.SHA256 != first.SHA256 {

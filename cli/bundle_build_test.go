@@ -26,7 +26,7 @@ func TestBundleBuild(t *testing.T) {
 	host := runtime.GOOS + "/" + runtime.GOARCH
 	head := "version: 1\nname: cli\nrelease: \"1\"\nplatforms: [" + host + "]\n"
 
-	bad := write("bad.yaml", head+"providers:\n  - source: coder.internal/appliance/coder\n    versions: [\"2.x\"]\n")
+	bad := write("bad.yaml", head+"providers:\n  - source: registry.terraform.io/coder/coder\n    versions: [\"2.x\"]\n")
 	code, _, stderr := runMain(t, nil, "bundle", "build", "-f", bad, "--cache-dir", t.TempDir())
 	if code != 2 || !strings.Contains(stderr, `bad.yaml:7: providers[0].versions[0]: "2.x" is not a version`) {
 		t.Errorf("bad bundle.yaml: exit %d, stderr %q; want 2 and the line and field", code, stderr)
@@ -42,8 +42,8 @@ func TestBundleBuild(t *testing.T) {
 
 	up := upstreamtest.New(t, upstreamtest.Options{ProviderPlatforms: []string{runtime.GOOS + "_" + runtime.GOARCH}})
 	good := write("bundle.yaml", head+
-		"providers:\n  - source: coder.internal/appliance/coder\n    versions: [\"0.1.0\"]\n"+
-		"certs: ["+up.CAFile+"]\nregistries:\n  coder.internal: "+up.URL+"\n")
+		"providers:\n  - source: registry.terraform.io/coder/coder\n    versions: [\"2.20.0\"]\n"+
+		"certs: ["+up.CAFile+"]\nregistries:\n  registry.terraform.io: "+up.URL+"\n")
 	if code, out, stderr := runMain(t, nil, "bundle", "keygen", "--output", filepath.Join(dir, "keys")); code != 0 {
 		t.Fatalf("keygen: exit %d\n%s%s", code, out, stderr)
 	}
@@ -57,7 +57,7 @@ func TestBundleBuild(t *testing.T) {
 	if first != filepath.Join(out, "cli-1.bundle.part000") || !strings.Contains(stdout, "sha256 ") {
 		t.Errorf("bundle build printed %q; want the part index path, the parts and the sha256", stdout)
 	}
-	if !strings.Contains(stderr, "provider coder.internal/appliance/coder 0.1.0") {
+	if !strings.Contains(stderr, "provider registry.terraform.io/coder/coder 2.20.0") {
 		t.Errorf("bundle build's log does not mention the provider:\n%s", stderr)
 	}
 	code, stdout, stderr = runMain(t, nil, "bundle", "verify", first, "--public-key", filepath.Join(dir, "keys", "bundle.pub"))

@@ -31,8 +31,8 @@ func writeBundleDir(t *testing.T) (dir, imageRef, digest string) {
 	if err := os.WriteFile(bin, []byte("#!/bin/sh\n"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	addr, _ := mirror.ParseProviderAddress("coder.internal/appliance/coder")
-	if err := mirror.AddProvider(filepath.Join(dir, mirror.ProvidersDir), addr, "0.1.0", mirror.Platform{OS: "linux", Arch: "amd64"}, bin); err != nil {
+	addr, _ := mirror.ParseProviderAddress("registry.terraform.io/coder/coder")
+	if err := mirror.AddProvider(filepath.Join(dir, mirror.ProvidersDir), addr, "2.20.0", mirror.Platform{OS: "linux", Arch: "amd64"}, bin); err != nil {
 		t.Fatal(err)
 	}
 	img, err := random.Image(2048, 2)
@@ -82,7 +82,7 @@ func TestMirrorServe(t *testing.T) {
 	}
 	client := store.HTTPClient()
 	for _, c := range []struct{ path, contentType, header, value string }{
-		{"/terraform/providers/coder.internal/appliance/coder/index.json", "application/json", "", ""},
+		{"/terraform/providers/registry.terraform.io/coder/coder/index.json", "application/json", "", ""},
 		{"/v2/", "application/json", "Docker-Distribution-API-Version", "registry/2.0"},
 		{"/v2/docker.io/acme/tool/manifests/1.0", "application/vnd.docker.distribution.manifest.v2+json", "Docker-Content-Digest", digest},
 	} {

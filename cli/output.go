@@ -47,11 +47,14 @@ func render(w io.Writer, format string, v any, header []string, rows func() [][]
 	return usageErrorf("unknown --output %q: use table or json", format)
 }
 
-func ago(t time.Time) string {
+func ago(t time.Time) string { return agoFrom(time.Now(), t) }
+
+// agoFrom says how long before now t was ("never" for the zero time).
+func agoFrom(now, t time.Time) string {
 	if t.IsZero() {
 		return "never"
 	}
-	d := time.Since(t).Round(time.Second)
+	d := now.Sub(t).Round(time.Second)
 	return d.String() + " ago"
 }
 

@@ -83,8 +83,9 @@ echo web server up on %d
 	pskClient.ProvisionerPSK = psk
 	daemon := coderdtest.NewDaemon(t, pskClient, "test", nil)
 	w := coderdtest.CreateWorkspaceWithAgent(t, r.admin, r.alice, daemon, "dev", codersdk.ProvisionedAgent{
-		Token: r.token, Directory: r.dir, StartupScript: script,
-		Apps: []codersdk.ProvisionedApp{{Slug: "web", Port: int32(r.webPort)}},
+		Token: r.token, Directory: r.dir,
+		Scripts: []codersdk.AgentScript{{DisplayName: codersdk.ScriptStartupDisplayName, Script: script, RunOnStart: true}},
+		Apps:    []codersdk.ProvisionedApp{{Slug: "web", Port: int32(r.webPort)}},
 	})
 	r.agentID = coderdtest.WorkspaceAgent(t, w).ID
 	r.globalConfig = filepath.Join(t.TempDir(), "config")

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"maps"
+	"net/http"
 	"os"
 	"time"
 
@@ -21,7 +23,8 @@ func (inv *invocation) templatesCmd() *cobra.Command {
 
 func (inv *invocation) templatePushCmd(use string, mustBeNew bool) *cobra.Command {
 	var dir, name, message string
-	var tags []string
+	var tags, variables, varAlias []string
+	var variablesFile string
 	var yes bool
 	short := "Upload a new version of a template (creating the template if needed) and make it active"
 	if mustBeNew {
@@ -42,6 +45,10 @@ func (inv *invocation) templatePushCmd(use string, mustBeNew bool) *cobra.Comman
 			if st, err := os.Stat(dir); err != nil || !st.IsDir() {
 				return usageErrorf("--directory %s is not a folder", dir)
 			}
+			vars, err := parseVariableValues(variablesFile, append(variables, varAlias...))
+			if err != nil {
+				return err
+			}
 			client, err := inv.client()
 			if err != nil {
 				return err
@@ -52,9 +59,12 @@ func (inv *invocation) templatePushCmd(use string, mustBeNew bool) *cobra.Comman
 			}
 			fmt.Fprintf(inv.stderr, "Importing %s...\n", args[0])
 			res, err := client.PushTemplate(cmd.Context(), codersdk.PushTemplateRequest{
-				Name: args[0], Tar: &buf, VersionName: name, Message: message, Tags: tagMap, MustBeNew: mustBeNew,
-				Logs: inv.printLog(), Pending: inv.printPending,
+				Name: args[0], Tar: &buf, VersionName: name, Message: message, Tags: tagMap, VariableValues: vars,
+				MustBeNew: mustBeNew, Logs: inv.printLog(), Pending: inv.printPending,
 			})
+			if codersdk.IsStatus(err, http.StatusBadRequest) {
+				return inv.explainRefusal("create template version", err, nil)
+			}
 			if errors.Is(err, codersdk.ErrTemplateExists) {
 				return fmt.Errorf("template %q already exists: use `coder templates push %s`", args[0], args[0])
 			}
@@ -72,10 +82,35 @@ func (inv *invocation) templatePushCmd(use string, mustBeNew bool) *cobra.Comman
 	f := cmd.Flags()
 	f.StringVarP(&dir, "directory", "d", "", "Template folder")
 	f.StringArrayVar(&tags, "provisioner-tag", nil, "Provisioner tag key=value the job needs (repeatable)")
+	f.StringArrayVar(&variables, "variable", nil, `Value of a Terraform variable of the template, as "name=value" (repeatable)`)
+	f.StringArrayVar(&varAlias, "var", nil, "Alias of --variable")
+	f.StringVar(&variablesFile, "variables-file", "", "YAML file of Terraform variable values (name: value); --variable overrides it")
 	f.StringVar(&name, "name", "", "Version name (default: generated)")
 	f.StringVarP(&message, "message", "m", "", "Version message")
 	f.BoolVarP(&yes, "yes", "y", false, "Skip confirmation prompts")
 	return cmd
+}
+
+// parseVariableValues reads --variables-file and --variable (which wins),
+// as Coder's CLI does; values of list, map or object variables are JSON.
+func parseVariableValues(file string, flags []string) ([]codersdk.VariableValue, error) {
+	values := map[string]string{}
+	if file != "" {
+		var err error
+		if values, err = readValuesFile(file, true); err != nil {
+			return nil, usageErrorf("--variables-file %s: %v", file, err)
+		}
+	}
+	fromFlags, err := parseKeyValuesLastWins("variable", flags)
+	if err != nil {
+		return nil, err
+	}
+	maps.Copy(values, fromFlags)
+	var out []codersdk.VariableValue
+	for _, k := range sortedKeys(values) {
+		out = append(out, codersdk.VariableValue{Name: k, Value: values[k]})
+	}
+	return out, nil
 }
 
 func (inv *invocation) templatesListCmd() *cobra.Command {

@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -41,19 +43,31 @@ func (inv *invocation) followBuild(ctx context.Context, client *codersdk.Client,
 	return nil
 }
 
+// createOptions add the CODER_* variables of create's flags.
+var createOptions = append(options{{flag: "template", env: "CODER_TEMPLATE_NAME"}}, parameterOptions...)
+
 func (inv *invocation) createCmd() *cobra.Command {
 	var template string
-	var params []string
+	var pf parameterFlags
 	var yes bool
 	cmd := &cobra.Command{
 		Use:   "create NAME",
 		Short: "Create a workspace from a template and build it",
-		Args:  exactArgs(1, "NAME"),
+		Long: `Create a workspace from a template's active version and build it.
+
+Parameter values come from --parameter, then --rich-parameter-file. On a
+terminal, coder create asks for every other parameter (showing its default in
+brackets); -y takes the defaults instead. Without a terminal, a required
+parameter without a value is an error that names it.`,
+		Args: exactArgs(1, "NAME"),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := createOptions.resolve(cmd, "", inv.environ); err != nil {
+				return err
+			}
 			if template == "" {
 				return usageErrorf("--template is required")
 			}
-			pm, err := parseKeyValues("parameter", params)
+			values, err := pf.parse()
 			if err != nil {
 				return err
 			}
@@ -69,13 +83,31 @@ func (inv *invocation) createCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			req := codersdk.CreateWorkspaceRequest{TemplateID: t.ID, Name: args[0]}
-			for _, k := range sortedKeys(pm) {
-				req.RichParameterValues = append(req.RichParameterValues, codersdk.WorkspaceBuildParameter{Name: k, Value: pm[k]})
-			}
-			w, err := client.CreateWorkspace(ctx, codersdk.Me, req)
+			v, err := client.TemplateVersion(ctx, t.ActiveVersionID)
 			if err != nil {
 				return err
+			}
+			ask := inv.interactive()
+			params, err := parameterPlan{
+				action: actionCreate, params: v.Parameters, values: values,
+				promptEphemeral: pf.promptEphemeral, useDefaults: yes,
+			}.resolve(ask)
+			if err != nil {
+				return err
+			}
+			if ask != nil && !yes {
+				ok, err := ask.confirm("Confirm create?")
+				if err != nil || !ok {
+					return fmt.Errorf("workspace %s not created: answer yes, or pass -y", args[0])
+				}
+			}
+			// The version the values were chosen for, not whatever is
+			// active by the time coderd reads the request.
+			w, err := client.CreateWorkspace(ctx, codersdk.Me, codersdk.CreateWorkspaceRequest{
+				TemplateVersionID: v.ID, Name: args[0], RichParameterValues: params,
+			})
+			if err != nil {
+				return inv.explainRefusal("create workspace "+args[0], err, v.Parameters)
 			}
 			if err := inv.followBuild(ctx, client, w.LatestBuild); err != nil {
 				return err
@@ -84,10 +116,118 @@ func (inv *invocation) createCmd() *cobra.Command {
 			return nil
 		},
 	}
-	cmd.Flags().StringVarP(&template, "template", "t", "", "Template name")
-	cmd.Flags().StringArrayVar(&params, "parameter", nil, "Template parameter key=value (repeatable)")
-	cmd.Flags().BoolVarP(&yes, "yes", "y", false, "Skip confirmation prompts")
+	cmd.Flags().StringVarP(&template, "template", "t", "", "Template name (CODER_TEMPLATE_NAME)")
+	pf.register(cmd.Flags(), false)
+	cmd.Flags().BoolVarP(&yes, "yes", "y", false, "Take parameter defaults and skip the confirmation")
 	return cmd
+}
+
+// updateOptions add the CODER_* variables of update's flags.
+var updateOptions = parameterOptions
+
+func (inv *invocation) updateCmd() *cobra.Command {
+	var pf parameterFlags
+	var yes bool
+	cmd := &cobra.Command{
+		Use:   "update NAME",
+		Short: "Build a workspace with its template's active version and new parameter values",
+		Long: `Start a workspace with its template's active version, changing the parameter
+values given with --parameter or --rich-parameter-file; the others keep their
+current values.
+
+On a terminal, coder update asks for parameters that are new in the active
+version, required ones without a value, and with --always-prompt every
+mutable one; -y takes the defaults instead. coderd refuses a new value for an
+immutable parameter. A workspace that is up to date is left alone unless
+values are given.`,
+		Args: exactArgs(1, "NAME"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := updateOptions.resolve(cmd, "", inv.environ); err != nil {
+				return err
+			}
+			values, err := pf.parse()
+			if err != nil {
+				return err
+			}
+			client, err := inv.client()
+			if err != nil {
+				return err
+			}
+			ctx := cmd.Context()
+			w, err := workspaceByName(ctx, client, args[0])
+			if err != nil {
+				return err
+			}
+			latest := w.LatestBuild
+			if !w.Outdated && latest.TemplateVersionID == w.TemplateActiveVersionID && !pf.any() {
+				fmt.Fprintf(inv.stdout, "Workspace %s is up to date (version %s).\n", w.Name, latest.TemplateVersionName)
+				return nil
+			}
+			plan, v, err := updatePlan(ctx, client, w)
+			if err != nil {
+				return err
+			}
+			plan.values, plan.useDefaults = values, yes
+			plan.promptEphemeral, plan.alwaysPrompt = pf.promptEphemeral, pf.alwaysPrompt
+			params, err := plan.resolve(inv.interactive())
+			if err != nil {
+				return err
+			}
+			b, err := client.CreateWorkspaceBuild(ctx, w.ID, codersdk.CreateWorkspaceBuildRequest{
+				TemplateVersionID: v.ID, Transition: codersdk.WorkspaceTransitionStart, RichParameterValues: params,
+			})
+			if err != nil {
+				return inv.explainRefusal("update workspace "+w.Name, err, v.Parameters)
+			}
+			if err := inv.followBuild(ctx, client, b); err != nil {
+				return err
+			}
+			fmt.Fprintf(inv.stdout, "Workspace %s updated to version %s and running.\n", w.Name, v.Name)
+			return nil
+		},
+	}
+	pf.register(cmd.Flags(), true)
+	cmd.Flags().BoolVarP(&yes, "yes", "y", false, "Take parameter defaults instead of asking")
+	return cmd
+}
+
+// updatePlan loads what an update of w decides its values from: the
+// template's active version (returned), the values of w's latest build and
+// the parameters its version declared.
+func updatePlan(ctx context.Context, client *codersdk.Client, w codersdk.Workspace) (parameterPlan, codersdk.TemplateVersion, error) {
+	plan := parameterPlan{action: actionUpdate, previous: map[string]string{}, previousDeclared: map[string]bool{}}
+	active := w.TemplateActiveVersionID
+	if active == "" {
+		t, err := client.Template(ctx, w.TemplateID)
+		if err != nil {
+			return plan, codersdk.TemplateVersion{}, err
+		}
+		active = t.ActiveVersionID
+	}
+	v, err := client.TemplateVersion(ctx, active)
+	if err != nil {
+		return plan, v, err
+	}
+	plan.params = v.Parameters
+	prevVersion := v
+	if w.LatestBuild.TemplateVersionID != v.ID {
+		if prevVersion, err = client.TemplateVersion(ctx, w.LatestBuild.TemplateVersionID); err != nil {
+			return plan, v, err
+		}
+	}
+	for _, p := range prevVersion.Parameters {
+		plan.previousDeclared[p.Name] = true
+	}
+	// The build itself carries its values (a workspace's latest build may
+	// come without them).
+	latest, err := client.WorkspaceBuild(ctx, w.LatestBuild.ID)
+	if err != nil {
+		return plan, v, err
+	}
+	for _, p := range latest.RichParameterValues {
+		plan.previous[p.Name] = p.Value
+	}
+	return plan, v, nil
 }
 
 func (inv *invocation) transitionCmd(use string, transition codersdk.WorkspaceTransition) *cobra.Command {
@@ -167,7 +307,11 @@ func (inv *invocation) listCmd() *cobra.Command {
 }
 
 func (inv *invocation) showCmd() *cobra.Command {
-	cmd := &cobra.Command{Use: "show NAME", Short: "Show a workspace: status, resources and agents", Args: exactArgs(1, "NAME")}
+	cmd := &cobra.Command{
+		Use:   "show NAME",
+		Short: "Show a workspace: its build, resources, agents and parameter values",
+		Args:  exactArgs(1, "NAME"),
+	}
 	out := outputFlag(cmd)
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		client, err := inv.client()
@@ -181,34 +325,136 @@ func (inv *invocation) showCmd() *cobra.Command {
 		if *out == "json" {
 			return render(inv.stdout, "json", w, nil, nil)
 		}
-		if *out != "table" && *out != "" {
-			return usageErrorf("unknown --output %q: use table or json", *out)
-		}
-		b := w.LatestBuild
-		fmt.Fprintf(inv.stdout, "Workspace %s/%s (template %s)\n", w.OwnerName, w.Name, w.TemplateName)
-		fmt.Fprintf(inv.stdout, "Status: %s (build #%d, %s)\n", b.Status, b.BuildNumber, b.Transition)
-		if msg := describePending(b.Job); msg != "" {
-			fmt.Fprintf(inv.stdout, "Pending: %s\n", msg)
-		}
-		if b.Job.Error != "" {
-			fmt.Fprintf(inv.stdout, "Error: %s\n", b.Job.Error)
-		}
-		err = render(inv.stdout, "table", nil, []string{"RESOURCE", "AGENT", "STATUS", "LIFECYCLE", "OS/ARCH"}, func() [][]string {
-			rows := [][]string{}
-			for _, r := range b.Resources {
-				if len(r.Agents) == 0 {
-					rows = append(rows, []string{r.Type + "." + r.Name, "-", "-", "-", "-"})
-				}
-				for _, a := range r.Agents {
-					rows = append(rows, []string{r.Type + "." + r.Name, a.Name, a.Status, a.LifecycleState, a.OperatingSystem + "/" + a.Architecture})
-				}
+		if len(w.LatestBuild.RichParameterValues) == 0 {
+			// A workspace's latest build may come without its values;
+			// the build itself has them.
+			b, err := client.WorkspaceBuild(cmd.Context(), w.LatestBuild.ID)
+			if err != nil {
+				return err
 			}
-			return rows
-		})
-		if err != nil {
-			return err
+			w.LatestBuild.RichParameterValues = b.RichParameterValues
 		}
+		writeWorkspace(inv.stdout, w, time.Now())
 		return inv.printAgentDetails(cmd.Context(), client, w)
 	}
 	return cmd
+}
+
+// sensitiveValue stands for a value coderd does not hand out.
+const sensitiveValue = "*****"
+
+// writeWorkspace prints a workspace for people: its latest build, each
+// resource with its metadata and agents (status, lifecycle, scripts,
+// metadata values), and the build's parameter values.
+func writeWorkspace(out io.Writer, w codersdk.Workspace, now time.Time) {
+	b := w.LatestBuild
+	fmt.Fprintf(out, "Workspace %s/%s (template %s, version %s)\n", w.OwnerName, w.Name, w.TemplateName, b.TemplateVersionName)
+	if w.Outdated {
+		fmt.Fprintf(out, "Outdated: the template has a newer active version; `coder update %s` builds with it\n", w.Name)
+	}
+	fmt.Fprintf(out, "Status: %s (build #%d, %s, %s)\n", b.Status, b.BuildNumber, b.Transition, agoFrom(now, b.CreatedAt))
+	if msg := describePending(b.Job); msg != "" {
+		fmt.Fprintf(out, "Pending: %s\n", msg)
+	}
+	if b.Job.Error != "" {
+		fmt.Fprintf(out, "Error: %s\n", b.Job.Error)
+	}
+	if len(b.Resources) > 0 {
+		fmt.Fprintln(out, "\nResources:")
+	}
+	for _, r := range b.Resources {
+		if r.Hide && len(r.Agents) == 0 {
+			continue
+		}
+		line := "  " + r.Type + "." + r.Name
+		if r.DailyCost > 0 {
+			line += fmt.Sprintf(" (daily cost %d)", r.DailyCost)
+		}
+		fmt.Fprintln(out, line)
+		for _, m := range r.Metadata {
+			v := oneLineValue(m.Value)
+			if m.Sensitive {
+				v = sensitiveValue
+			}
+			fmt.Fprintf(out, "    %s: %s\n", m.Key, v)
+		}
+		for _, a := range r.Agents {
+			writeAgent(out, a, now)
+		}
+	}
+	if len(b.RichParameterValues) > 0 {
+		fmt.Fprintln(out, "\nParameters:")
+		for _, p := range b.RichParameterValues {
+			fmt.Fprintf(out, "  %s: %s\n", p.Name, oneLineValue(p.Value))
+		}
+	}
+}
+
+// writeAgent prints an agent's line and, under it, its scripts and
+// metadata values.
+func writeAgent(out io.Writer, a codersdk.WorkspaceAgent, now time.Time) {
+	fmt.Fprintf(out, "    agent %s: %s, %s", a.Name, a.Status, a.LifecycleState)
+	if a.OperatingSystem != "" {
+		fmt.Fprintf(out, " (%s/%s)", a.OperatingSystem, a.Architecture)
+	}
+	fmt.Fprintln(out)
+	if len(a.Scripts) > 0 {
+		scripts := make([]string, len(a.Scripts))
+		for i, s := range a.Scripts {
+			scripts[i] = describeScript(s)
+		}
+		fmt.Fprintf(out, "      scripts: %s\n", strings.Join(scripts, ", "))
+	}
+	for _, m := range a.Metadata {
+		name := m.Description.DisplayName
+		if name == "" {
+			name = m.Description.Key
+		}
+		res := m.Result
+		v := oneLineValue(res.Value)
+		switch {
+		case res.Error != "":
+			v = "error: " + oneLineValue(res.Error)
+		case res.CollectedAt.IsZero():
+			v = "(no value yet)"
+		}
+		if !res.CollectedAt.IsZero() {
+			age := time.Duration(res.Age) * time.Second
+			if res.Age == 0 {
+				age = now.Sub(res.CollectedAt)
+			}
+			v += fmt.Sprintf(" (%s ago)", max(age, 0).Round(time.Second))
+		}
+		fmt.Fprintf(out, "      %s: %s\n", name, v)
+	}
+}
+
+// describeScript names a script and when it runs.
+func describeScript(s codersdk.AgentScript) string {
+	var when []string
+	if s.RunOnStart {
+		when = append(when, "on start")
+	}
+	if s.StartBlocksLogin {
+		when = append(when, "blocks login")
+	}
+	if s.RunOnStop {
+		when = append(when, "on stop")
+	}
+	if s.Cron != "" {
+		when = append(when, fmt.Sprintf("cron %q", s.Cron))
+	}
+	name := s.DisplayName
+	if name == "" {
+		name = s.LogSourceID
+	}
+	if len(when) == 0 {
+		return name
+	}
+	return fmt.Sprintf("%s (%s)", name, strings.Join(when, ", "))
+}
+
+// oneLineValue keeps a multi-line value on one line.
+func oneLineValue(s string) string {
+	return strings.TrimSpace(strings.NewReplacer("\r\n", " ", "\n", " ", "\r", " ").Replace(s))
 }

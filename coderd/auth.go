@@ -47,12 +47,17 @@ func hashPassword(pw string) ([]byte, error) {
 // dummyHash keeps a login for an unknown email as slow as a real one.
 var dummyHash, _ = bcrypt.GenerateFromPassword([]byte("not a password"), bcrypt.DefaultCost)
 
+// hashSecret is what api_keys stores of a key's secret.
+func hashSecret(secret string) []byte {
+	sum := sha256.Sum256([]byte(secret))
+	return sum[:]
+}
+
 // newAPIKey creates a key for user and returns the token "<id>-<secret>".
 func (api *API) newAPIKey(ctx context.Context, userID, loginType, name string, lifetime time.Duration) (string, database.APIKey, error) {
 	id, secret := randomString(keyIDLength), randomString(keySecretLength)
-	sum := sha256.Sum256([]byte(secret))
 	key, err := api.db.InsertAPIKey(ctx, database.APIKey{
-		ID: id, HashedSecret: sum[:], UserID: userID, LoginType: loginType, TokenName: name,
+		ID: id, HashedSecret: hashSecret(secret), UserID: userID, LoginType: loginType, TokenName: name,
 		LifetimeSeconds: int64(lifetime.Seconds()), ExpiresAt: api.now().Add(lifetime),
 	})
 	if err != nil {

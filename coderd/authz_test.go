@@ -272,6 +272,16 @@ func azTable() []azCase {
 			body: func(*azFixture) any { return codersdk.UpdateRoles{Roles: []string{codersdk.RoleOwner}} },
 			want: azWant{200, 403, 403, 403, 401}},
 
+		{name: "users/update-own-profile", method: "PUT", path: azStatic("/api/v2/users/me/profile"),
+			body: func(f *azFixture) any { return codersdk.UpdateUserProfileRequest{Name: f.unique("Name ")} },
+			want: azWant{200, 200, 200, 200, 401}},
+		{name: "users/update-member-profile", method: "PUT", path: func(f *azFixture) string { return "/api/v2/users/" + member(f).ID + "/profile" },
+			body: func(f *azFixture) any { return codersdk.UpdateUserProfileRequest{Name: f.unique("Name ")} },
+			want: azWant{200, 403, 200, 403, 401}},
+		{name: "users/own-gitsshkey", method: "GET", path: azStatic("/api/v2/users/me/gitsshkey"), want: azWant{200, 200, 200, 200, 401}},
+		{name: "users/member-gitsshkey", method: "GET", path: func(f *azFixture) string { return "/api/v2/users/" + member(f).ID + "/gitsshkey" },
+			want: azWant{200, 200, 200, 403, 401}},
+
 		// Own tokens.
 		{name: "tokens/create-own", method: "POST", path: azStatic("/api/v2/users/me/keys/tokens"),
 			body: func(f *azFixture) any { return codersdk.CreateTokenRequest{TokenName: f.unique("own")} },
@@ -384,6 +394,11 @@ func azTable() []azCase {
 		{name: "provisionerdaemons/acquire-org-daemon", method: "POST",
 			path: func(f *azFixture) string { return "/api/v2/provisionerdaemons/" + f.daemon.ID + "/acquire?wait=0s" },
 			want: azWant{0, 0, 403, 0, 401}},
+
+		// Agent endpoints take agent tokens only: every user token gets 401.
+		{name: "workspaceagents/me-metadata", method: "POST", path: azStatic("/api/v2/workspaceagents/me/metadata"),
+			body: func(*azFixture) any { return codersdk.PostAgentMetadataRequest{} }, want: azWant{401, 401, 401, 401, 401}},
+		{name: "workspaceagents/me-manifest", method: "GET", path: azStatic("/api/v2/workspaceagents/me/manifest"), want: azWant{401, 401, 401, 401, 401}},
 
 		// Organizations.
 		{name: "organizations/list", method: "GET", path: azStatic("/api/v2/organizations"), want: azSignedIn},

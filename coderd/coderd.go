@@ -221,6 +221,7 @@ func (api *API) routes() *gin.Engine {
 	me.POST("/startup", api.handle(api.postAgentStartup))
 	me.POST("/lifecycle", api.handle(api.postAgentLifecycle))
 	me.POST("/logs", api.handle(api.postAgentLogs))
+	me.POST("/metadata", api.handle(api.postAgentMetadata))
 	me.POST("/ports", api.handle(api.postAgentPorts))
 	me.GET("/connect", api.handle(api.agentConnect))
 
@@ -231,6 +232,8 @@ func (api *API) routes() *gin.Engine {
 	a.POST("/users", api.handle(api.postUser))
 	a.GET("/users/:user", api.handle(api.user))
 	a.PUT("/users/:user/roles", api.handle(api.putUserRoles))
+	a.PUT("/users/:user/profile", api.handle(api.putUserProfile))
+	a.GET("/users/:user/gitsshkey", api.handle(api.gitSSHKey))
 	a.POST("/users/:user/keys/tokens", api.handle(api.postToken))
 	a.GET("/users/:user/keys/tokens", api.handle(api.tokens))
 	a.DELETE("/users/:user/keys/:key", api.handle(api.deleteAPIKey))

@@ -214,6 +214,15 @@ func (api *API) resolveDevURL(ctx context.Context, user database.User, d devURL)
 			if app.Slug != d.target {
 				continue
 			}
+			// External apps are opened at their URL by the browser, and
+			// command apps run in a terminal: neither is served through
+			// the workspace.
+			if app.External {
+				return devTarget{}, badRequest("App %s is external: open %s directly", app.Slug, app.URL)
+			}
+			if app.Port == 0 && app.URL == "" {
+				return devTarget{}, badRequest("App %s runs a command (%q) in a terminal and has no URL to open", app.Slug, app.Command)
+			}
 			t := devTarget{agent: wrap(a), scheme: "http"}
 			if app.Port > 0 {
 				t.port = uint16(app.Port)

@@ -2,7 +2,6 @@ package coderd
 
 import (
 	"crypto/subtle"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -206,7 +205,14 @@ func (api *API) acquiredJob(c *gin.Context, job database.ProvisionerJob) (coders
 	}
 	switch job.Type {
 	case database.JobTypeTemplateVersionImport:
-		out.TemplateVersionID = job.Input.TemplateVersionID
+		v, err := api.db.TemplateVersionByID(ctx, job.Input.TemplateVersionID)
+		if err != nil {
+			return out, fmt.Errorf("load template version of job %s: %w", job.ID, err)
+		}
+		out.TemplateVersionID, out.TemplateID, out.TemplateVersionName = v.ID, deref(v.TemplateID), v.Name
+		if err := unmarshalList(v.UserVariableValues, &out.VariableValues); err != nil {
+			return out, fmt.Errorf("decode variable values of version %s: %w", v.ID, err)
+		}
 	case database.JobTypeWorkspaceBuild:
 		b, err := api.db.WorkspaceBuildByJobID(ctx, job.ID)
 		if err != nil {
@@ -220,13 +226,14 @@ func (api *API) acquiredJob(c *gin.Context, job database.ProvisionerJob) (coders
 		if err != nil {
 			return out, err
 		}
-		var params []codersdk.WorkspaceBuildParameter
-		_ = json.Unmarshal(b.RichParameterValues, &params)
 		out.TemplateVersionID = b.TemplateVersionID
 		out.TemplateName = w.TemplateName
 		out.WorkspaceBuildID, out.WorkspaceID, out.WorkspaceName = b.ID, w.ID, w.Name
 		out.WorkspaceOwnerID, out.WorkspaceOwner = w.OwnerID, w.OwnerName
-		out.Transition, out.BuildNumber, out.RichParameterValues, out.State = codersdk.WorkspaceTransition(b.Transition), b.BuildNumber, params, state
+		out.Transition, out.BuildNumber, out.State = codersdk.WorkspaceTransition(b.Transition), b.BuildNumber, state
+		if err := api.buildJobContext(ctx, &out, job, w, b); err != nil {
+			return out, err
+		}
 	default:
 		return out, fmt.Errorf("unknown job type %q", job.Type)
 	}
@@ -301,20 +308,28 @@ func (api *API) completeJob(c *gin.Context) error {
 			}
 		}
 	}
+	resources, err := convertProvisionedResources(req.Resources)
+	if err != nil {
+		return err
+	}
 	ctx := c.Request.Context()
+	// importErr is why an import that ran fine cannot back a template (a
+	// required variable without a value, a workspace tag that does not
+	// parse): the job ends failed with it.
+	var importErr string
 	err = api.db.InTx(ctx, func(tx *database.DB) error {
-		if _, err := tx.FinishJob(ctx, j.ID, d.ID, "", ""); err != nil {
-			return err
-		}
 		transition := "start"
 		switch j.Type {
 		case database.JobTypeTemplateVersionImport:
-			params := req.Parameters
-			if params == nil {
-				params = []codersdk.TemplateVersionParameter{}
+			imp, err := importResult(ctx, tx, j.Input.TemplateVersionID, req)
+			if err != nil {
+				return err
 			}
-			b, _ := json.Marshal(params)
-			if err := tx.SetTemplateVersionParameters(ctx, j.Input.TemplateVersionID, b); err != nil {
+			if importErr = imp.failure; importErr != "" {
+				_, err := tx.FinishJob(ctx, j.ID, d.ID, importErr, "")
+				return err
+			}
+			if err := tx.SetTemplateVersionImport(ctx, j.Input.TemplateVersionID, imp.parameters, imp.variables, imp.workspaceTags); err != nil {
 				return err
 			}
 		case database.JobTypeWorkspaceBuild:
@@ -332,29 +347,26 @@ func (api *API) completeJob(c *gin.Context) error {
 				}
 			}
 		}
-		for _, r := range req.Resources {
-			res := database.Resource{JobID: j.ID, Transition: transition, Type: r.Type, Name: r.Name}
-			for _, a := range r.Agents {
-				agent := database.Agent{
-					ID: a.ID, Name: a.Name, AuthToken: a.Token, OperatingSystem: a.OperatingSystem, Architecture: a.Architecture,
-					Directory: a.Directory, StartupScript: a.StartupScript, Env: a.Env, ConnectionTimeoutSeconds: a.ConnectionTimeoutSeconds,
-				}
-				for _, app := range a.Apps {
-					agent.Apps = append(agent.Apps, database.App{Slug: app.Slug, DisplayName: app.DisplayName, URL: app.URL, Port: app.Port, Share: app.Share})
-				}
-				res.Agents = append(res.Agents, agent)
-			}
+		for _, res := range resources {
+			res.JobID, res.Transition = j.ID, transition
 			if err := tx.InsertResource(ctx, res); err != nil {
 				return err
 			}
 		}
-		return nil
+		_, err := tx.FinishJob(ctx, j.ID, d.ID, "", "")
+		return err
 	})
 	if errors.Is(err, database.ErrNotFound) {
 		return conflict("Job %s is no longer held by this daemon (it may have been failed for missing heartbeats)", j.ID)
 	}
 	if err != nil {
 		return err
+	}
+	if importErr != "" {
+		api.metrics.jobsFinished.WithLabelValues(database.JobFailed).Inc()
+		api.log.Info("provisioner job failed: the import's result is unusable", "job", j.ID, "daemon", d.Name, "error", importErr)
+		c.JSON(http.StatusOK, codersdk.Response{Message: "Job failed", Detail: importErr})
+		return nil
 	}
 	api.metrics.jobsFinished.WithLabelValues(database.JobSucceeded).Inc()
 	api.log.Info("provisioner job completed", "job", j.ID, "type", j.Type, "daemon", d.Name)

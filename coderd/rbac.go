@@ -54,7 +54,7 @@ var policy = map[resource]map[action][]string{
 
 // selfActions are what every user may do on objects they own.
 var selfActions = map[resource][]action{
-	resUser:      {actRead},
+	resUser:      {actRead, actUpdate}, // update: the profile (name, username); roles need an owner
 	resAPIKey:    {actRead, actCreate, actDelete},
 	resWorkspace: {actRead, actCreate, actUpdate, actDelete},
 }

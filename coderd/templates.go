@@ -12,6 +12,7 @@ import (
 
 	"airgapcoder/coderd/codersdk"
 	"airgapcoder/coderd/database"
+	"airgapcoder/coderd/parameters"
 )
 
 var templateNameRe = regexp.MustCompile(`^[a-zA-Z0-9](?:[a-zA-Z0-9_-]{0,30}[a-zA-Z0-9])?$`)
@@ -34,15 +35,27 @@ func (api *API) convertTemplateVersion(c *gin.Context, v database.TemplateVersio
 		return codersdk.TemplateVersion{}, err
 	}
 	params := []codersdk.TemplateVersionParameter{}
-	if len(v.Parameters) > 0 {
-		if err := json.Unmarshal(v.Parameters, &params); err != nil {
-			return codersdk.TemplateVersion{}, fmt.Errorf("decode parameters of version %s: %w", v.ID, err)
+	if err := unmarshalList(v.Parameters, &params); err != nil {
+		return codersdk.TemplateVersion{}, fmt.Errorf("decode parameters of version %s: %w", v.ID, err)
+	}
+	parameters.Sort(params)
+	vars := []codersdk.TemplateVersionVariable{}
+	if err := unmarshalList(v.Variables, &vars); err != nil {
+		return codersdk.TemplateVersion{}, fmt.Errorf("decode variables of version %s: %w", v.ID, err)
+	}
+	for i := range vars {
+		if vars[i].Sensitive {
+			vars[i].Value, vars[i].DefaultValue = "", ""
 		}
+	}
+	var tags []codersdk.WorkspaceTagExpression
+	if err := unmarshalList(v.WorkspaceTags, &tags); err != nil {
+		return codersdk.TemplateVersion{}, fmt.Errorf("decode workspace tags of version %s: %w", v.ID, err)
 	}
 	return codersdk.TemplateVersion{
 		ID: v.ID, TemplateID: v.TemplateID, OrganizationID: v.OrganizationID, CreatedAt: v.CreatedAt, UpdatedAt: v.UpdatedAt,
 		Name: v.Name, Message: v.Message, Job: cj, CreatedBy: codersdk.MinimalUser{ID: v.CreatedBy, Username: v.CreatedByName},
-		Parameters: params,
+		Parameters: params, Variables: vars, WorkspaceTags: tags,
 	}, nil
 }
 
@@ -90,6 +103,24 @@ func (api *API) postTemplateVersion(c *gin.Context) error {
 	if err != nil {
 		return validation("tags", err.Error())
 	}
+	seen := map[string]bool{}
+	for _, vv := range req.UserVariableValues {
+		if vv.Name == "" {
+			return validation("user_variable_values", "every value needs the variable's name")
+		}
+		if seen[vv.Name] {
+			return validation("user_variable_values", fmt.Sprintf("variable %q is given more than once", vv.Name))
+		}
+		seen[vv.Name] = true
+	}
+	userVars := req.UserVariableValues
+	if userVars == nil {
+		userVars = []codersdk.VariableValue{}
+	}
+	userVarsJSON, err := json.Marshal(userVars)
+	if err != nil {
+		return err
+	}
 	name := req.Name
 	if name == "" {
 		name = petName()
@@ -106,6 +137,7 @@ func (api *API) postTemplateVersion(c *gin.Context) error {
 		}
 		v, err = tx.InsertTemplateVersion(ctx, database.TemplateVersion{
 			ID: versionID, TemplateID: templateID, OrganizationID: api.org.ID, Name: name, Message: req.Message, JobID: job.ID, CreatedBy: me.ID,
+			UserVariableValues: userVarsJSON,
 		})
 		return err
 	})

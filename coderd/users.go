@@ -39,6 +39,18 @@ func validateNewUser(email, username, password string) error {
 	return nil
 }
 
+// validateName checks a full name as Coder does: at most 128 characters,
+// no surrounding spaces.
+func validateName(name string) error {
+	if len([]rune(name)) > 128 {
+		return validation("name", "must be at most 128 characters")
+	}
+	if strings.TrimSpace(name) != name {
+		return validation("name", "must not start or end with spaces")
+	}
+	return nil
+}
+
 func roleNames(names []string) []codersdk.Role {
 	out := []codersdk.Role{}
 	for _, n := range names {
@@ -50,7 +62,7 @@ func roleNames(names []string) []codersdk.Role {
 
 func (api *API) convertUser(u database.User) codersdk.User {
 	return codersdk.User{
-		ID: u.ID, Username: u.Username, Email: u.Email, CreatedAt: u.CreatedAt, LastSeenAt: u.LastSeenAt,
+		ID: u.ID, Username: u.Username, Name: u.Name, Email: u.Email, CreatedAt: u.CreatedAt, LastSeenAt: u.LastSeenAt,
 		Status: u.Status, Roles: roleNames(u.Roles), OrganizationIDs: []string{api.org.ID},
 	}
 }
@@ -75,12 +87,15 @@ func (api *API) postFirstUser(c *gin.Context) error {
 	if err := validateNewUser(req.Email, req.Username, req.Password); err != nil {
 		return err
 	}
+	if err := validateName(req.Name); err != nil {
+		return err
+	}
 	hash, err := hashPassword(req.Password)
 	if err != nil {
 		return err
 	}
 	user, err := api.db.InsertFirstUser(c.Request.Context(), database.InsertUserParams{
-		Email: req.Email, Username: req.Username, HashedPassword: hash, Roles: []string{codersdk.RoleOwner},
+		Email: req.Email, Username: req.Username, Name: req.Name, HashedPassword: hash, Roles: []string{codersdk.RoleOwner},
 	})
 	if errors.Is(err, database.ErrFirstUserExists) {
 		return conflict("The first user has already been created; log in instead")
@@ -220,6 +235,9 @@ func (api *API) postUser(c *gin.Context) error {
 	if err := validateNewUser(req.Email, req.Username, req.Password); err != nil {
 		return err
 	}
+	if err := validateName(req.Name); err != nil {
+		return err
+	}
 	rs, err := validateRoles(req.Roles)
 	if err != nil {
 		return err
@@ -228,7 +246,7 @@ func (api *API) postUser(c *gin.Context) error {
 	if err != nil {
 		return err
 	}
-	u, err := api.db.InsertUser(c.Request.Context(), database.InsertUserParams{Email: req.Email, Username: req.Username, HashedPassword: hash, Roles: rs})
+	u, err := api.db.InsertUser(c.Request.Context(), database.InsertUserParams{Email: req.Email, Username: req.Username, Name: req.Name, HashedPassword: hash, Roles: rs})
 	if errors.Is(err, database.ErrConflict) {
 		return conflict("A user with email %q or username %q already exists", req.Email, req.Username)
 	}
@@ -263,6 +281,62 @@ func (api *API) putUserRoles(c *gin.Context) error {
 		return err
 	}
 	c.JSON(http.StatusOK, api.convertUser(u))
+	return nil
+}
+
+// putUserProfile changes a user's username and full name: the user's own,
+// or anyone's for owners.
+func (api *API) putUserProfile(c *gin.Context) error {
+	u, err := api.userParam(c)
+	if err != nil {
+		return err
+	}
+	if err := authorize(c, resUser, actUpdate, u.ID); err != nil {
+		return err
+	}
+	var req codersdk.UpdateUserProfileRequest
+	if err := decode(c, &req); err != nil {
+		return err
+	}
+	username := req.Username
+	if username == "" {
+		username = u.Username
+	}
+	if !usernameRe.MatchString(username) {
+		return validation("username", "must be 1-32 letters, digits or inner hyphens")
+	}
+	if username == codersdk.Me {
+		return validation("username", `"me" is reserved`)
+	}
+	if err := validateName(req.Name); err != nil {
+		return err
+	}
+	u, err = api.db.UpdateUserProfile(c.Request.Context(), u.ID, username, req.Name)
+	if errors.Is(err, database.ErrConflict) {
+		return conflict("A user named %q already exists", username)
+	}
+	if err != nil {
+		return err
+	}
+	c.JSON(http.StatusOK, api.convertUser(u))
+	return nil
+}
+
+// gitSSHKey answers a user's SSH public key, generating the pair on first
+// use; the private key only ever goes to that user's builds.
+func (api *API) gitSSHKey(c *gin.Context) error {
+	u, err := api.userParam(c)
+	if err != nil {
+		return err
+	}
+	if err := authorize(c, resUser, actRead, u.ID); err != nil {
+		return err
+	}
+	k, err := api.db.SSHKeyByUser(c.Request.Context(), u.ID, generateSSHKey)
+	if err != nil {
+		return err
+	}
+	c.JSON(http.StatusOK, codersdk.GitSSHKey{UserID: k.UserID, CreatedAt: k.CreatedAt, UpdatedAt: k.UpdatedAt, PublicKey: k.PublicKey})
 	return nil
 }
 

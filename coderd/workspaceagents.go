@@ -1,6 +1,7 @@
 package coderd
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -74,12 +75,29 @@ func (api *API) agentManifest(c *gin.Context) error {
 	if env == nil {
 		env = map[string]string{}
 	}
+	scripts, err := agentScripts(a.Agent)
+	if err != nil {
+		return err
+	}
+	metadata, err := agentMetadataDescriptions(a.Agent)
+	if err != nil {
+		return err
+	}
 	c.JSON(http.StatusOK, codersdk.AgentManifest{
 		AgentID: a.ID, AgentName: a.Name, WorkspaceID: a.WorkspaceID, WorkspaceName: a.WorkspaceName, OwnerName: a.OwnerName,
-		Directory: a.Directory, EnvironmentVariables: env, StartupScript: a.StartupScript, Apps: convertApps(apps),
-		ConnectionTimeoutSeconds: a.ConnectionTimeoutSeconds,
+		Directory: a.Directory, EnvironmentVariables: env, Scripts: scripts, Metadata: metadata, Apps: convertApps(apps),
+		MOTDFile: a.MOTDFile, ConnectionTimeoutSeconds: a.ConnectionTimeoutSeconds,
 	})
 	return nil
+}
+
+// agentScripts decodes an agent's scripts.
+func agentScripts(a database.Agent) ([]codersdk.AgentScript, error) {
+	scripts := []codersdk.AgentScript{}
+	if err := unmarshalList(a.Scripts, &scripts); err != nil {
+		return nil, fmt.Errorf("decode scripts of agent %s: %w", a.ID, err)
+	}
+	return scripts, nil
 }
 
 func (api *API) postAgentStartup(c *gin.Context) error {
@@ -129,7 +147,16 @@ func (api *API) postAgentLogs(c *gin.Context) error {
 	if len(req.Logs) > maxAgentLogsPerRequest {
 		return validation("logs", fmt.Sprintf("at most %d lines per request", maxAgentLogsPerRequest))
 	}
+	scripts, err := agentScripts(a.Agent)
+	if err != nil {
+		return err
+	}
+	bySource := map[string]codersdk.AgentScript{}
+	for _, s := range scripts {
+		bySource[s.LogSourceID] = s
+	}
 	logs := make([]database.AgentLog, 0, len(req.Logs))
+	var jobLogs []database.JobLog
 	for _, l := range req.Logs {
 		switch l.Level {
 		case "":
@@ -138,11 +165,24 @@ func (api *API) postAgentLogs(c *gin.Context) error {
 		default:
 			return validation("logs.level", fmt.Sprintf("unknown level %q", l.Level))
 		}
-		logs = append(logs, database.AgentLog{CreatedAt: l.CreatedAt, Level: l.Level, Output: l.Output})
+		line := database.AgentLog{CreatedAt: l.CreatedAt, Level: l.Level, Output: sanitizeText(l.Output)}
+		stage, toJob := codersdk.StageStartupScript, true
+		if l.Source != "" {
+			s, ok := bySource[l.Source]
+			if !ok {
+				return validation("logs.source", fmt.Sprintf("no script of this agent has log source %q", l.Source))
+			}
+			line.Source = s.DisplayName
+			stage, toJob = scriptStage(s), s.RunOnStart
+		}
+		logs = append(logs, line)
+		if toJob {
+			jobLogs = append(jobLogs, database.JobLog{CreatedAt: line.CreatedAt, Source: codersdk.LogSourceAgent, Level: line.Level, Stage: stage, Output: line.Output})
+		}
 	}
-	err := api.db.InsertAgentLogs(c.Request.Context(), a.ID, a.JobID, codersdk.LogSourceAgent, codersdk.StageStartupScript, logs, maxAgentLogBytes)
+	err = api.db.InsertAgentLogs(c.Request.Context(), a.ID, a.JobID, logs, jobLogs, maxAgentLogBytes)
 	if errors.Is(err, database.ErrAgentLogsFull) {
-		return errorf(http.StatusRequestEntityTooLarge, "", "This agent has stored its limit of %d bytes of startup script output", maxAgentLogBytes)
+		return errorf(http.StatusRequestEntityTooLarge, "", "This agent has stored its limit of %d bytes of script output", maxAgentLogBytes)
 	}
 	if err != nil {
 		return err
@@ -189,12 +229,21 @@ func (api *API) workspaceAgent(c *gin.Context) error {
 	if err != nil {
 		return err
 	}
-	apps, err := api.db.AgentAppsByAgentID(c.Request.Context(), a.ID)
+	ctx := c.Request.Context()
+	apps, err := api.db.AgentAppsByAgentID(ctx, a.ID)
 	if err != nil {
 		return err
 	}
 	a.Apps = apps
-	c.JSON(http.StatusOK, api.convertAgent(a.Agent, a.ResourceID, a.AgentRuntime))
+	results, err := api.db.AgentMetadataResults(ctx, []string{a.ID})
+	if err != nil {
+		return err
+	}
+	out, err := api.convertAgent(a.Agent, a.ResourceID, agentLive{runtime: a.AgentRuntime, metadata: results[a.ID]})
+	if err != nil {
+		return err
+	}
+	c.JSON(http.StatusOK, out)
 	return nil
 }
 
@@ -210,7 +259,7 @@ func (api *API) workspaceAgentLogs(c *gin.Context) error {
 	}
 	out := make([]codersdk.AgentLog, 0, len(logs))
 	for _, l := range logs {
-		out = append(out, codersdk.AgentLog{ID: l.ID, CreatedAt: l.CreatedAt, Level: l.Level, Output: l.Output})
+		out = append(out, codersdk.AgentLog{ID: l.ID, CreatedAt: l.CreatedAt, Level: l.Level, Output: l.Output, Source: l.Source})
 	}
 	c.JSON(http.StatusOK, out)
 	return nil
@@ -239,31 +288,65 @@ func (api *API) agentStatusOf(a database.Agent) string {
 	return codersdk.AgentStatusConnected
 }
 
+// agentLive is what an agent reported at run time, for its API shape.
+type agentLive struct {
+	runtime  database.AgentRuntime
+	metadata map[string]database.AgentMetadataResult
+}
+
 // convertAgent is an agent's API shape.
-func (api *API) convertAgent(a database.Agent, resourceID string, rt database.AgentRuntime) codersdk.WorkspaceAgent {
-	ports := make([]codersdk.AgentListeningPort, 0, len(rt.ListeningPorts))
-	for _, p := range rt.ListeningPorts {
+func (api *API) convertAgent(a database.Agent, resourceID string, live agentLive) (codersdk.WorkspaceAgent, error) {
+	ports := make([]codersdk.AgentListeningPort, 0, len(live.runtime.ListeningPorts))
+	for _, p := range live.runtime.ListeningPorts {
 		ports = append(ports, codersdk.AgentListeningPort{Network: p.Network, Port: p.Port})
+	}
+	scripts, err := agentScripts(a)
+	if err != nil {
+		return codersdk.WorkspaceAgent{}, err
+	}
+	metadata, err := api.agentMetadata(a, live.metadata)
+	if err != nil {
+		return codersdk.WorkspaceAgent{}, err
+	}
+	var displayApps *codersdk.DisplayApps
+	if len(a.DisplayApps) > 0 {
+		displayApps = &codersdk.DisplayApps{}
+		if err := json.Unmarshal(a.DisplayApps, displayApps); err != nil {
+			return codersdk.WorkspaceAgent{}, fmt.Errorf("decode display apps of agent %s: %w", a.ID, err)
+		}
 	}
 	return codersdk.WorkspaceAgent{
 		ID: a.ID, CreatedAt: a.CreatedAt, Name: a.Name, ResourceID: resourceID, Status: api.agentStatusOf(a),
 		LifecycleState: a.LifecycleState, OperatingSystem: a.OperatingSystem, Architecture: a.Architecture, Directory: a.Directory,
-		Apps: convertApps(a.Apps), Version: rt.Version, ExpandedDirectory: rt.ExpandedDirectory, ListeningPorts: ports,
+		Apps: convertApps(a.Apps), Version: live.runtime.Version, ExpandedDirectory: live.runtime.ExpandedDirectory, ListeningPorts: ports,
 		FirstConnectedAt: a.FirstConnectedAt, LastConnectedAt: a.LastConnectedAt, DisconnectedAt: a.DisconnectedAt,
-		ConnectionTimeoutSeconds: a.ConnectionTimeoutSeconds,
-	}
+		ConnectionTimeoutSeconds: a.ConnectionTimeoutSeconds, TroubleshootingURL: a.TroubleshootingURL,
+		Env: a.Env, Scripts: scripts, DisplayApps: displayApps, Order: a.Order, Metadata: metadata,
+	}, nil
 }
 
 func convertApps(apps []database.App) []codersdk.WorkspaceApp {
 	out := make([]codersdk.WorkspaceApp, 0, len(apps))
 	for _, app := range apps {
-		out = append(out, codersdk.WorkspaceApp{ID: app.ID, Slug: app.Slug, DisplayName: app.DisplayName, URL: app.URL, Port: app.Port, Share: app.Share})
+		wa := codersdk.WorkspaceApp{
+			ID: app.ID, Slug: app.Slug, DisplayName: app.DisplayName, URL: app.URL, Port: app.Port, Command: app.Command, Icon: app.Icon,
+			Subdomain: app.Subdomain, Share: app.Share, External: app.External, Group: app.Group, Order: app.Order, Hidden: app.Hidden,
+			OpenIn: app.OpenIn, Tooltip: app.Tooltip,
+		}
+		if len(app.Healthcheck) > 0 {
+			var hc codersdk.AppHealthcheck
+			if json.Unmarshal(app.Healthcheck, &hc) == nil {
+				wa.Healthcheck = &hc
+			}
+		}
+		out = append(out, wa)
 	}
 	return out
 }
 
-// agentRuntimes loads what the agents of resources reported.
-func (api *API) agentRuntimes(c *gin.Context, resources map[string][]database.Resource) (map[string]database.AgentRuntime, error) {
+// agentLiveState loads what the agents of resources reported: runtime and
+// latest metadata results, keyed by agent id.
+func (api *API) agentLiveState(c *gin.Context, resources map[string][]database.Resource) (map[string]agentLive, error) {
 	var ids []string
 	for _, rs := range resources {
 		for _, r := range rs {
@@ -272,5 +355,18 @@ func (api *API) agentRuntimes(c *gin.Context, resources map[string][]database.Re
 			}
 		}
 	}
-	return api.db.AgentRuntimes(c.Request.Context(), ids)
+	ctx := c.Request.Context()
+	runtimes, err := api.db.AgentRuntimes(ctx, ids)
+	if err != nil {
+		return nil, err
+	}
+	results, err := api.db.AgentMetadataResults(ctx, ids)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]agentLive, len(ids))
+	for _, id := range ids {
+		out[id] = agentLive{runtime: runtimes[id], metadata: results[id]}
+	}
+	return out, nil
 }

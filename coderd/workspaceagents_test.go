@@ -48,8 +48,9 @@ func newAgentHarness(t *testing.T, pa codersdk.ProvisionedAgent) *agentHarness {
 func TestAgentEndpoints(t *testing.T) {
 	t.Parallel()
 	h := newAgentHarness(t, codersdk.ProvisionedAgent{
-		Directory: "~/src", StartupScript: "make run", Env: map[string]string{"A": "1"},
-		Apps: []codersdk.ProvisionedApp{{Slug: "web", Port: 8080}},
+		Directory: "~/src", Env: map[string]string{"A": "1"},
+		Scripts: []codersdk.AgentScript{{DisplayName: codersdk.ScriptStartupDisplayName, Script: "make run", RunOnStart: true}},
+		Apps:    []codersdk.ProvisionedApp{{Slug: "web", Port: 8080}},
 	})
 	ctx := context.Background()
 
@@ -58,7 +59,7 @@ func TestAgentEndpoints(t *testing.T) {
 		t.Fatal(err)
 	}
 	if m.AgentID != h.agentID || m.WorkspaceName != "dev" || m.OwnerName != "alice" || m.Directory != "~/src" ||
-		m.StartupScript != "make run" || m.EnvironmentVariables["A"] != "1" || len(m.Apps) != 1 || m.Apps[0].Port != 8080 {
+		len(m.Scripts) != 1 || m.Scripts[0].Script != "make run" || m.EnvironmentVariables["A"] != "1" || len(m.Apps) != 1 || m.Apps[0].Port != 8080 {
 		t.Errorf("manifest: %+v", m)
 	}
 
@@ -193,6 +194,7 @@ func TestAgentTokenScope(t *testing.T) {
 		{http.MethodPost, "/workspaceagents/me/startup"},
 		{http.MethodPost, "/workspaceagents/me/lifecycle"},
 		{http.MethodPost, "/workspaceagents/me/logs"},
+		{http.MethodPost, "/workspaceagents/me/metadata"},
 		{http.MethodPost, "/workspaceagents/me/ports"},
 		{http.MethodGet, "/workspaceagents/me/connect"},
 	} {

@@ -47,34 +47,53 @@ func workspaceStatus(transition, jobStatus string) codersdk.WorkspaceStatus {
 	return codersdk.WorkspaceStatusRunning
 }
 
-func (api *API) convertResources(rs []database.Resource, runtimes map[string]database.AgentRuntime) []codersdk.WorkspaceResource {
+// convertResources is resources' API shape. A sensitive metadata item's
+// value never leaves coderd.
+func (api *API) convertResources(rs []database.Resource, live map[string]agentLive) ([]codersdk.WorkspaceResource, error) {
 	out := []codersdk.WorkspaceResource{}
 	for _, r := range rs {
-		cr := codersdk.WorkspaceResource{ID: r.ID, CreatedAt: r.CreatedAt, JobID: r.JobID, Transition: r.Transition, Type: r.Type, Name: r.Name}
+		cr := codersdk.WorkspaceResource{
+			ID: r.ID, CreatedAt: r.CreatedAt, JobID: r.JobID, Transition: r.Transition, Type: r.Type, Name: r.Name,
+			Hide: r.Hide, Icon: r.Icon, DailyCost: r.DailyCost,
+		}
+		if err := unmarshalList(r.Metadata, &cr.Metadata); err != nil {
+			return nil, fmt.Errorf("decode metadata of resource %s: %w", r.ID, err)
+		}
+		for i := range cr.Metadata {
+			if cr.Metadata[i].Sensitive {
+				cr.Metadata[i].Value = ""
+			}
+		}
 		for _, a := range r.Agents {
-			cr.Agents = append(cr.Agents, api.convertAgent(a, r.ID, runtimes[a.ID]))
+			ca, err := api.convertAgent(a, r.ID, live[a.ID])
+			if err != nil {
+				return nil, err
+			}
+			cr.Agents = append(cr.Agents, ca)
 		}
 		out = append(out, cr)
 	}
-	return out
+	return out, nil
 }
 
-// convertBuilds turns builds into their API shape, loading every build's
-// resources in one query.
 // resourcesOf loads the resources (with their agents' live state) of the
-// given jobs in one query each, and returns a lookup by job id.
+// given jobs, converted, keyed by job id.
 func (api *API) resourcesOf(c *gin.Context, jobIDs []string) (func(jobID string) []codersdk.WorkspaceResource, error) {
 	resources, err := api.db.ResourcesByJobIDs(c.Request.Context(), jobIDs)
 	if err != nil {
 		return nil, err
 	}
-	runtimes, err := api.agentRuntimes(c, resources)
+	live, err := api.agentLiveState(c, resources)
 	if err != nil {
 		return nil, err
 	}
-	return func(jobID string) []codersdk.WorkspaceResource {
-		return api.convertResources(resources[jobID], runtimes)
-	}, nil
+	converted := make(map[string][]codersdk.WorkspaceResource, len(jobIDs))
+	for _, id := range jobIDs {
+		if converted[id], err = api.convertResources(resources[id], live); err != nil {
+			return nil, err
+		}
+	}
+	return func(jobID string) []codersdk.WorkspaceResource { return converted[jobID] }, nil
 }
 
 // convertBuild is one build of w in its API shape.
@@ -83,16 +102,20 @@ func (api *API) convertBuild(c *gin.Context, w database.Workspace, b database.Wo
 	if err != nil {
 		return codersdk.WorkspaceBuild{}, err
 	}
+	var params []codersdk.WorkspaceBuildParameter
+	if err := unmarshalList(b.RichParameterValues, &params); err != nil {
+		return codersdk.WorkspaceBuild{}, fmt.Errorf("decode parameters of build %s: %w", b.ID, err)
+	}
 	return codersdk.WorkspaceBuild{
 		ID: b.ID, CreatedAt: b.CreatedAt, UpdatedAt: b.UpdatedAt, WorkspaceID: w.ID, WorkspaceName: w.Name,
 		WorkspaceOwnerID: w.OwnerID, WorkspaceOwnerName: w.OwnerName, TemplateVersionID: b.TemplateVersionID,
 		TemplateVersionName: b.TemplateVersionName, BuildNumber: b.BuildNumber, Transition: codersdk.WorkspaceTransition(b.Transition),
 		InitiatorID: b.InitiatorID, InitiatorUsername: b.InitiatorName, Job: job, Reason: b.Reason,
-		Resources: resources(b.Job.ID), Status: workspaceStatus(b.Transition, b.Job.Status()),
+		Resources: resources(b.Job.ID), Status: workspaceStatus(b.Transition, b.Job.Status()), RichParameterValues: params,
 	}, nil
 }
 
-// convertBuilds turns builds into their API shape, with their parameters.
+// convertBuilds turns builds into their API shape.
 func (api *API) convertBuilds(c *gin.Context, w database.Workspace, bs []database.WorkspaceBuild) ([]codersdk.WorkspaceBuild, error) {
 	jobIDs := make([]string, len(bs))
 	for i, b := range bs {
@@ -108,7 +131,6 @@ func (api *API) convertBuilds(c *gin.Context, w database.Workspace, bs []databas
 		if err != nil {
 			return nil, err
 		}
-		_ = json.Unmarshal(b.RichParameterValues, &cb.RichParameterValues)
 		out = append(out, cb)
 	}
 	return out, nil
@@ -146,19 +168,6 @@ func (api *API) writeWorkspace(c *gin.Context, status int, w database.Workspace)
 	}
 	c.JSON(status, out[0])
 	return nil
-}
-
-// buildJobTags derives a build's job tags from its template version's
-// import tags; scope=user builds belong to the workspace owner.
-func buildJobTags(versionJob database.ProvisionerJob, ownerID string) map[string]string {
-	tags := map[string]string{}
-	for k, v := range versionJob.Tags {
-		tags[k] = v
-	}
-	if tags[codersdk.TagScope] == codersdk.ProvisionerScopeUser {
-		tags[codersdk.TagOwner] = ownerID
-	}
-	return tags
 }
 
 func (api *API) postWorkspace(c *gin.Context) error {
@@ -208,7 +217,7 @@ func (api *API) postWorkspace(c *gin.Context) error {
 	if err != nil {
 		return err
 	}
-	params, err := api.resolveParameters(v, nil, req.RichParameterValues)
+	build, err := api.prepareBuild(ctx, v, owner.ID, nil, req.RichParameterValues)
 	if err != nil {
 		return err
 	}
@@ -221,7 +230,7 @@ func (api *API) postWorkspace(c *gin.Context) error {
 		if err != nil {
 			return err
 		}
-		return api.insertBuild(c, tx, wsID, owner.ID, v, "start", params)
+		return api.insertBuild(c, tx, wsID, "start", build)
 	})
 	if err != nil {
 		return err
@@ -233,65 +242,32 @@ func (api *API) postWorkspace(c *gin.Context) error {
 	return api.writeWorkspace(c, http.StatusCreated, w)
 }
 
-// resolveParameters merges a build's parameter values: the template's
-// defaults, then the previous build's values, then the request's. Unknown
-// names and missing required values are errors.
-func (api *API) resolveParameters(v database.TemplateVersion, previous, req []codersdk.WorkspaceBuildParameter) ([]byte, error) {
-	var declared []codersdk.TemplateVersionParameter
-	if len(v.Parameters) > 0 {
-		if err := json.Unmarshal(v.Parameters, &declared); err != nil {
-			return nil, fmt.Errorf("decode parameters: %w", err)
-		}
-	}
-	values := map[string]string{}
-	known := map[string]bool{}
-	for _, p := range declared {
-		known[p.Name] = true
-		if p.DefaultValue != "" {
-			values[p.Name] = p.DefaultValue
-		}
-	}
-	for _, p := range previous {
-		if known[p.Name] {
-			values[p.Name] = p.Value
-		}
-	}
-	for _, p := range req {
-		if !known[p.Name] {
-			return nil, validation("rich_parameter_values", fmt.Sprintf("the template declares no parameter %q", p.Name))
-		}
-		values[p.Name] = p.Value
-	}
-	out := []codersdk.WorkspaceBuildParameter{}
-	for _, p := range declared {
-		val, ok := values[p.Name]
-		if !ok && p.Required {
-			return nil, validation("rich_parameter_values", fmt.Sprintf("parameter %q is required", p.Name))
-		}
-		if ok {
-			out = append(out, codersdk.WorkspaceBuildParameter{Name: p.Name, Value: val})
-		}
-	}
-	return json.Marshal(out)
-}
-
-// insertBuild queues a build and its job inside tx.
-func (api *API) insertBuild(c *gin.Context, tx *database.DB, workspaceID, ownerID string, v database.TemplateVersion, transition string, params []byte) error {
+// insertBuild queues a build and its job inside tx. The build stores its
+// non-ephemeral values; ephemeral ones ride in the job's input until a
+// daemon takes the job.
+func (api *API) insertBuild(c *gin.Context, tx *database.DB, workspaceID, transition string, b preparedBuild) error {
 	ctx := c.Request.Context()
-	versionJob, err := tx.JobByID(ctx, v.JobID)
+	stored := b.values.Stored
+	if stored == nil {
+		stored = []codersdk.WorkspaceBuildParameter{}
+	}
+	params, err := json.Marshal(stored)
 	if err != nil {
 		return err
 	}
-	file := versionJob.FileID
+	var ephemeral []database.ParameterValue
+	for _, p := range b.values.Ephemeral {
+		ephemeral = append(ephemeral, database.ParameterValue{Name: p.Name, Value: p.Value})
+	}
 	job, err := tx.InsertJob(ctx, database.InsertJobParams{
 		OrganizationID: api.org.ID, InitiatorID: actor(c).ID, Type: database.JobTypeWorkspaceBuild,
-		Tags: buildJobTags(versionJob, ownerID), FileID: file,
+		Tags: b.tags, FileID: b.fileID,
 	})
 	if err != nil {
 		return err
 	}
 	buildID, err := tx.InsertWorkspaceBuild(ctx, database.InsertBuildParams{
-		WorkspaceID: workspaceID, TemplateVersionID: v.ID, Transition: transition, InitiatorID: actor(c).ID,
+		WorkspaceID: workspaceID, TemplateVersionID: b.version.ID, Transition: transition, InitiatorID: actor(c).ID,
 		JobID: job.ID, RichParameterValues: params,
 	})
 	if errors.Is(err, database.ErrConflict) {
@@ -300,7 +276,7 @@ func (api *API) insertBuild(c *gin.Context, tx *database.DB, workspaceID, ownerI
 	if err != nil {
 		return err
 	}
-	return tx.SetJobInput(ctx, job.ID, database.JobInput{WorkspaceBuildID: buildID})
+	return tx.SetJobInput(ctx, job.ID, database.JobInput{WorkspaceBuildID: buildID, EphemeralParameters: ephemeral})
 }
 
 // workspaceParam loads the :workspace parameter and checks the caller may
@@ -450,13 +426,15 @@ func (api *API) postWorkspaceBuild(c *gin.Context) error {
 		return err
 	}
 	var previous []codersdk.WorkspaceBuildParameter
-	_ = json.Unmarshal(latest.RichParameterValues, &previous)
-	params, err := api.resolveParameters(v, previous, req.RichParameterValues)
+	if err := unmarshalList(latest.RichParameterValues, &previous); err != nil {
+		return fmt.Errorf("decode parameters of build %s: %w", latest.ID, err)
+	}
+	build, err := api.prepareBuild(ctx, v, w.OwnerID, previous, req.RichParameterValues)
 	if err != nil {
 		return err
 	}
 	err = api.db.InTx(ctx, func(tx *database.DB) error {
-		return api.insertBuild(c, tx, w.ID, w.OwnerID, v, string(req.Transition), params)
+		return api.insertBuild(c, tx, w.ID, string(req.Transition), build)
 	})
 	if err != nil {
 		return err

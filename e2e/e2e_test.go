@@ -112,6 +112,11 @@ templates:
 		e.run("bundle", "build", "-f", filepath.Join(work, "bundle.yaml"), "--output", filepath.Join(work, "out"),
 			"--sign-key", filepath.Join(work, "keys", "bundle.key"), "--cache-dir", filepath.Join(work, "cache"))
 		bundleFile = filepath.Join(work, "out", "e2e-2026.11.1.bundle")
+		// Templates run against the official Coder provider, carried in
+		// the bundle's mirror.
+		if inspect := e.run("bundle", "inspect", bundleFile); !strings.Contains(inspect, "registry.terraform.io/coder/coder") {
+			t.Fatalf("the bundle does not carry the official coder/coder provider:\n%s", inspect)
+		}
 	})
 
 	e.step("create offline namespace", func() {

@@ -18,7 +18,7 @@ import (
 	"github.com/hashicorp/terraform-exec/tfexec"
 )
 
-var testAddr = ProviderAddress{Hostname: "coder.internal", Namespace: "appliance", Type: "coder"}
+var testAddr = ProviderAddress{Hostname: "registry.terraform.io", Namespace: "coder", Type: "coder"}
 
 func TestParseProviderAddress(t *testing.T) {
 	tests := []struct {
@@ -26,8 +26,9 @@ func TestParseProviderAddress(t *testing.T) {
 		want    ProviderAddress
 		wantErr bool
 	}{
-		{in: "coder.internal/appliance/coder", want: testAddr},
-		{in: "Coder.Internal/Appliance/Coder", want: testAddr},
+		{in: "registry.terraform.io/coder/coder", want: testAddr},
+		{in: "coder/coder", want: testAddr},
+		{in: "Registry.Terraform.io/Coder/Coder", want: testAddr},
 		{in: "hashicorp/null", want: ProviderAddress{"registry.terraform.io", "hashicorp", "null"}},
 		{in: "localhost:8443/a/b", want: ProviderAddress{"localhost:8443", "a", "b"}},
 		{in: "coder", wantErr: true},
@@ -85,7 +86,7 @@ func TestAddProviderRoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	pdir := filepath.Join(dir, "coder.internal", "appliance", "coder")
+	pdir := filepath.Join(dir, "registry.terraform.io", "coder", "coder")
 	names := dirNames(t, pdir)
 	wantNames := []string{"0.1.0.json", "index.json", "terraform-provider-coder_0.1.0_linux_amd64.zip"}
 	if !slices.Equal(names, wantNames) {
@@ -266,7 +267,7 @@ func TestAddProviderErrors(t *testing.T) {
 		{"short version", testAddr, "0.1", linux, bin},
 		{"build metadata", testAddr, "0.1.0+abc", linux, bin},
 		{"bad platform", testAddr, "0.1.0", Platform{"linux", ""}, bin},
-		{"bad address", ProviderAddress{"coder.internal", "app/liance", "coder"}, "0.1.0", linux, bin},
+		{"bad address", ProviderAddress{"registry.terraform.io", "co/der", "coder"}, "0.1.0", linux, bin},
 		{"missing binary", testAddr, "0.1.0", linux, filepath.Join(t.TempDir(), "nope")},
 		{"binary is a folder", testAddr, "0.1.0", linux, t.TempDir()},
 	}
@@ -308,7 +309,7 @@ func TestHashesMatchTerraform(t *testing.T) {
 	tf := `terraform {
   required_providers {
     coder = {
-      source  = "coder.internal/appliance/coder"
+      source  = "coder/coder"
       version = "0.1.0"
     }
   }
@@ -341,7 +342,7 @@ func TestHashesMatchTerraform(t *testing.T) {
 		t.Fatalf("terraform providers lock: %v\n%s", err, stderr.String())
 	}
 	lock := string(readFile(t, filepath.Join(work, ".terraform.lock.hcl")))
-	if !strings.Contains(lock, `provider "coder.internal/appliance/coder"`) {
+	if !strings.Contains(lock, `provider "registry.terraform.io/coder/coder"`) {
 		t.Fatalf("lock file has no block for the provider:\n%s", lock)
 	}
 	got := regexp.MustCompile(`"(h1:[^"]+)"`).FindAllStringSubmatch(lock, -1)

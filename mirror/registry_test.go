@@ -286,7 +286,7 @@ func TestProviderHandler(t *testing.T) {
 		t.Fatal(err)
 	}
 	h := ProviderHandler(dir)
-	base := "/coder.internal/appliance/coder/"
+	base := "/registry.terraform.io/coder/coder/"
 	tests := []struct {
 		method, path string
 		status       int
@@ -298,12 +298,12 @@ func TestProviderHandler(t *testing.T) {
 		{"GET", base + "0.1.0.json", 200, "application/json", "0.1.0.json"},
 		{"GET", base + "terraform-provider-coder_0.1.0_linux_amd64.zip", 200, "application/zip", "terraform-provider-coder_0.1.0_linux_amd64.zip"},
 		{"GET", base + "0.2.0.json", 404, "application/json", ""},
-		{"GET", "/coder.internal/appliance/other/index.json", 404, "application/json", ""},
+		{"GET", "/registry.terraform.io/coder/other/index.json", 404, "application/json", ""},
 		{"GET", base + ".hidden.json", 404, "application/json", ""},
 		{"GET", base + "9.9.9.json", 404, "application/json", ""},
 		{"GET", base + "notes.txt", 404, "application/json", ""},
-		{"GET", "/coder.internal/appliance/", 404, "application/json", ""},
-		{"GET", "/coder.internal/../../etc/passwd/x", 404, "application/json", ""},
+		{"GET", "/registry.terraform.io/coder/", 404, "application/json", ""},
+		{"GET", "/registry.terraform.io/../../etc/passwd/x", 404, "application/json", ""},
 		{"GET", "/", 404, "application/json", ""},
 		{"PUT", base + "index.json", 405, "application/json", ""},
 	}

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"fmt"
 	"io"
 	"net"
 	"os"
@@ -12,7 +11,6 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -24,48 +22,24 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/types"
 
 	"airgapcoder/certs"
+	"airgapcoder/internal/coderprovider"
 )
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	if providerBuildDir != "" {
-		os.RemoveAll(providerBuildDir)
-	}
-	os.Exit(code)
-}
-
-var (
-	providerOnce     sync.Once
-	providerBuildDir string
-	providerBin      string
-	providerErr      error
-)
-
-// providerBinary builds our Terraform provider once per test binary, as make
-// build does (trimmed and stripped).
+// providerBinary is the official Coder provider, built once per test binary
+// as make build does (trimmed and stripped).
 func providerBinary(t testing.TB) string {
 	t.Helper()
-	providerOnce.Do(func() {
-		providerBuildDir, providerErr = os.MkdirTemp("", "mirror-test-provider-")
-		if providerErr != nil {
-			return
-		}
-		providerBin = filepath.Join(providerBuildDir, "terraform-provider-coder")
-		cmd := exec.Command("go", "build", "-trimpath", "-ldflags", "-s -w -X main.version=0.1.0", "-o", providerBin, "airgapcoder/cmd/terraform-provider-coder")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			providerErr = fmt.Errorf("build the provider: %v\n%s", err, out)
-		}
-	})
-	if providerErr != nil {
-		t.Fatal(providerErr)
+	bin, err := coderprovider.Binary()
+	if err != nil {
+		t.Fatal(err)
 	}
-	return providerBin
+	return bin
 }
 
 // thisPlatform is the machine's platform, the one terraform asks for.
 var thisPlatform = Platform{OS: runtime.GOOS, Arch: runtime.GOARCH}
 
-// addOurProvider puts our provider (coder.internal/appliance/coder 0.1.0)
+// addOurProvider puts the official provider (labelled registry.terraform.io/coder/coder 0.1.0)
 // into the provider tree dir.
 func addOurProvider(t testing.TB, dir string) {
 	t.Helper()

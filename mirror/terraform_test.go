@@ -20,7 +20,7 @@ import (
 const testTemplate = `terraform {
   required_providers {
     coder = {
-      source = "coder.internal/appliance/coder"
+      source = "coder/coder"
     }
   }
 }
@@ -106,8 +106,8 @@ func TestTerraformInitNetworkMirror(t *testing.T) {
 			t.Fatalf("terraform init: %v\n%s", err, stderr)
 		}
 		lock := string(readFile(t, filepath.Join(work, ".terraform.lock.hcl")))
-		if !strings.Contains(lock, `provider "coder.internal/appliance/coder"`) || !regexp.MustCompile(`version\s*=\s*"0\.1\.0"`).MatchString(lock) {
-			t.Fatalf("lock file lacks coder.internal/appliance/coder 0.1.0:\n%s", lock)
+		if !strings.Contains(lock, `provider "registry.terraform.io/coder/coder"`) || !regexp.MustCompile(`version\s*=\s*"0\.1\.0"`).MatchString(lock) {
+			t.Fatalf("lock file lacks registry.terraform.io/coder/coder 0.1.0:\n%s", lock)
 		}
 		got := regexp.MustCompile(`"((h1|zh):[^"]+)"`).FindAllStringSubmatch(lock, -1)
 		var h1s []string

@@ -3,7 +3,6 @@ package provisionerd
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -13,7 +12,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/hashicorp/terraform-config-inspect/tfconfig"
 	"github.com/hashicorp/terraform-exec/tfexec"
 
 	"airgapcoder/coderd/codersdk"
@@ -79,6 +77,9 @@ func (d *Daemon) execute(ctx context.Context, job *codersdk.AcquiredJob, logs *j
 	if err := templatetar.Extract(bytes.NewReader(archive), src, 0); err != nil {
 		return result, fmt.Errorf("unpack template: %w", err)
 	}
+	if err := checkRetiredProvider(src); err != nil {
+		return result, err
+	}
 	cache := filepath.Join(d.opts.WorkDir, "plugin-cache-"+sanitize(d.opts.Name))
 	if err := os.MkdirAll(cache, 0o700); err != nil {
 		return result, err
@@ -87,87 +88,70 @@ func (d *Daemon) execute(ctx context.Context, job *codersdk.AcquiredJob, logs *j
 	if err := os.WriteFile(rc, []byte(cliConfig(d.opts.ProviderMirror, cache)), 0o600); err != nil {
 		return result, err
 	}
-	env := d.environment(job, dir, rc, cache)
-	tf := func(level string) (*tfexec.Terraform, *lineWriter, *lineWriter, error) {
-		t, err := tfexec.NewTerraform(src, d.opts.TerraformPath)
-		if err != nil {
-			return nil, nil, nil, err
-		}
-		if err := t.SetEnv(env); err != nil {
-			return nil, nil, nil, err
-		}
-		out, errw := logs.Writer(codersdk.LogLevelInfo), logs.Writer(codersdk.LogLevelError)
-		t.SetStdout(out)
-		t.SetStderr(errw)
-		_ = t.SetWaitDelay(d.opts.CancelGrace)
-		return t, out, errw, nil
-	}
-	// run runs one terraform command with a fresh *Terraform (its writers
-	// stay attached otherwise) and flushes partial lines.
-	run := func(stage string, fn func(*tfexec.Terraform) error) error {
-		logs.Stage(stage)
-		t, out, errw, err := tf(codersdk.LogLevelInfo)
-		if err != nil {
-			return err
-		}
-		err = fn(t)
-		out.Flush()
-		errw.Flush()
-		return err
-	}
-
-	var initOut bytes.Buffer
-	err = run("Initializing terraform", func(t *tfexec.Terraform) error {
-		t.SetStderr(multiWriter(logs.Writer(codersdk.LogLevelError), &initOut))
-		return t.Init(ctx)
-	})
-	if err != nil {
-		return result, d.explainInit(err, initOut.String())
-	}
+	r := &tfRun{d: d, ctx: ctx, job: job, dir: dir, src: src, env: d.environment(job, dir, rc, cache), logs: logs}
 
 	switch job.Type {
 	case codersdk.ProvisionerJobTypeTemplateVersionImport:
-		return d.importTemplate(ctx, src, run)
+		return r.importTemplate()
 	case codersdk.ProvisionerJobTypeWorkspaceBuild:
-		return d.build(ctx, job, src, run, logs)
+		return r.build()
 	}
 	return result, fmt.Errorf("unknown job type %q", job.Type)
 }
 
-// environment is everything terraform and our provider see: nothing from
-// the daemon's own environment but PATH.
-func (d *Daemon) environment(job *codersdk.AcquiredJob, dir, rc, cache string) map[string]string {
-	transition := string(job.Transition)
-	if job.Type == codersdk.ProvisionerJobTypeTemplateVersionImport || transition == "" {
-		transition = string(codersdk.WorkspaceTransitionStart)
+// tfRun runs the terraform commands of one job.
+type tfRun struct {
+	d    *Daemon
+	ctx  context.Context
+	job  *codersdk.AcquiredJob
+	dir  string // the job's folder
+	src  string // the template, terraform's working dir
+	env  map[string]string
+	logs *jobLogs
+}
+
+// run runs one terraform command as a stage of the job, with a fresh
+// *Terraform (its writers stay attached otherwise), and flushes partial
+// lines.
+func (r *tfRun) run(stage string, fn func(*tfexec.Terraform) error) error {
+	r.logs.Stage(stage)
+	t, err := tfexec.NewTerraform(r.src, r.d.opts.TerraformPath)
+	if err != nil {
+		return err
 	}
-	if transition == string(codersdk.WorkspaceTransitionDelete) {
-		transition = string(codersdk.WorkspaceTransitionStop)
+	if err := t.SetEnv(r.env); err != nil {
+		return err
 	}
-	tags, _ := json.Marshal(job.Tags)
-	env := map[string]string{
-		"PATH":                          os.Getenv("PATH"),
-		"HOME":                          dir,
-		"TF_CLI_CONFIG_FILE":            rc,
-		"TF_PLUGIN_CACHE_DIR":           cache,
-		"CHECKPOINT_DISABLE":            "1",
-		"CODER_URL":                     d.opts.AccessURL,
-		"CODER_WORKSPACE_ID":            job.WorkspaceID,
-		"CODER_WORKSPACE_NAME":          job.WorkspaceName,
-		"CODER_WORKSPACE_OWNER":         job.WorkspaceOwner,
-		"CODER_WORKSPACE_OWNER_ID":      job.WorkspaceOwnerID,
-		"CODER_WORKSPACE_TRANSITION":    transition,
-		"CODER_WORKSPACE_TEMPLATE_NAME": job.TemplateName,
-		"CODER_PROVISIONER_TAGS":        string(tags),
+	out, errw := r.logs.Writer(codersdk.LogLevelInfo), r.logs.Writer(codersdk.LogLevelError)
+	t.SetStdout(out)
+	t.SetStderr(errw)
+	_ = t.SetWaitDelay(r.d.opts.CancelGrace)
+	err = fn(t)
+	out.Flush()
+	errw.Flush()
+	return err
+}
+
+// init runs terraform init.
+func (r *tfRun) init() error {
+	var initOut bytes.Buffer
+	err := r.run("Initializing terraform", func(t *tfexec.Terraform) error {
+		t.SetStderr(io.MultiWriter(r.logs.Writer(codersdk.LogLevelError), &initOut))
+		return t.Init(r.ctx)
+	})
+	if err != nil {
+		return r.d.explainInit(err, initOut.String())
 	}
-	if d.opts.CACertFile != "" {
-		env["SSL_CERT_FILE"] = d.opts.CACertFile
-		env["CODER_CA_CERT_FILE"] = d.opts.CACertFile
+	return nil
+}
+
+// vars are the template variables' values as -var arguments.
+func (r *tfRun) vars() []string {
+	vars := make([]string, 0, len(r.job.VariableValues))
+	for _, v := range r.job.VariableValues {
+		vars = append(vars, v.Name+"="+v.Value)
 	}
-	if d.opts.AgentCACertFile != "" {
-		env["CODER_CA_CERT_FILE"] = d.opts.AgentCACertFile
-	}
-	return env
+	return vars
 }
 
 var providerNotFoundRe = regexp.MustCompile(`(?s)(?:Failed to query available provider packages|Failed to install provider).*?provider ([\w.\-]+/[\w.\-]+/[\w.\-]+)`)
@@ -186,61 +170,18 @@ func (d *Daemon) explainInit(err error, stderr string) error {
 	return fmt.Errorf("terraform init: %w\nprovider %s is not in the provider mirror %s: add it to the bundle's providers (or the mirror folder) and try again", err, m[1], where)
 }
 
-// importTemplate plans the template with default values and records its
-// variables as parameters and its resources.
-func (d *Daemon) importTemplate(ctx context.Context, src string, run func(string, func(*tfexec.Terraform) error) error) (codersdk.CompleteJobRequest, error) {
-	var result codersdk.CompleteJobRequest
-	module, diags := tfconfig.LoadModule(src)
-	if diags.HasErrors() {
-		return result, fmt.Errorf("parse template: %w", diags.Err())
-	}
-	var planOpts []tfexec.PlanOption
-	for _, name := range sortedVariableNames(module) {
-		v := module.Variables[name]
-		result.Parameters = append(result.Parameters, parameterOf(v))
-		if v.Required {
-			planOpts = append(planOpts, tfexec.Var(name+"="+placeholder(v.Type)))
-		}
-	}
-	planFile := filepath.Join(filepath.Dir(src), "import.tfplan")
-	planOpts = append(planOpts, tfexec.Out(planFile), tfexec.Refresh(false))
-	if err := run("Planning", func(t *tfexec.Terraform) error {
-		_, err := t.Plan(ctx, planOpts...)
-		return err
-	}); err != nil {
-		return result, fmt.Errorf("terraform plan: %w", err)
-	}
-	var resources []codersdk.ProvisionedResource
-	err := run("Reading plan", func(t *tfexec.Terraform) error {
-		t.SetStdout(io.Discard) // the plan JSON is not a log
-		plan, err := t.ShowPlanFile(ctx, planFile)
-		if err != nil {
-			return err
-		}
-		if plan.PlannedValues != nil {
-			resources = resourcesOf(plan.PlannedValues.RootModule, false)
-		}
-		return nil
-	})
-	if err != nil {
-		return result, fmt.Errorf("read plan: %w", err)
-	}
-	result.Resources = resources
-	return result, nil
-}
-
 // build applies (or destroys) the workspace with the previous state.
-func (d *Daemon) build(ctx context.Context, job *codersdk.AcquiredJob, src string, run func(string, func(*tfexec.Terraform) error) error, logs *jobLogs) (codersdk.CompleteJobRequest, error) {
+func (r *tfRun) build() (codersdk.CompleteJobRequest, error) {
 	var result codersdk.CompleteJobRequest
-	statePath := filepath.Join(src, "terraform.tfstate")
+	ctx, job := r.ctx, r.job
+	statePath := filepath.Join(r.src, "terraform.tfstate")
 	if len(job.State) > 0 {
 		if err := os.WriteFile(statePath, job.State, 0o600); err != nil {
 			return result, err
 		}
 	}
-	var vars []string
-	for _, p := range job.RichParameterValues {
-		vars = append(vars, p.Name+"="+p.Value)
+	if err := r.init(); err != nil {
+		return result, err
 	}
 	readState := func() {
 		if b, err := os.ReadFile(statePath); err == nil {
@@ -248,50 +189,50 @@ func (d *Daemon) build(ctx context.Context, job *codersdk.AcquiredJob, src strin
 		}
 	}
 	if job.Transition == codersdk.WorkspaceTransitionDelete {
-		opts := []tfexec.DestroyOption{}
-		for _, v := range vars {
+		var opts []tfexec.DestroyOption
+		for _, v := range r.vars() {
 			opts = append(opts, tfexec.Var(v))
 		}
-		err := run("Destroying", func(t *tfexec.Terraform) error { return t.Destroy(ctx, opts...) })
+		err := r.run("Destroying", func(t *tfexec.Terraform) error { return t.Destroy(ctx, opts...) })
 		readState()
 		if err != nil {
 			return result, fmt.Errorf("terraform destroy: %w", err)
 		}
 		return result, nil
 	}
-	planFile := filepath.Join(filepath.Dir(src), "build.tfplan")
+	planFile := filepath.Join(r.dir, "build.tfplan")
 	planOpts := []tfexec.PlanOption{tfexec.Out(planFile)}
-	for _, v := range vars {
+	for _, v := range r.vars() {
 		planOpts = append(planOpts, tfexec.Var(v))
 	}
-	if err := run("Planning", func(t *tfexec.Terraform) error {
+	if err := r.run("Planning", func(t *tfexec.Terraform) error {
 		_, err := t.Plan(ctx, planOpts...)
 		return err
 	}); err != nil {
 		return result, fmt.Errorf("terraform plan: %w", err)
 	}
-	err := run("Applying", func(t *tfexec.Terraform) error { return t.Apply(ctx, tfexec.DirOrPlan(planFile)) })
+	err := r.run("Applying", func(t *tfexec.Terraform) error { return t.Apply(ctx, tfexec.DirOrPlan(planFile)) })
 	readState()
 	if err != nil {
 		return result, fmt.Errorf("terraform apply: %w", err)
 	}
-	err = run("Reading state", func(t *tfexec.Terraform) error {
-		t.SetStdout(io.Discard)
+	err = r.run("Reading state", func(t *tfexec.Terraform) error {
+		t.SetStdout(io.Discard) // the state holds tokens: it is not a log
 		state, err := t.ShowStateFile(ctx, statePath)
 		if err != nil {
 			return err
 		}
 		if state.Values != nil {
-			result.Resources = resourcesOf(state.Values.RootModule, job.Transition == codersdk.WorkspaceTransitionStart)
+			result.Resources, err = convertResources(state.Values.RootModule, nil, job.Transition == codersdk.WorkspaceTransitionStart)
 		}
-		return nil
+		return err
 	})
 	if err != nil {
 		return result, fmt.Errorf("read state: %w", err)
 	}
-	for _, r := range result.Resources {
-		for _, a := range r.Agents {
-			logs.Info(fmt.Sprintf("agent %s (%s/%s) on %s.%s", a.Name, a.OperatingSystem, a.Architecture, r.Type, r.Name))
+	for _, res := range result.Resources {
+		for _, a := range res.Agents {
+			r.logs.Info(fmt.Sprintf("agent %s (%s/%s) on %s.%s", a.Name, a.OperatingSystem, a.Architecture, res.Type, res.Name))
 		}
 	}
 	return result, nil

@@ -67,7 +67,7 @@ func TestNetworkMirror(t *testing.T) {
 			v := coderdtest.UploadVersion(t, h.owner, "", map[string]string{"main.tf": `
 terraform {
   required_providers {
-    coder = { source = "coder.internal/appliance/coder" }
+    coder = { source = "coder/coder" }
   }
 }
 data "coder_workspace" "me" {}

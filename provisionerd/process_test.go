@@ -30,7 +30,7 @@ func alive(pid int) bool {
 }
 
 // TestProcessTemplate runs examples/templates/process with real terraform
-// and our real provider, offline (the CLI config allows only the mirror): the
+// and the official coder/coder provider, offline (the CLI config allows only the mirror): the
 // agent process starts on start, is gone on stop, and delete destroys the
 // state. The agent binary served to the workspace is a stand-in that stays
 // up like an agent would.
@@ -69,7 +69,7 @@ func TestProcessTemplate(t *testing.T) {
 	}
 	agent := b.Resources[0].Agents[0]
 	if agent.Name != "main" || agent.OperatingSystem != runtime.GOOS || agent.Architecture != runtime.GOARCH ||
-		len(agent.Apps) != 1 || agent.Apps[0].Slug != "web" || agent.Apps[0].Port != 8080 {
+		len(agent.Apps) != 1 || agent.Apps[0].Slug != "web" || agent.Apps[0].URL != "http://localhost:8080" {
 		t.Fatalf("agent: got %+v", agent)
 	}
 

@@ -1,13 +1,64 @@
 // Package provisionerd runs provisioner jobs: it registers with coderd over
 // the network (codersdk), long-polls for jobs its tags match, runs the pinned
 // terraform in a fresh work dir against a provider mirror, streams every
-// output line back while it runs, and reports state, resources, agents and
-// parameters. The same Daemon runs built into `coder server` and as the
-// external `coder provisionerd start`.
+// output line back while it runs, and reports state, resources, agents,
+// parameters, variables and workspace tags. The same Daemon runs built into
+// `coder server` and as the external `coder provisionerd start`.
 //
 // It must not import server packages (coderd, database, gin, pgx): a test
 // checks its dependencies. Nothing it starts may reach the internet: the
 // CLI configuration it hands terraform allows only the mirror.
+//
+// # Environment
+//
+// Terraform and its providers see nothing of the daemon's environment but
+// PATH (terraform-exec's SetEnv replaces the whole environment):
+//
+//	PATH                                  the daemon's PATH
+//	HOME                                  the job's folder
+//	TF_CLI_CONFIG_FILE                    a CLI config whose only installation method is the mirror
+//	TF_PLUGIN_CACHE_DIR                   the daemon's plugin cache
+//	CHECKPOINT_DISABLE                    1
+//	SSL_CERT_FILE                         Options.CACertFile, when set
+//
+// and the context the official provider (registry.terraform.io/coder/coder)
+// reads, as Coder's provisioner sets it:
+//
+//	CODER_AGENT_URL                       the access URL (the provider's url default)
+//	CODER_WORKSPACE_TRANSITION            start or stop (a delete is a stop; an import a start)
+//	CODER_WORKSPACE_NAME, _ID             the workspace
+//	CODER_WORKSPACE_OWNER, _OWNER_ID      the owner's user name and id
+//	CODER_WORKSPACE_OWNER_NAME, _EMAIL    the owner's full name and email
+//	CODER_WORKSPACE_OWNER_GROUPS          JSON array of group names
+//	CODER_WORKSPACE_OWNER_RBAC_ROLES      JSON array of {"name", "org_id"}
+//	CODER_WORKSPACE_OWNER_SESSION_TOKEN   a token of the owner's minted for the build
+//	CODER_WORKSPACE_OWNER_SSH_PUBLIC_KEY, _SSH_PRIVATE_KEY, _LOGIN_TYPE
+//	CODER_WORKSPACE_TEMPLATE_ID, _TEMPLATE_NAME, _TEMPLATE_VERSION
+//	CODER_WORKSPACE_BUILD_ID              workspace builds only (with it the provider
+//	                                      requires the template id, name and version)
+//	CODER_PARAMETER_<sha256 of name>      the build's parameter values (hex digest)
+//	CODER_PARAMETER_PREVIOUS_<...>        the previous build's values (monotonic checks)
+//	CODER_AGENT_SCRIPT_<os>_<arch>        agent init scripts (see agentscript.go) for
+//	                                      linux amd64/arm64/armv7, darwin amd64/arm64,
+//	                                      windows amd64/arm64
+//
+// The environment holds the owner's session token and SSH private key, and
+// `terraform show -json` holds agent tokens: the daemon never logs either.
+//
+// # Jobs
+//
+// A template that still requires the retired provider
+// coder.internal/appliance/coder fails before terraform init, saying what
+// to write instead. An import plans the template with its Terraform
+// variables (-var, from the values given at push; a required variable
+// without one fails the import) and reports the variables, the
+// data "coder_parameter" sources read during the plan (required ones with a
+// validation block get a placeholder value that passes it, see
+// placeholder.go), the data "coder_workspace_tags" entries as source text
+// and the planned resources. A build writes the previous state, plans with
+// the variables (parameters reach the provider only through the
+// environment), applies, and reports the state and the resources read from
+// it (see state.go); the state goes back to coderd even when apply fails.
 package provisionerd
 
 import (
@@ -38,12 +89,15 @@ type Options struct {
 	// mirror): the only place terraform may install providers from.
 	ProviderMirror string
 	// CACertFile is the trust bundle handed to terraform and providers as
-	// SSL_CERT_FILE and carried in agent init scripts (optional).
+	// SSL_CERT_FILE (optional).
 	CACertFile string
-	// AgentCACertFile is the PEM bundle our provider embeds in agent init
-	// scripts, so workspaces trust coderd without knowing its CA (default
-	// CACertFile). Keep it to the site's own CAs: an init script lives in
-	// an environment variable, which Linux caps at 128 KiB.
+	// AgentCACertFile is the PEM bundle the agent init scripts carry, so
+	// workspaces trust coderd without knowing its CA. New reads it once;
+	// an unreadable file, one without certificates or one too large for an
+	// init script (an environment variable, which Linux caps at 128 KiB) is
+	// an error. Keep it to the site's own CAs. Empty means CACertFile, except
+	// that a CACertFile too large to carry (a bundle with the system roots)
+	// is then left out with a warning: the scripts carry no CA.
 	AgentCACertFile string
 	// WorkDir holds the per-job folders and the plugin cache (default: a
 	// folder under the OS temp dir).
@@ -65,6 +119,9 @@ type Options struct {
 type Daemon struct {
 	opts Options
 	log  *slog.Logger
+
+	// agentCA is the PEM the init scripts carry ("" for none).
+	agentCA string
 
 	mu        sync.Mutex
 	id        string
@@ -101,7 +158,26 @@ func New(opts Options) (*Daemon, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	return &Daemon{opts: opts, log: opts.Logger.With("daemon", opts.Name)}, nil
+	d := &Daemon{opts: opts, log: opts.Logger.With("daemon", opts.Name)}
+	switch {
+	case opts.AgentCACertFile != "":
+		ca, err := loadAgentCA(opts.AgentCACertFile)
+		if err != nil {
+			return nil, fmt.Errorf("provisionerd: agent CA: %w", err)
+		}
+		d.agentCA = ca
+	case opts.CACertFile != "":
+		ca, err := loadAgentCA(opts.CACertFile)
+		if errors.Is(err, errAgentCATooLarge) {
+			d.log.Warn("agent init scripts carry no CA: workspaces must trust coderd's certificate themselves", "err", err)
+			break
+		}
+		if err != nil {
+			return nil, fmt.Errorf("provisionerd: CA bundle: %w", err)
+		}
+		d.agentCA = ca
+	}
+	return d, nil
 }
 
 // Register announces the daemon to coderd. Run calls it; callers may call it

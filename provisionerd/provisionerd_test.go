@@ -13,6 +13,7 @@ import (
 
 	"airgapcoder/coderd/coderdtest"
 	"airgapcoder/coderd/codersdk"
+	"airgapcoder/internal/testprovider"
 	"airgapcoder/provisionerd"
 )
 
@@ -50,23 +51,19 @@ func newHarness(t *testing.T) *harness {
 	return &harness{deployment: d, owner: owner, member: member}
 }
 
-func terraformPath(t *testing.T) string {
-	t.Helper()
-	p, err := provisionerd.FindTerraform(context.Background(), provisionerd.TerraformOptions{})
-	if err != nil {
-		t.Fatalf("the tests need terraform %s on the PATH (make test installs nothing for it: it is part of the machine): %v", provisionerd.DefaultTerraformVersion, err)
-	}
-	return p
-}
-
 // startDaemon runs a real daemon in this process until the test ends.
 func (h *harness) startDaemon(t *testing.T, name string, tags map[string]string, mirror string) *provisionerd.Daemon {
 	t.Helper()
 	return h.startDaemonIn(t, t.TempDir(), name, tags, mirror)
 }
 
+// startDaemonIn runs a daemon whose work dir is workDir; an empty mirror
+// means the official provider's test mirror.
 func (h *harness) startDaemonIn(t *testing.T, workDir, name string, tags map[string]string, mirror string) *provisionerd.Daemon {
 	t.Helper()
+	if mirror == "" {
+		mirror = testprovider.Mirror(t)
+	}
 	c := h.deployment.Client()
 	c.ProvisionerPSK = "psk"
 	d, err := provisionerd.New(provisionerd.Options{
@@ -139,22 +136,25 @@ func buildAndWait(t *testing.T, c *codersdk.Client, b codersdk.WorkspaceBuild) c
 	return nb
 }
 
-const dataTemplate = `
-variable "greeting" {
-  type        = string
+const dataTemplate = coderTF + `
+data "coder_parameter" "greeting" {
+  name        = "greeting"
+  type        = "string"
   default     = "hello"
   description = "What the workspace says."
+  mutable     = true
 }
 
-variable "size" {
-  type = number
+data "coder_parameter" "size" {
+  name = "size"
+  type = "number"
 }
 
 resource "terraform_data" "home" {
-  input = "${var.greeting} ${var.size}"
+  input = "${data.coder_parameter.greeting.value} ${data.coder_parameter.size.value}"
   provisioner "local-exec" {
     command = "echo provisioning $GREETING"
-    environment = { GREETING = var.greeting }
+    environment = { GREETING = data.coder_parameter.greeting.value }
   }
 }
 
@@ -163,9 +163,10 @@ output "said" {
 }
 `
 
-// TestWorkspaceLifecycle runs real terraform through the whole lifecycle:
-// import records parameters, builds apply with the previous state, stop and
-// delete destroy what start created.
+// TestWorkspaceLifecycle runs real terraform and the official provider
+// through the whole lifecycle: import records the coder_parameters, builds
+// apply with the previous state and the parameter values, stop and delete
+// destroy what start created.
 func TestWorkspaceLifecycle(t *testing.T) {
 	h := newHarness(t)
 	workDir := t.TempDir()
@@ -277,14 +278,15 @@ func TestCancelRunningBuild(t *testing.T) {
 	h := newHarness(t)
 	h.startDaemon(t, "d1", nil, "")
 	ctx := context.Background()
-	_, tpl := importTemplate(t, h, "slow", map[string]string{"main.tf": `
-variable "sleep" {
-  type    = number
+	_, tpl := importTemplate(t, h, "slow", map[string]string{"main.tf": coderTF + `
+data "coder_parameter" "sleep" {
+  name    = "sleep"
+  type    = "number"
   default = 0
 }
 resource "terraform_data" "slow" {
   provisioner "local-exec" {
-    command = "echo sleeping; sleep ${var.sleep}"
+    command = "echo sleeping; sleep ${data.coder_parameter.sleep.value}"
   }
 }
 `}, nil)

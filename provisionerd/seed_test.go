@@ -18,6 +18,7 @@ import (
 	"airgapcoder/coderd/coderdtest"
 	"airgapcoder/coderd/codersdk"
 	"airgapcoder/internal/testbin"
+	"airgapcoder/internal/testprovider"
 )
 
 // proc is a coder process the test started.
@@ -118,7 +119,8 @@ func TestSeedScenario(t *testing.T) {
 	terraformPath(t)
 	addr := freeAddr(t)
 	e := &seedEnv{t: t, bin: testbin.Coder(t), url: "http://" + addr, config: t.TempDir()}
-	e.env = []string{"CODER_URL=" + e.url, "CODER_CONFIG_DIR=" + e.config, "CODER_CACHE_DIRECTORY=" + t.TempDir()}
+	e.env = []string{"CODER_URL=" + e.url, "CODER_CONFIG_DIR=" + e.config, "CODER_CACHE_DIRECTORY=" + t.TempDir(),
+		"CODER_PROVIDER_MIRROR=" + testprovider.Mirror(t)}
 	srv := e.start(nil, "server", "--http-address", addr, "--postgres-url", coderdtest.NewDatabase(t),
 		"--provisioner-daemons=0", "--provisioner-daemon-psk", "seed-psk", "--provisioner-job-heartbeat-timeout", "4s")
 	waitFor(t, "coder server /healthz", 60*time.Second, func() bool {
@@ -166,7 +168,14 @@ func TestSeedScenario(t *testing.T) {
 	}
 	waitFor(t, "daemon chicago to register", 30*time.Second, func() bool { return daemonID("chicago") != "" })
 
-	tpl := writeTemplate(t, `resource "terraform_data" "x" {}`+"\n")
+	// A template of the kind users push: the official provider tells it
+	// which workspace it builds.
+	tpl := writeTemplate(t, coderTF+`
+data "coder_workspace" "me" {}
+resource "terraform_data" "x" {
+  input = data.coder_workspace.me.transition
+}
+`)
 	jobOf := func(template string) codersdk.ProvisionerJob {
 		tp, err := owner.TemplateByName(ctx, "default", template)
 		if err != nil {

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # make run: the product's main job on this machine, with no network. Builds a
-# bundle from local sources (our binary and provider, the local terraform and
+# bundle from local sources (our binary, the official Coder provider that make
+# build builds, the local terraform and
 # PostgreSQL, the example templates), installs it into a scratch folder and
 # boots the appliance in the foreground.
 set -euo pipefail

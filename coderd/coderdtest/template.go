@@ -153,3 +153,50 @@ func TemplateFiles(t testing.TB, dir string) map[string]string {
 	}
 	return files
 }
+
+// UploadVersionRequest uploads files and creates a template version from
+// req (its FileID, StorageMethod and Provisioner are filled in).
+func UploadVersionRequest(t testing.TB, c *codersdk.Client, files map[string]string, req codersdk.CreateTemplateVersionRequest) codersdk.TemplateVersion {
+	t.Helper()
+	ctx := context.Background()
+	up, err := c.Upload(ctx, bytes.NewReader(TemplateTar(t, files)))
+	if err != nil {
+		t.Fatalf("upload: %v", err)
+	}
+	req.FileID, req.StorageMethod, req.Provisioner = up.ID, "file", "terraform"
+	v, err := c.CreateTemplateVersion(ctx, "default", req)
+	if err != nil {
+		t.Fatalf("create template version: %v", err)
+	}
+	return v
+}
+
+// CompleteNext acquires the next job (waiting up to 10s) and completes it
+// with req; it returns the job as the daemon got it.
+func (d *Daemon) CompleteNext(t testing.TB, req codersdk.CompleteJobRequest) *codersdk.AcquiredJob {
+	t.Helper()
+	j := d.Acquire(t, 10*time.Second)
+	if j == nil {
+		t.Fatal("no job arrived within 10s")
+	}
+	d.Complete(t, j.JobID, req)
+	return j
+}
+
+// ImportTemplate creates a template named name whose import d completes
+// with result (the template's parameters, variables and workspace tags, as
+// a provisioner reports them). req sets the version's tags and variable
+// values. It returns the template and the import job as d got it.
+func ImportTemplate(t testing.TB, c *codersdk.Client, d *Daemon, name string, req codersdk.CreateTemplateVersionRequest, result codersdk.CompleteJobRequest) (codersdk.Template, *codersdk.AcquiredJob) {
+	t.Helper()
+	v := UploadVersionRequest(t, c, MinimalTemplate, req)
+	j := d.CompleteNext(t, result)
+	if j.TemplateVersionID != v.ID {
+		t.Fatalf("import: got the job of version %s, want %s", j.TemplateVersionID, v.ID)
+	}
+	tpl, err := c.CreateTemplate(context.Background(), "default", codersdk.CreateTemplateRequest{Name: name, TemplateVersionID: v.ID})
+	if err != nil {
+		t.Fatalf("create template %s: %v", name, err)
+	}
+	return tpl, j
+}

@@ -22,6 +22,8 @@ type PushTemplateRequest struct {
 	VersionName string
 	Message     string
 	Tags        map[string]string
+	// VariableValues set the template's Terraform variables.
+	VariableValues []VariableValue
 	// MustBeNew fails when the template already exists.
 	MustBeNew bool
 	// Logs receives the import job's log lines as they arrive (optional).
@@ -63,7 +65,7 @@ func (c *Client) PushTemplate(ctx context.Context, req PushTemplateRequest) (Pus
 	}
 	version, err := c.CreateTemplateVersion(ctx, org, CreateTemplateVersionRequest{
 		Name: req.VersionName, Message: req.Message, TemplateID: existing.ID, StorageMethod: "file", FileID: up.ID,
-		Provisioner: "terraform", Tags: req.Tags,
+		Provisioner: "terraform", Tags: req.Tags, UserVariableValues: req.VariableValues,
 	})
 	if err != nil {
 		return res, err

@@ -79,8 +79,8 @@ type TemplateVersionParameter struct {
 	// ParameterTypeListString.
 	Type string `json:"type"`
 	// FormType is the provider's form_type (input, textarea, dropdown,
-	// radio, checkbox, switch, multi-select, tag-select, slider, error);
-	// empty when the template leaves it to the type.
+	// radio, checkbox, switch, multi-select, tag-select, slider, error), as
+	// the provider fills it in from the type when the template leaves it out.
 	FormType     string `json:"form_type,omitempty"`
 	DefaultValue string `json:"default_value"`
 	Icon         string `json:"icon,omitempty"`
@@ -148,6 +148,10 @@ type VariableValue struct {
 type WorkspaceTagExpression struct {
 	Key   string `json:"key"`
 	Value string `json:"value"`
+	// References maps each "data.coder_parameter.<label>" this entry's
+	// key or value refers to, to that parameter's name, so that coderd can
+	// bind data.coder_parameter.<label>.value to the build's value.
+	References map[string]string `json:"references,omitempty"`
 }
 
 // CreateTemplateVersion uploads a version into the organization.

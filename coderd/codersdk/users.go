@@ -27,6 +27,7 @@ type Role struct {
 type User struct {
 	ID              string    `json:"id"`
 	Username        string    `json:"username"`
+	Name            string    `json:"name"` // full name; "" when not set
 	Email           string    `json:"email"`
 	CreatedAt       time.Time `json:"created_at"`
 	LastSeenAt      time.Time `json:"last_seen_at"`
@@ -70,11 +71,32 @@ type CreateUserRequest struct {
 	Email    string `json:"email"`
 	Username string `json:"username"`
 	Password string `json:"password"`
+	// Name is the user's full name (optional).
+	Name string `json:"name,omitempty"`
 	// Roles beyond member: "owner", "template-admin".
 	Roles []string `json:"roles,omitempty"`
 	// OrganizationIDs is accepted for compatibility; every user joins the
 	// default organization.
 	OrganizationIDs []string `json:"organization_ids,omitempty"`
+}
+
+// UpdateUserProfileRequest changes a user's username and full name, as
+// PUT /api/v2/users/{user}/profile does in Coder. An empty Username keeps
+// the current one.
+type UpdateUserProfileRequest struct {
+	Username string `json:"username,omitempty"`
+	Name     string `json:"name"`
+}
+
+// GitSSHKey is a user's SSH public key: coderd generates one ed25519 key
+// pair per user on first need and hands it to builds
+// (data.coder_workspace_owner.ssh_public_key / ssh_private_key).
+type GitSSHKey struct {
+	UserID    string    `json:"user_id"`
+	CreatedAt time.Time `json:"created_at"`
+	UpdatedAt time.Time `json:"updated_at"`
+	// PublicKey is an authorized_keys line.
+	PublicKey string `json:"public_key"`
 }
 
 // UpdateRoles replaces a user's roles.
@@ -148,6 +170,19 @@ func (c *Client) Users(ctx context.Context) (GetUsersResponse, error) {
 func (c *Client) CreateUser(ctx context.Context, req CreateUserRequest) (User, error) {
 	var u User
 	return u, c.do(ctx, http.MethodPost, "/api/v2/users", req, &u, http.StatusCreated)
+}
+
+// UpdateUserProfile changes user's username and full name.
+func (c *Client) UpdateUserProfile(ctx context.Context, user string, req UpdateUserProfileRequest) (User, error) {
+	var u User
+	return u, c.do(ctx, http.MethodPut, fmt.Sprintf("/api/v2/users/%s/profile", user), req, &u)
+}
+
+// GitSSHKey returns user's SSH public key, generating the key pair on
+// first use.
+func (c *Client) GitSSHKey(ctx context.Context, user string) (GitSSHKey, error) {
+	var k GitSSHKey
+	return k, c.do(ctx, http.MethodGet, fmt.Sprintf("/api/v2/users/%s/gitsshkey", user), nil, &k)
 }
 
 // UpdateUserRoles replaces the roles of user.

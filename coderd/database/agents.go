@@ -3,6 +3,7 @@ package database
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/google/uuid"
@@ -49,9 +50,7 @@ type WorkspaceAgent struct {
 	OwnerName        string
 }
 
-const workspaceAgentSelect = `SELECT a.id, a.resource_id, a.name, a.auth_token, a.operating_system, a.architecture, a.directory,
-		a.startup_script, a.env, a.lifecycle_state, a.connection_timeout_seconds, a.created_at,
-		a.first_connected_at, a.last_connected_at, a.disconnected_at,
+const workspaceAgentSelect = `SELECT ` + agentColumns + `,
 		a.version, a.expanded_directory, a.listening_ports, a.logs_overflowed,
 		r.job_id, b.id, b.build_number, b.transition,
 		b.build_number = (SELECT max(build_number) FROM workspace_builds WHERE workspace_id = w.id),
@@ -64,12 +63,11 @@ const workspaceAgentSelect = `SELECT a.id, a.resource_id, a.name, a.auth_token, 
 
 func scanWorkspaceAgent(row pgx.Row) (WorkspaceAgent, error) {
 	var a WorkspaceAgent
-	err := row.Scan(&a.ID, &a.ResourceID, &a.Name, &a.AuthToken, &a.OperatingSystem, &a.Architecture, &a.Directory,
-		&a.StartupScript, &a.Env, &a.LifecycleState, &a.ConnectionTimeoutSeconds, &a.CreatedAt,
-		&a.FirstConnectedAt, &a.LastConnectedAt, &a.DisconnectedAt,
+	dest := append(agentDest(&a.Agent),
 		&a.Version, &a.ExpandedDirectory, &a.ListeningPorts, &a.LogsOverflowed,
 		&a.JobID, &a.BuildID, &a.BuildNumber, &a.Transition, &a.LatestBuild,
 		&a.WorkspaceID, &a.WorkspaceName, &a.WorkspaceDeleted, &a.OwnerID, &a.OwnerName)
+	err := row.Scan(dest...)
 	if a.ListeningPorts == nil {
 		a.ListeningPorts = []ListeningPort{}
 	}
@@ -166,13 +164,17 @@ type AgentLog struct {
 	CreatedAt time.Time
 	Level     string
 	Output    string
+	// Source is the display name of the script that wrote the line ("" for
+	// the agent itself).
+	Source string
 }
 
-// InsertAgentLogs stores startup script output of an agent and appends it to
-// the job logs of the agent's build (stage, source) so build log followers
-// see it too. Once the agent has stored maxBytes of output, it stores
-// nothing more and returns ErrAgentLogsFull.
-func (db *DB) InsertAgentLogs(ctx context.Context, agentID, jobID, source, stage string, logs []AgentLog, maxBytes int) error {
+// InsertAgentLogs stores script output of an agent and appends jobLogs
+// (typically the lines of run-on-start scripts) to the job logs of the
+// agent's build, so build log followers see them too. Once the agent has
+// stored maxBytes of output, it stores nothing more and returns
+// ErrAgentLogsFull.
+func (db *DB) InsertAgentLogs(ctx context.Context, agentID, jobID string, logs []AgentLog, jobLogs []JobLog, maxBytes int) error {
 	if len(logs) == 0 {
 		return nil
 	}
@@ -189,20 +191,19 @@ func (db *DB) InsertAgentLogs(ctx context.Context, agentID, jobID, source, stage
 		if tag.RowsAffected() == 0 {
 			return ErrAgentLogsFull
 		}
+		now := db.now()
 		rows := make([][]any, len(logs))
-		jobRows := make([]JobLog, len(logs))
 		for i, l := range logs {
 			if l.CreatedAt.IsZero() {
-				l.CreatedAt = db.now()
+				l.CreatedAt = now
 			}
-			rows[i] = []any{agentID, l.CreatedAt, l.Level, l.Output}
-			jobRows[i] = JobLog{CreatedAt: l.CreatedAt, Source: source, Level: l.Level, Stage: stage, Output: l.Output}
+			rows[i] = []any{agentID, l.CreatedAt, l.Level, l.Output, l.Source}
 		}
-		if _, err := tx.q().CopyFrom(ctx, pgx.Identifier{"workspace_agent_logs"}, []string{"agent_id", "created_at", "level", "output"},
+		if _, err := tx.q().CopyFrom(ctx, pgx.Identifier{"workspace_agent_logs"}, []string{"agent_id", "created_at", "level", "output", "source"},
 			pgx.CopyFromRows(rows)); err != nil {
 			return err
 		}
-		return tx.InsertJobLogs(ctx, jobID, jobRows)
+		return tx.InsertJobLogs(ctx, jobID, jobLogs)
 	})
 	if errors.Is(err, ErrAgentLogsFull) {
 		if _, uerr := db.q().Exec(ctx, `UPDATE workspace_agents SET logs_overflowed = true WHERE id = $1`, agentID); uerr != nil {
@@ -215,14 +216,70 @@ func (db *DB) InsertAgentLogs(ctx context.Context, agentID, jobID, source, stage
 // AgentLogsAfter returns an agent's stored output with an id greater than
 // after.
 func (db *DB) AgentLogsAfter(ctx context.Context, agentID string, after int64) ([]AgentLog, error) {
-	rows, err := db.q().Query(ctx, `SELECT id, agent_id, created_at, level, output FROM workspace_agent_logs
+	rows, err := db.q().Query(ctx, `SELECT id, agent_id, created_at, level, output, source FROM workspace_agent_logs
 		WHERE agent_id = $1 AND id > $2 ORDER BY id`, agentID, after)
 	if err != nil {
 		return nil, err
 	}
 	return collect(rows, func(r pgx.Row) (AgentLog, error) {
 		var l AgentLog
-		err := r.Scan(&l.ID, &l.AgentID, &l.CreatedAt, &l.Level, &l.Output)
+		err := r.Scan(&l.ID, &l.AgentID, &l.CreatedAt, &l.Level, &l.Output, &l.Source)
 		return l, err
 	})
+}
+
+// AgentMetadataResult is a row of workspace_agent_metadata: the latest
+// result of one metadata key.
+type AgentMetadataResult struct {
+	AgentID     string
+	Key         string
+	Value       string
+	Error       string
+	CollectedAt time.Time
+}
+
+// UpsertAgentMetadata records the latest results of an agent's metadata
+// keys; a result older than the stored one for its key is ignored.
+func (db *DB) UpsertAgentMetadata(ctx context.Context, results []AgentMetadataResult) error {
+	if len(results) == 0 {
+		return nil
+	}
+	return db.InTx(ctx, func(tx *DB) error {
+		for _, r := range results {
+			if _, err := tx.q().Exec(ctx, `INSERT INTO workspace_agent_metadata (agent_id, key, value, error, collected_at)
+				VALUES ($1, $2, $3, $4, $5)
+				ON CONFLICT (agent_id, key) DO UPDATE SET value = excluded.value, error = excluded.error, collected_at = excluded.collected_at
+				WHERE workspace_agent_metadata.collected_at <= excluded.collected_at`,
+				r.AgentID, r.Key, r.Value, r.Error, r.CollectedAt); err != nil {
+				return fmt.Errorf("store metadata %s: %w", r.Key, err)
+			}
+		}
+		return nil
+	})
+}
+
+// AgentMetadataResults returns the latest metadata results of the given
+// agents, keyed by agent id and then by key.
+func (db *DB) AgentMetadataResults(ctx context.Context, agentIDs []string) (map[string]map[string]AgentMetadataResult, error) {
+	out := map[string]map[string]AgentMetadataResult{}
+	if len(agentIDs) == 0 {
+		return out, nil
+	}
+	rows, err := db.q().Query(ctx, `SELECT agent_id, key, value, error, collected_at FROM workspace_agent_metadata
+		WHERE agent_id = ANY($1::uuid[])`, agentIDs)
+	if err != nil {
+		return nil, err
+	}
+	results, err := collect(rows, func(r pgx.Row) (AgentMetadataResult, error) {
+		var m AgentMetadataResult
+		err := r.Scan(&m.AgentID, &m.Key, &m.Value, &m.Error, &m.CollectedAt)
+		return m, err
+	})
+	for _, m := range results {
+		if out[m.AgentID] == nil {
+			out[m.AgentID] = map[string]AgentMetadataResult{}
+		}
+		out[m.AgentID][m.Key] = m
+	}
+	return out, err
 }

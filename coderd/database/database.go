@@ -141,8 +141,12 @@ func (db *DB) SchemaVersion(ctx context.Context) (int, error) {
 	return v, err
 }
 
-// InTx runs fn in a transaction: committed when fn returns nil.
+// InTx runs fn in a transaction: committed when fn returns nil. Inside a
+// transaction already, fn joins it.
 func (db *DB) InTx(ctx context.Context, fn func(tx *DB) error) error {
+	if db.tx != nil {
+		return fn(db)
+	}
 	return pgx.BeginFunc(ctx, db.pool, func(tx pgx.Tx) error {
 		return fn(&DB{pool: nil, url: db.url, now: db.now, tx: tx})
 	})

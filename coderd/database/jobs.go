@@ -27,6 +27,16 @@ const (
 type JobInput struct {
 	TemplateVersionID string `json:"template_version_id,omitempty"`
 	WorkspaceBuildID  string `json:"workspace_build_id,omitempty"`
+	// EphemeralParameters are a build's values of ephemeral parameters:
+	// kept here only until a daemon acquires the job (or the job ends
+	// without one), never with the build.
+	EphemeralParameters []ParameterValue `json:"ephemeral_parameters,omitempty"`
+}
+
+// ParameterValue is a named parameter value.
+type ParameterValue struct {
+	Name  string `json:"name"`
+	Value string `json:"value"`
 }
 
 // ProvisionerJob is a row of provisioner_jobs.
@@ -163,7 +173,8 @@ func (db *DB) FinishJob(ctx context.Context, jobID, daemonID, errMsg, errCode st
 		return ProvisionerJob{}, ErrNotFound
 	}
 	now := db.now()
-	j, err := scanJob(db.q().QueryRow(ctx, `UPDATE provisioner_jobs SET completed_at = $3, updated_at = $3, error = $4, error_code = $5
+	j, err := scanJob(db.q().QueryRow(ctx, `UPDATE provisioner_jobs SET completed_at = $3, updated_at = $3, error = $4, error_code = $5,
+			input = input - 'ephemeral_parameters'
 		WHERE id = $1 AND worker_id = $2 AND started_at IS NOT NULL AND completed_at IS NULL
 		RETURNING `+jobColumns, jobID, daemonID, now, errMsg, errCode))
 	if err != nil {
@@ -177,6 +188,7 @@ func (db *DB) FinishJob(ctx context.Context, jobID, daemonID, errMsg, errCode st
 func (db *DB) CancelJob(ctx context.Context, jobID string) (ProvisionerJob, error) {
 	now := db.now()
 	j, err := scanJob(db.q().QueryRow(ctx, `UPDATE provisioner_jobs SET canceled_at = $2, updated_at = $2,
+			input = input - 'ephemeral_parameters',
 			completed_at = CASE WHEN started_at IS NULL THEN $2::timestamptz ELSE NULL END,
 			error = CASE WHEN started_at IS NULL THEN 'canceled before a provisioner picked it up' ELSE error END
 		WHERE id = $1 AND completed_at IS NULL AND canceled_at IS NULL
@@ -193,7 +205,7 @@ func (db *DB) FailStaleJobs(ctx context.Context, before time.Time) ([]Provisione
 	now := db.now()
 	rows, err := db.q().Query(ctx, `UPDATE provisioner_jobs SET completed_at = $2, updated_at = $2,
 			error = 'the provisioner daemon stopped sending heartbeats (it may have crashed or lost its connection); run the build again',
-			error_code = 'HEARTBEAT_TIMEOUT'
+			error_code = 'HEARTBEAT_TIMEOUT', input = input - 'ephemeral_parameters'
 		WHERE started_at IS NOT NULL AND completed_at IS NULL AND updated_at < $1
 		RETURNING `+jobColumns, before, now)
 	if err != nil {

@@ -98,16 +98,26 @@ type TemplateVersion struct {
 	CreatedBy      string
 	CreatedByName  string
 	Parameters     []byte // JSON array of codersdk.TemplateVersionParameter
-	CreatedAt      time.Time
-	UpdatedAt      time.Time
+	// UserVariableValues are the variable values given at creation (JSON
+	// array of codersdk.VariableValue); Variables the variables the import
+	// found, each with the value builds use (codersdk.TemplateVersionVariable);
+	// WorkspaceTags the coder_workspace_tags entries
+	// (codersdk.WorkspaceTagExpression).
+	UserVariableValues []byte
+	Variables          []byte
+	WorkspaceTags      []byte
+	CreatedAt          time.Time
+	UpdatedAt          time.Time
 }
 
-const templateVersionSelect = `SELECT v.id, v.template_id, v.organization_id, v.name, v.message, v.job_id, v.created_by, u.username, v.parameters, v.created_at, v.updated_at
+const templateVersionSelect = `SELECT v.id, v.template_id, v.organization_id, v.name, v.message, v.job_id, v.created_by, u.username, v.parameters,
+		v.user_variable_values, v.variables, v.workspace_tags, v.created_at, v.updated_at
 	FROM template_versions v JOIN users u ON u.id = v.created_by`
 
 func scanTemplateVersion(row pgx.Row) (TemplateVersion, error) {
 	var v TemplateVersion
-	err := row.Scan(&v.ID, &v.TemplateID, &v.OrganizationID, &v.Name, &v.Message, &v.JobID, &v.CreatedBy, &v.CreatedByName, &v.Parameters, &v.CreatedAt, &v.UpdatedAt)
+	err := row.Scan(&v.ID, &v.TemplateID, &v.OrganizationID, &v.Name, &v.Message, &v.JobID, &v.CreatedBy, &v.CreatedByName, &v.Parameters,
+		&v.UserVariableValues, &v.Variables, &v.WorkspaceTags, &v.CreatedAt, &v.UpdatedAt)
 	return v, mapErr(err)
 }
 
@@ -117,8 +127,11 @@ func (db *DB) InsertTemplateVersion(ctx context.Context, v TemplateVersion) (Tem
 	if v.ID == "" {
 		v.ID = uuid.NewString()
 	}
-	_, err := db.q().Exec(ctx, `INSERT INTO template_versions (id, template_id, organization_id, name, message, job_id, created_by, created_at, updated_at)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $8)`, v.ID, v.TemplateID, v.OrganizationID, v.Name, v.Message, v.JobID, v.CreatedBy, now)
+	if v.UserVariableValues == nil {
+		v.UserVariableValues = []byte("[]")
+	}
+	_, err := db.q().Exec(ctx, `INSERT INTO template_versions (id, template_id, organization_id, name, message, job_id, created_by, user_variable_values, created_at, updated_at)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $9)`, v.ID, v.TemplateID, v.OrganizationID, v.Name, v.Message, v.JobID, v.CreatedBy, v.UserVariableValues, now)
 	if err != nil {
 		return TemplateVersion{}, mapErr(err)
 	}
@@ -147,9 +160,12 @@ func (db *DB) TemplateVersionsByTemplate(ctx context.Context, templateID string)
 	return collect(rows, scanTemplateVersion)
 }
 
-// SetTemplateVersionParameters records the parameters an import found.
-func (db *DB) SetTemplateVersionParameters(ctx context.Context, id string, params []byte) error {
-	_, err := db.q().Exec(ctx, `UPDATE template_versions SET parameters = $2, updated_at = $3 WHERE id = $1`, id, params, db.now())
+// SetTemplateVersionImport records what an import found: the parameters,
+// the variables (with their values) and the workspace tags, each a JSON
+// array.
+func (db *DB) SetTemplateVersionImport(ctx context.Context, id string, params, variables, workspaceTags []byte) error {
+	_, err := db.q().Exec(ctx, `UPDATE template_versions SET parameters = $2, variables = $3, workspace_tags = $4, updated_at = $5 WHERE id = $1`,
+		id, params, variables, workspaceTags, db.now())
 	return err
 }
 

@@ -12,9 +12,11 @@ import (
 
 // User is a row of users.
 type User struct {
-	ID             string
-	Email          string
-	Username       string
+	ID       string
+	Email    string
+	Username string
+	// Name is the full name ("" when not set).
+	Name           string
 	HashedPassword []byte
 	Roles          []string
 	Status         string
@@ -23,18 +25,20 @@ type User struct {
 	LastSeenAt     time.Time
 }
 
-const userColumns = `id, email, username, hashed_password, roles, status, created_at, updated_at, last_seen_at`
+const userColumns = `id, email, username, name, hashed_password, roles, status, created_at, updated_at, last_seen_at`
 
 func scanUser(row pgx.Row) (User, error) {
 	var u User
-	err := row.Scan(&u.ID, &u.Email, &u.Username, &u.HashedPassword, &u.Roles, &u.Status, &u.CreatedAt, &u.UpdatedAt, &u.LastSeenAt)
+	err := row.Scan(&u.ID, &u.Email, &u.Username, &u.Name, &u.HashedPassword, &u.Roles, &u.Status, &u.CreatedAt, &u.UpdatedAt, &u.LastSeenAt)
 	return u, mapErr(err)
 }
 
 // InsertUserParams creates a user.
 type InsertUserParams struct {
-	Email          string
-	Username       string
+	Email    string
+	Username string
+	// Name is the full name ("" when not set).
+	Name           string
 	HashedPassword []byte
 	Roles          []string
 }
@@ -45,9 +49,9 @@ func (db *DB) InsertUser(ctx context.Context, p InsertUserParams) (User, error) 
 	if p.Roles == nil {
 		p.Roles = []string{}
 	}
-	u, err := scanUser(db.q().QueryRow(ctx, `INSERT INTO users (id, email, username, hashed_password, roles, created_at, updated_at, last_seen_at)
-		VALUES ($1, $2, $3, $4, $5, $6, $6, $6) RETURNING `+userColumns,
-		uuid.NewString(), p.Email, p.Username, p.HashedPassword, p.Roles, now))
+	u, err := scanUser(db.q().QueryRow(ctx, `INSERT INTO users (id, email, username, name, hashed_password, roles, created_at, updated_at, last_seen_at)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $7, $7) RETURNING `+userColumns,
+		uuid.NewString(), p.Email, p.Username, p.Name, p.HashedPassword, p.Roles, now))
 	if err != nil {
 		return User{}, err
 	}
@@ -90,6 +94,12 @@ func (db *DB) Users(ctx context.Context) ([]User, error) {
 func (db *DB) UpdateUserRoles(ctx context.Context, id string, roles []string) (User, error) {
 	return scanUser(db.q().QueryRow(ctx, `UPDATE users SET roles = $2, updated_at = $3 WHERE id = $1 AND NOT deleted RETURNING `+userColumns,
 		id, roles, db.now()))
+}
+
+// UpdateUserProfile changes a user's username and full name.
+func (db *DB) UpdateUserProfile(ctx context.Context, id, username, name string) (User, error) {
+	return scanUser(db.q().QueryRow(ctx, `UPDATE users SET username = $2, name = $3, updated_at = $4 WHERE id = $1 AND NOT deleted RETURNING `+userColumns,
+		id, username, name, db.now()))
 }
 
 // TouchUser records that the user was seen.
@@ -175,6 +185,27 @@ func (db *DB) TouchAPIKey(ctx context.Context, id string, at time.Time) error {
 	return err
 }
 
+// ReplaceAPIKeyByName stores k in place of the user's key with the same
+// token name, if any, in one transaction.
+func (db *DB) ReplaceAPIKeyByName(ctx context.Context, k APIKey) (APIKey, error) {
+	var out APIKey
+	err := db.InTx(ctx, func(tx *DB) error {
+		if _, err := tx.q().Exec(ctx, `DELETE FROM api_keys WHERE user_id = $1 AND token_name = $2`, k.UserID, k.TokenName); err != nil {
+			return err
+		}
+		var err error
+		out, err = tx.InsertAPIKey(ctx, k)
+		return err
+	})
+	return out, err
+}
+
+// DeleteAPIKeyByName removes the user's key with that token name, if any.
+func (db *DB) DeleteAPIKeyByName(ctx context.Context, userID, name string) error {
+	_, err := db.q().Exec(ctx, `DELETE FROM api_keys WHERE user_id = $1 AND token_name = $2`, userID, name)
+	return err
+}
+
 // DeleteAPIKey removes a key; deleting a missing key is ErrNotFound.
 func (db *DB) DeleteAPIKey(ctx context.Context, userID, id string) error {
 	tag, err := db.q().Exec(ctx, `DELETE FROM api_keys WHERE id = $1 AND user_id = $2`, id, userID)
@@ -232,4 +263,37 @@ func (db *DB) InsertFirstUser(ctx context.Context, p InsertUserParams) (User, er
 		return err
 	})
 	return u, err
+}
+
+// SSHKey is a row of user_ssh_keys.
+type SSHKey struct {
+	UserID     string
+	PublicKey  string
+	PrivateKey string
+	CreatedAt  time.Time
+	UpdatedAt  time.Time
+}
+
+// SSHKeyByUser returns the user's SSH key pair, storing the one gen makes
+// when the user has none yet. Concurrent first calls agree on one pair.
+func (db *DB) SSHKeyByUser(ctx context.Context, userID string, gen func() (public, private string, err error)) (SSHKey, error) {
+	var k SSHKey
+	scan := func(row pgx.Row) error {
+		return mapErr(row.Scan(&k.UserID, &k.PublicKey, &k.PrivateKey, &k.CreatedAt, &k.UpdatedAt))
+	}
+	const cols = `user_id, public_key, private_key, created_at, updated_at`
+	err := scan(db.q().QueryRow(ctx, `SELECT `+cols+` FROM user_ssh_keys WHERE user_id = $1`, userID))
+	if !errors.Is(err, ErrNotFound) {
+		return k, err
+	}
+	public, private, err := gen()
+	if err != nil {
+		return k, fmt.Errorf("generate ssh key: %w", err)
+	}
+	now := db.now()
+	if _, err := db.q().Exec(ctx, `INSERT INTO user_ssh_keys (`+cols+`) VALUES ($1, $2, $3, $4, $4) ON CONFLICT (user_id) DO NOTHING`,
+		userID, public, private, now); err != nil {
+		return k, mapErr(err)
+	}
+	return k, scan(db.q().QueryRow(ctx, `SELECT `+cols+` FROM user_ssh_keys WHERE user_id = $1`, userID))
 }

@@ -222,6 +222,11 @@ func (db *DB) WorkspaceBuildByID(ctx context.Context, id string) (WorkspaceBuild
 	return scanBuild(db.q().QueryRow(ctx, buildSelect+` WHERE b.id = $1`, id))
 }
 
+// WorkspaceBuildByNumber returns the workspace's build with that number.
+func (db *DB) WorkspaceBuildByNumber(ctx context.Context, workspaceID string, number int32) (WorkspaceBuild, error) {
+	return scanBuild(db.q().QueryRow(ctx, buildSelect+` WHERE b.workspace_id = $1 AND b.build_number = $2`, workspaceID, number))
+}
+
 // WorkspaceBuildByJobID returns the build a job runs.
 func (db *DB) WorkspaceBuildByJobID(ctx context.Context, jobID string) (WorkspaceBuild, error) {
 	return scanBuild(db.q().QueryRow(ctx, buildSelect+` WHERE b.job_id = $1`, jobID))
@@ -269,8 +274,15 @@ type Resource struct {
 	Transition string
 	Type       string
 	Name       string
-	CreatedAt  time.Time
-	Agents     []Agent
+	// Hide, Icon, DailyCost and Metadata come from the resource's
+	// coder_metadata; Metadata is a JSON array of
+	// codersdk.WorkspaceResourceMetadata (sensitive values included).
+	Hide      bool
+	Icon      string
+	DailyCost int32
+	Metadata  []byte
+	CreatedAt time.Time
+	Agents    []Agent
 }
 
 // Agent is a row of workspace_agents.
@@ -282,9 +294,17 @@ type Agent struct {
 	OperatingSystem string
 	Architecture    string
 	Directory       string
-	StartupScript   string
 	Env             map[string]string
-	LifecycleState  string
+	// Scripts is a JSON array of codersdk.AgentScript, Metadata one of
+	// codersdk.AgentMetadataDescription; DisplayApps is a JSON
+	// codersdk.DisplayApps or nil when the template sets none.
+	Scripts            []byte
+	Metadata           []byte
+	DisplayApps        []byte
+	TroubleshootingURL string
+	MOTDFile           string
+	Order              int32
+	LifecycleState     string
 	// ConnectionTimeoutSeconds is how long the agent may take to connect.
 	ConnectionTimeoutSeconds int32
 	Apps                     []App
@@ -302,15 +322,46 @@ type App struct {
 	DisplayName string
 	URL         string
 	Port        int32
+	Command     string
+	Icon        string
+	Subdomain   bool
 	Share       string
+	External    bool
+	// Healthcheck is a JSON codersdk.AppHealthcheck, nil for none.
+	Healthcheck []byte
+	Group       string
+	Order       int32
+	Hidden      bool
+	OpenIn      string
+	Tooltip     string
+}
+
+// agentColumns are the workspace_agents columns an Agent holds, for a
+// table aliased a; scanAgentDest lists where they go.
+const agentColumns = `a.id, a.resource_id, a.name, a.auth_token, a.operating_system, a.architecture, a.directory, a.env,
+	a.scripts, a.metadata, a.display_apps, a.troubleshooting_url, a.motd_file, a.display_order,
+	a.lifecycle_state, a.connection_timeout_seconds, a.created_at, a.first_connected_at, a.last_connected_at, a.disconnected_at`
+
+func agentDest(a *Agent) []any {
+	return []any{&a.ID, &a.ResourceID, &a.Name, &a.AuthToken, &a.OperatingSystem, &a.Architecture, &a.Directory, &a.Env,
+		&a.Scripts, &a.Metadata, &a.DisplayApps, &a.TroubleshootingURL, &a.MOTDFile, &a.Order,
+		&a.LifecycleState, &a.ConnectionTimeoutSeconds, &a.CreatedAt, &a.FirstConnectedAt, &a.LastConnectedAt, &a.DisconnectedAt}
+}
+
+func jsonOr(b []byte, empty string) []byte {
+	if len(b) == 0 {
+		return []byte(empty)
+	}
+	return b
 }
 
 // InsertResource records a resource and its agents.
 func (db *DB) InsertResource(ctx context.Context, r Resource) error {
 	now := db.now()
 	r.ID = uuid.NewString()
-	if _, err := db.q().Exec(ctx, `INSERT INTO workspace_resources (id, job_id, transition, type, name, created_at) VALUES ($1, $2, $3, $4, $5, $6)`,
-		r.ID, r.JobID, r.Transition, r.Type, r.Name, now); err != nil {
+	if _, err := db.q().Exec(ctx, `INSERT INTO workspace_resources (id, job_id, transition, type, name, hide, icon, daily_cost, metadata, created_at)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`,
+		r.ID, r.JobID, r.Transition, r.Type, r.Name, r.Hide, r.Icon, r.DailyCost, jsonOr(r.Metadata, "[]"), now); err != nil {
 		return mapErr(err)
 	}
 	for _, a := range r.Agents {
@@ -323,17 +374,31 @@ func (db *DB) InsertResource(ctx context.Context, r Resource) error {
 		if a.ConnectionTimeoutSeconds <= 0 {
 			a.ConnectionTimeoutSeconds = 120
 		}
+		var displayApps []byte
+		if len(a.DisplayApps) > 0 {
+			displayApps = a.DisplayApps
+		}
 		if _, err := db.q().Exec(ctx, `INSERT INTO workspace_agents (id, resource_id, name, auth_token, operating_system, architecture,
-				directory, startup_script, env, connection_timeout_seconds, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)`,
-			a.ID, r.ID, a.Name, a.AuthToken, a.OperatingSystem, a.Architecture, a.Directory, a.StartupScript, a.Env, a.ConnectionTimeoutSeconds, now); err != nil {
+				directory, env, scripts, metadata, display_apps, troubleshooting_url, motd_file, display_order, connection_timeout_seconds, created_at)
+				VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)`,
+			a.ID, r.ID, a.Name, a.AuthToken, a.OperatingSystem, a.Architecture, a.Directory, a.Env,
+			jsonOr(a.Scripts, "[]"), jsonOr(a.Metadata, "[]"), displayApps, a.TroubleshootingURL, a.MOTDFile, a.Order,
+			a.ConnectionTimeoutSeconds, now); err != nil {
 			return fmt.Errorf("insert agent %s: %w", a.Name, mapErr(err))
 		}
 		for _, app := range a.Apps {
 			if app.Share == "" {
 				app.Share = "owner"
 			}
-			if _, err := db.q().Exec(ctx, `INSERT INTO workspace_apps (id, agent_id, slug, display_name, url, port, share, created_at)
-				VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`, uuid.NewString(), a.ID, app.Slug, app.DisplayName, app.URL, app.Port, app.Share, now); err != nil {
+			var healthcheck []byte
+			if len(app.Healthcheck) > 0 {
+				healthcheck = app.Healthcheck
+			}
+			if _, err := db.q().Exec(ctx, `INSERT INTO workspace_apps (id, agent_id, slug, display_name, url, port, command, icon, subdomain,
+					share, external, healthcheck, app_group, display_order, hidden, open_in, tooltip, created_at)
+				VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18)`,
+				uuid.NewString(), a.ID, app.Slug, app.DisplayName, app.URL, app.Port, app.Command, app.Icon, app.Subdomain,
+				app.Share, app.External, healthcheck, app.Group, app.Order, app.Hidden, app.OpenIn, app.Tooltip, now); err != nil {
 				return fmt.Errorf("insert app %s of agent %s: %w", app.Slug, a.Name, mapErr(err))
 			}
 		}
@@ -341,61 +406,59 @@ func (db *DB) InsertResource(ctx context.Context, r Resource) error {
 	return nil
 }
 
-// ResourcesByJobIDs returns the resources (with agents) of the given jobs,
-// keyed by job id.
+// ResourcesByJobIDs returns the resources (with agents and their apps) of
+// the given jobs, keyed by job id.
 func (db *DB) ResourcesByJobIDs(ctx context.Context, jobIDs []string) (map[string][]Resource, error) {
 	out := map[string][]Resource{}
 	if len(jobIDs) == 0 {
 		return out, nil
 	}
-	rows, err := db.q().Query(ctx, `SELECT r.id, r.job_id, r.transition, r.type, r.name, r.created_at,
-			a.id, a.name, a.operating_system, a.architecture, a.directory, a.lifecycle_state, a.connection_timeout_seconds, a.created_at,
-			a.first_connected_at, a.last_connected_at, a.disconnected_at
-		FROM workspace_resources r LEFT JOIN workspace_agents a ON a.resource_id = r.id
-		WHERE r.job_id = ANY($1::uuid[]) ORDER BY r.created_at, r.type, r.name, a.name`, jobIDs)
+	rows, err := db.q().Query(ctx, `SELECT id, job_id, transition, type, name, hide, icon, daily_cost, metadata, created_at
+		FROM workspace_resources WHERE job_id = ANY($1::uuid[]) ORDER BY created_at, type, name`, jobIDs)
 	if err != nil {
 		return nil, err
 	}
-	defer rows.Close()
-	index := map[string]int{} // resource id -> position in out[job]
-	var agentIDs []string
-	for rows.Next() {
+	resources, err := collect(rows, func(row pgx.Row) (Resource, error) {
 		var r Resource
-		var aID, aName, aOS, aArch, aDir, aState *string
-		var aCreated *time.Time
-		var aTimeout *int32
-		var a Agent
-		if err := rows.Scan(&r.ID, &r.JobID, &r.Transition, &r.Type, &r.Name, &r.CreatedAt,
-			&aID, &aName, &aOS, &aArch, &aDir, &aState, &aTimeout, &aCreated, &a.FirstConnectedAt, &a.LastConnectedAt, &a.DisconnectedAt); err != nil {
-			return nil, err
-		}
-		i, ok := index[r.ID]
-		if !ok {
-			out[r.JobID] = append(out[r.JobID], r)
-			i = len(out[r.JobID]) - 1
-			index[r.ID] = i
-		}
-		if aID != nil {
-			a.ID, a.ResourceID, a.Name, a.OperatingSystem, a.Architecture, a.Directory, a.LifecycleState, a.ConnectionTimeoutSeconds, a.CreatedAt =
-				*aID, r.ID, *aName, *aOS, *aArch, *aDir, *aState, *aTimeout, *aCreated
-			out[r.JobID][i].Agents = append(out[r.JobID][i].Agents, a)
-			agentIDs = append(agentIDs, a.ID)
-		}
-	}
-	if err := rows.Err(); err != nil {
+		err := row.Scan(&r.ID, &r.JobID, &r.Transition, &r.Type, &r.Name, &r.Hide, &r.Icon, &r.DailyCost, &r.Metadata, &r.CreatedAt)
+		return r, err
+	})
+	if err != nil {
 		return nil, err
 	}
-	rows.Close()
+	resourceIDs := make([]string, len(resources))
+	for i, r := range resources {
+		resourceIDs[i] = r.ID
+	}
+	rows, err = db.q().Query(ctx, `SELECT `+agentColumns+` FROM workspace_agents a
+		WHERE a.resource_id = ANY($1::uuid[]) ORDER BY a.display_order, a.name`, resourceIDs)
+	if err != nil {
+		return nil, err
+	}
+	agents, err := collect(rows, func(row pgx.Row) (Agent, error) {
+		var a Agent
+		err := row.Scan(agentDest(&a)...)
+		return a, err
+	})
+	if err != nil {
+		return nil, err
+	}
+	agentIDs := make([]string, len(agents))
+	for i, a := range agents {
+		agentIDs[i] = a.ID
+	}
 	apps, err := db.appsByAgentIDs(ctx, agentIDs)
 	if err != nil {
 		return nil, err
 	}
-	for _, rs := range out {
-		for i := range rs {
-			for j := range rs[i].Agents {
-				rs[i].Agents[j].Apps = apps[rs[i].Agents[j].ID]
-			}
-		}
+	byResource := map[string][]Agent{}
+	for _, a := range agents {
+		a.Apps = apps[a.ID]
+		byResource[a.ResourceID] = append(byResource[a.ResourceID], a)
+	}
+	for _, r := range resources {
+		r.Agents = byResource[r.ID]
+		out[r.JobID] = append(out[r.JobID], r)
 	}
 	return out, nil
 }
@@ -405,14 +468,16 @@ func (db *DB) appsByAgentIDs(ctx context.Context, agentIDs []string) (map[string
 	if len(agentIDs) == 0 {
 		return out, nil
 	}
-	rows, err := db.q().Query(ctx, `SELECT id, agent_id, slug, display_name, url, port, share FROM workspace_apps
-		WHERE agent_id = ANY($1::uuid[]) ORDER BY slug`, agentIDs)
+	rows, err := db.q().Query(ctx, `SELECT id, agent_id, slug, display_name, url, port, command, icon, subdomain, share, external,
+			healthcheck, app_group, display_order, hidden, open_in, tooltip
+		FROM workspace_apps WHERE agent_id = ANY($1::uuid[]) ORDER BY display_order, slug`, agentIDs)
 	if err != nil {
 		return nil, err
 	}
 	apps, err := collect(rows, func(r pgx.Row) (App, error) {
 		var a App
-		err := r.Scan(&a.ID, &a.AgentID, &a.Slug, &a.DisplayName, &a.URL, &a.Port, &a.Share)
+		err := r.Scan(&a.ID, &a.AgentID, &a.Slug, &a.DisplayName, &a.URL, &a.Port, &a.Command, &a.Icon, &a.Subdomain, &a.Share, &a.External,
+			&a.Healthcheck, &a.Group, &a.Order, &a.Hidden, &a.OpenIn, &a.Tooltip)
 		return a, err
 	})
 	for _, a := range apps {

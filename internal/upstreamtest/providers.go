@@ -8,24 +8,22 @@ import (
 	"fmt"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strings"
-	"sync"
 
 	"github.com/ProtonMail/go-crypto/openpgp"
 	"github.com/ProtonMail/go-crypto/openpgp/armor"
 	"github.com/ProtonMail/go-crypto/openpgp/packet"
 
+	"airgapcoder/internal/coderprovider"
 	"airgapcoder/mirror"
 )
 
 // Provider is the provider the registry serves.
 type Provider struct {
 	// Namespace and Type are the address parts after the host, whatever
-	// host a test maps to the server ("appliance", "coder").
+	// host a test maps to the server ("coder", "coder").
 	Namespace, Type string
 	// Versions are the versions offered.
 	Versions []string
@@ -41,10 +39,11 @@ type Provider struct {
 	ArmoredKey string
 
 	signer, stranger *openpgp.Entity
+	binary           string
 }
 
 // Binary returns the host-platform provider executable the zips hold.
-func (p Provider) Binary() string { return providerBinary.path }
+func (p Provider) Binary() string { return p.binary }
 
 // Hashes returns the h1: and zh: hashes of a version's zip for platform.
 func (p Provider) Hashes(version, platform string) (h1, zh string, err error) {
@@ -65,45 +64,14 @@ func zipName(typ, version, platform string) string {
 	return fmt.Sprintf("terraform-provider-%s_%s_%s.zip", typ, version, platform)
 }
 
-var providerBinary struct {
-	once sync.Once
-	path string
-	err  error
-}
-
-// buildProvider builds ./cmd/terraform-provider-coder once per test
-// binary, stripped and without paths, as make build does.
-func buildProvider() (string, error) {
-	providerBinary.once.Do(func() {
-		dir, err := os.MkdirTemp("", "upstreamtest-provider-")
-		if err != nil {
-			providerBinary.err = err
-			return
-		}
-		bin := filepath.Join(dir, "terraform-provider-coder")
-		cmd := exec.Command("go", "build", "-trimpath", "-ldflags", "-s -w", "-o", bin, "airgapcoder/cmd/terraform-provider-coder")
-		cmd.Dir = moduleRoot()
-		if out, err := cmd.CombinedOutput(); err != nil {
-			providerBinary.err = fmt.Errorf("build the provider: %v\n%s", err, out)
-			return
-		}
-		providerBinary.path = bin
-	})
-	return providerBinary.path, providerBinary.err
-}
-
-func moduleRoot() string {
-	_, file, _, _ := runtime.Caller(0)
-	return filepath.Dir(filepath.Dir(filepath.Dir(file)))
-}
-
 func (u *Upstream) setupProvider(mux *http.ServeMux) error {
-	bin, err := buildProvider()
+	bin, err := coderprovider.Binary()
 	if err != nil {
 		return err
 	}
 	p := Provider{
-		Namespace:  "appliance",
+		binary:     bin,
+		Namespace:  "coder",
 		Type:       "coder",
 		Versions:   u.opts.ProviderVersions,
 		Platforms:  u.opts.ProviderPlatforms,

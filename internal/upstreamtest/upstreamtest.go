@@ -5,7 +5,7 @@
 //   - the Terraform provider registry protocol (service discovery, versions,
 //     download) for our provider, with a SHA256SUMS file signed by a GPG key
 //     generated in-process, under any host name (tests map a host such as
-//     coder.internal to the server with bundle.yaml's registries:);
+//     registry.terraform.io to the server with bundle.yaml's registries:);
 //   - the OCI distribution API (go-containerregistry's in-memory
 //     pkg/registry) holding multi-platform images that share layers;
 //   - a Maven repository tree with fake zonky embedded-postgres jars;
@@ -40,12 +40,12 @@ import (
 	"time"
 )
 
-// Options configure an Upstream. The zero value serves our provider 0.1.0
+// Options configure an Upstream. The zero value serves our provider 2.20.0
 // for linux_amd64 and linux_arm64, two images for linux/amd64 and
 // linux/arm64, and PostgreSQL 16.9.0 jars.
 type Options struct {
 	// ProviderVersions are the versions of our provider the registry
-	// offers. Default: ["0.1.0"].
+	// offers. Default: ["2.20.0"].
 	ProviderVersions []string
 	// ProviderPlatforms are the "os_arch" platforms of each version.
 	// Default: linux_amd64 and linux_arm64. Only the build host's platform
@@ -115,7 +115,7 @@ const (
 func New(t testing.TB, opts Options) *Upstream {
 	t.Helper()
 	if len(opts.ProviderVersions) == 0 {
-		opts.ProviderVersions = []string{"0.1.0"}
+		opts.ProviderVersions = []string{"2.20.0"}
 	}
 	if len(opts.ProviderPlatforms) == 0 {
 		opts.ProviderPlatforms = []string{"linux_amd64", "linux_arm64"}

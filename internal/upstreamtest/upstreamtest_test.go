@@ -64,7 +64,7 @@ func TestProviderRegistry(t *testing.T) {
 			} `json:"gpg_public_keys"`
 		} `json:"signing_keys"`
 	}
-	if err := json.Unmarshal(get(t, c, u.URL+"/v1/providers/appliance/coder/0.1.0/download/linux/amd64"), &dl); err != nil {
+	if err := json.Unmarshal(get(t, c, u.URL+"/v1/providers/coder/coder/2.20.0/download/linux/amd64"), &dl); err != nil {
 		t.Fatal(err)
 	}
 	keys, err := openpgp.ReadArmoredKeyRing(strings.NewReader(dl.SigningKeys.GPGPublicKeys[0].ASCIIArmor))
@@ -91,12 +91,12 @@ func TestProviderRegistry(t *testing.T) {
 			t.Errorf("signature mode %d: got a valid signature, want an invalid one", m)
 		}
 	}
-	u.CorruptZip("0.1.0", "linux_amd64", true)
+	u.CorruptZip("2.20.0", "linux_amd64", true)
 	bad := get(t, c, dl.DownloadURL)
 	if bytes.Equal(bad, zip) {
 		t.Error("CorruptZip: the zip did not change")
 	}
-	if n := u.Count("GET /files/0.1.0/" + dl.Filename); n != 2 {
+	if n := u.Count("GET /files/2.20.0/" + dl.Filename); n != 2 {
 		t.Errorf("zip GETs counted: got %d, want 2", n)
 	}
 	u.FailNext("/.well-known/terraform.json", 1)

@@ -1,93 +1,18 @@
 package agent
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
 	"net/http"
-	"os"
-	"os/exec"
-	"strings"
 	"sync"
 	"time"
 
 	"airgapcoder/coderd/codersdk"
 )
 
-// runStartupScript runs the manifest's startup script once per agent start:
-// lifecycle starting, then ready (exit 0), start_error (any other exit) or
-// start_timeout. Its output (stdout and stderr, in order) goes to coderd line
-// by line, for as long as anything writes it: servers the script starts in
-// the background keep logging there, up to coderd's cap.
-func (a *Agent) runStartupScript(ctx context.Context) {
-	m := a.currentManifest()
-	if strings.TrimSpace(m.StartupScript) == "" {
-		a.lifecycle.set(codersdk.AgentLifecycleReady)
-		return
-	}
-	a.lifecycle.set(codersdk.AgentLifecycleStarting)
-	r, w, err := os.Pipe()
-	if err != nil {
-		a.logs.add(codersdk.LogLevelError, fmt.Sprintf("coder agent: %v", err))
-		a.lifecycle.set(codersdk.AgentLifecycleStartError)
-		return
-	}
-	shell := loginShell()
-	cmd := exec.Command(shell, "-c", m.StartupScript)
-	cmd.Dir = a.workDir(m)
-	cmd.Env = a.environ(m)
-	cmd.Stdout, cmd.Stderr = w, w
-	detach(cmd)
-	began := time.Now()
-	err = cmd.Start()
-	_ = w.Close()
-	if err != nil {
-		_ = r.Close()
-		a.logs.add(codersdk.LogLevelError, fmt.Sprintf("coder agent: start the startup script with %s: %v", shell, err))
-		a.lifecycle.set(codersdk.AgentLifecycleStartError)
-		return
-	}
-	a.log.Info("startup script started", "pid", cmd.Process.Pid, "dir", cmd.Dir)
-	go func() {
-		defer r.Close()
-		sc := bufio.NewScanner(r)
-		sc.Buffer(make([]byte, 64<<10), 64<<10)
-		for sc.Scan() {
-			a.logs.add(codersdk.LogLevelInfo, sc.Text())
-		}
-	}()
-	waited := make(chan error, 1)
-	go func() { waited <- cmd.Wait() }()
-	var timeout <-chan time.Time
-	if a.opts.StartupScriptTimeout > 0 {
-		t := time.NewTimer(a.opts.StartupScriptTimeout)
-		defer t.Stop()
-		timeout = t.C
-	}
-	select {
-	case err = <-waited:
-	case <-timeout:
-		_ = cmd.Process.Kill()
-		<-waited
-		a.logs.add(codersdk.LogLevelError, fmt.Sprintf("coder agent: the startup script ran longer than %s and was stopped", a.opts.StartupScriptTimeout))
-		a.lifecycle.set(codersdk.AgentLifecycleStartTimeout)
-		return
-	case <-ctx.Done():
-		_ = cmd.Process.Kill()
-		<-waited
-		return
-	}
-	took := time.Since(began).Round(time.Millisecond)
-	if code := exitCode(err); code != 0 {
-		a.logs.add(codersdk.LogLevelError, fmt.Sprintf("coder agent: the startup script exited with code %d after %s", code, took))
-		a.lifecycle.set(codersdk.AgentLifecycleStartError)
-		a.log.Warn("startup script failed", "exit_code", code, "took", took)
-		return
-	}
-	a.log.Info("startup script finished", "took", took)
-	a.lifecycle.set(codersdk.AgentLifecycleReady)
-}
+// The agent's reports to coderd that must survive coderd restarts: its
+// lifecycle states, in order, and the output of its scripts.
 
 // lifecycleReporter sends lifecycle states to coderd in order, retrying
 // while coderd is away.
@@ -194,7 +119,7 @@ func (l *lifecycleReporter) run(ctx context.Context) {
 // maxBufferedLogs bounds the output kept while coderd is away.
 const maxBufferedLogs = 10000
 
-// logSender batches startup script output to coderd.
+// logSender batches script output to coderd.
 type logSender struct {
 	agent *Agent
 
@@ -209,7 +134,9 @@ func newLogSender(a *Agent) *logSender {
 	return &logSender{agent: a, wake: make(chan struct{}, 1)}
 }
 
-func (s *logSender) add(level, line string) {
+// add queues one line of output; source is the script's LogSourceID ("" for
+// the agent itself).
+func (s *logSender) add(source, level, line string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.full {
@@ -219,7 +146,7 @@ func (s *logSender) add(level, line string) {
 		s.dropped++
 		return
 	}
-	s.buf = append(s.buf, codersdk.AgentLogInput{CreatedAt: time.Now().UTC(), Level: level, Output: line})
+	s.buf = append(s.buf, codersdk.AgentLogInput{CreatedAt: time.Now().UTC(), Level: level, Output: line, Source: source})
 	if len(s.buf) >= 100 {
 		select {
 		case s.wake <- struct{}{}:
@@ -271,16 +198,16 @@ func (s *logSender) send(ctx context.Context) error {
 	case err == nil:
 		s.buf = s.buf[n:]
 	case codersdk.IsStatus(err, http.StatusRequestEntityTooLarge):
-		s.agent.log.Warn("coderd stores no more startup script output", "err", err)
+		s.agent.log.Warn("coderd stores no more script output", "err", err)
 		s.full, s.buf = true, nil
 		return nil
 	case permanent(err):
-		s.agent.log.Error("send startup script output", "err", err)
+		s.agent.log.Error("send script output", "err", err)
 		s.buf = s.buf[n:]
 		return nil
 	}
 	if err != nil && !errors.Is(err, context.Canceled) {
-		s.agent.log.Debug("send startup script output; will retry", "err", err)
+		s.agent.log.Debug("send script output; will retry", "err", err)
 	}
 	return err
 }

@@ -1,0 +1,123 @@
+package cli_test
+
+import (
+	"context"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"airgapcoder/coderd/codersdk"
+)
+
+// openPTY returns a pseudo-terminal: what the CLI reads as its stdin (the
+// slave) and where a person types (the master).
+func openPTY(t *testing.T) (keyboard, stdin *os.File) {
+	t.Helper()
+	master, err := os.OpenFile("/dev/ptmx", os.O_RDWR|syscall.O_NOCTTY, 0)
+	if err != nil {
+		t.Fatalf("open /dev/ptmx: %v", err)
+	}
+	if err := unix.IoctlSetPointerInt(int(master.Fd()), unix.TIOCSPTLCK, 0); err != nil {
+		t.Fatalf("unlock pty: %v", err)
+	}
+	n, err := unix.IoctlGetUint32(int(master.Fd()), unix.TIOCGPTN)
+	if err != nil {
+		t.Fatalf("pty number: %v", err)
+	}
+	slave, err := os.OpenFile("/dev/pts/"+strconv.FormatUint(uint64(n), 10), os.O_RDWR|syscall.O_NOCTTY, 0)
+	if err != nil {
+		t.Fatalf("open pty: %v", err)
+	}
+	// The terminal echoes what is typed back to the master; nobody reads it.
+	go func() { _, _ = io.Copy(io.Discard, master) }()
+	t.Cleanup(func() {
+		_ = slave.Close()
+		_ = master.Close()
+	})
+	return master, slave
+}
+
+// waitStdout waits until the run's stdout, after the first skip bytes,
+// shows want, and returns how far it has been read.
+func (r *cliRun) waitStdout(t *testing.T, skip int, want string) int {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		out := r.stdout.String()
+		if i := strings.Index(out[skip:], want); i >= 0 {
+			return skip + i + len(want)
+		}
+		select {
+		case code := <-r.done:
+			t.Fatalf("coder %s exited %d before asking %q\nstdout: %s\nstderr: %s", strings.Join(r.args[:2], " "), code, want, out, r.stderr)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("coder %s: stdout does not show %q\nstdout: %s\nstderr: %s", strings.Join(r.args[:2], " "), want, out, r.stderr)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestParametersOnTerminal runs coder create and coder update with stdin a
+// real terminal: create asks for every parameter not given and confirms;
+// update asks only for the parameter the new version adds.
+func TestParametersOnTerminal(t *testing.T) {
+	t.Parallel()
+	p := newParamsDeployment(t)
+	tpl := p.createTemplate(t)
+	keyboard, stdin := openPTY(t)
+	typeLine := func(s string) {
+		t.Helper()
+		if _, err := keyboard.Write([]byte(s + "\n")); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	r := p.runCLI(t, stdin, "create", "tty", "--template", "params", "--parameter", "gpu=true")
+	seen := 0
+	for _, step := range []struct{ question, answer string }{
+		{"Project (project)\n  Lower-case project name.\nEnter a value: ", "Apollo"},
+		{"  project must be lower-case letters\nEnter a value: ", "apollo"},
+		{"region\n  1) Europe (eu)\n  2) United States (us)\nChoose 1-2 [Europe]: ", "2"},
+		{"CPU cores (cpu)\nEnter a number from 1 to 8 [2]: ", ""},
+		{"tools\nEnter values separated by commas (or a JSON list) [git, make]: ", "git,go"},
+		{"Confirm create? (yes/no) ", "yes"},
+	} {
+		seen = r.waitStdout(t, seen, step.question)
+		typeLine(step.answer)
+	}
+	job := p.build(t, r)
+	r.mustSucceed(t)
+	wantParams(t, "the build of create on a terminal", job.RichParameterValues, map[string]string{
+		"project": "apollo", "region": "us", "cpu": "2", "gpu": "true", "tools": `["git","go"]`,
+	})
+	if strings.Contains(r.stdout.String(), "gpu\n") {
+		t.Errorf("create asked for gpu, which --parameter gave:\n%s", r.stdout)
+	}
+
+	v2 := p.importVersion(t, tpl.ID, paramsV2)
+	if err := p.admin.UpdateActiveTemplateVersion(context.Background(), tpl.ID, codersdk.UpdateActiveTemplateVersion{ID: v2.ID}); err != nil {
+		t.Fatal(err)
+	}
+	r = p.runCLI(t, stdin, "update", "tty")
+	seen = r.waitStdout(t, 0, "Disk size (disk)\nEnter a number: ")
+	typeLine("")
+	seen = r.waitStdout(t, seen, "  a value is required\nEnter a number: ")
+	typeLine("30")
+	job = p.build(t, r)
+	r.mustSucceed(t)
+	if job.TemplateVersionID != v2.ID {
+		t.Errorf("update built version %s, want %s", job.TemplateVersionID, v2.ID)
+	}
+	wantParams(t, "the build of update on a terminal", job.RichParameterValues, map[string]string{"disk": "30", "project": "apollo", "region": "us"})
+	if out := r.stdout.String(); strings.Contains(out, "Project") || strings.Contains(out, "Choose") || strings.Contains(out, "(build option)") {
+		t.Errorf("update asked for more than the new parameter:\n%s", out)
+	}
+}

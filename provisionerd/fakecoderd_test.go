@@ -1,0 +1,316 @@
+package provisionerd_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"encoding/json"
+	"encoding/pem"
+	"fmt"
+	"io"
+	"log"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"airgapcoder/coderd/codersdk"
+	"airgapcoder/internal/templatetar"
+	"airgapcoder/internal/testprovider"
+	"airgapcoder/provisionerd"
+)
+
+// fakeCoderd speaks the provisioner protocol over HTTPS with a certificate
+// of its own, so that a test decides every field of an AcquiredJob and sees
+// exactly what the daemon reports. It also serves agent binaries at
+// /bin/<name>, as coderd does.
+type fakeCoderd struct {
+	t      *testing.T
+	srv    *httptest.Server
+	URL    string
+	CAFile string // the server's certificate, PEM
+	CAPEM  string
+
+	jobs chan *codersdk.AcquiredJob
+
+	mu       sync.Mutex
+	files    map[string][]byte
+	logs     map[string][]codersdk.ProvisionerJobLogInput
+	results  map[string]chan jobResult
+	binaries map[string][]byte
+}
+
+// jobResult is how a job ended: exactly one of Complete and Fail is set.
+type jobResult struct {
+	Complete *codersdk.CompleteJobRequest
+	Fail     *codersdk.FailJobRequest
+	Logs     []codersdk.ProvisionerJobLogInput
+}
+
+// LogText is the job's log, one line per log line.
+func (r jobResult) LogText() string {
+	var b strings.Builder
+	for _, l := range r.Logs {
+		fmt.Fprintf(&b, "%s: %s\n", l.Stage, l.Output)
+	}
+	return b.String()
+}
+
+func newFakeCoderd(t *testing.T) *fakeCoderd {
+	t.Helper()
+	f := &fakeCoderd{
+		t: t, jobs: make(chan *codersdk.AcquiredJob, 8), files: map[string][]byte{}, binaries: map[string][]byte{},
+		logs: map[string][]codersdk.ProvisionerJobLogInput{}, results: map[string]chan jobResult{},
+	}
+	mux := http.NewServeMux()
+	const daemon = "/api/v2/provisionerdaemons/{daemon}"
+	mux.HandleFunc("POST /api/v2/provisionerdaemons", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusCreated, codersdk.ProvisionerDaemon{ID: "daemon-1"})
+	})
+	mux.HandleFunc("POST "+daemon+"/acquire", func(w http.ResponseWriter, r *http.Request) {
+		wait, _ := time.ParseDuration(r.URL.Query().Get("wait"))
+		select {
+		case j := <-f.jobs:
+			writeJSON(w, http.StatusOK, j)
+		case <-time.After(wait):
+			w.WriteHeader(http.StatusNoContent)
+		case <-r.Context().Done():
+		}
+	})
+	mux.HandleFunc("POST "+daemon+"/jobs/{job}/update", func(w http.ResponseWriter, r *http.Request) {
+		var req codersdk.UpdateJobRequest
+		if !readJSON(w, r, &req) {
+			return
+		}
+		f.mu.Lock()
+		f.logs[r.PathValue("job")] = append(f.logs[r.PathValue("job")], req.Logs...)
+		f.mu.Unlock()
+		writeJSON(w, http.StatusOK, codersdk.UpdateJobResponse{})
+	})
+	mux.HandleFunc("POST "+daemon+"/jobs/{job}/complete", func(w http.ResponseWriter, r *http.Request) {
+		var req codersdk.CompleteJobRequest
+		if readJSON(w, r, &req) {
+			f.finish(w, r.PathValue("job"), jobResult{Complete: &req})
+		}
+	})
+	mux.HandleFunc("POST "+daemon+"/jobs/{job}/fail", func(w http.ResponseWriter, r *http.Request) {
+		var req codersdk.FailJobRequest
+		if readJSON(w, r, &req) {
+			f.finish(w, r.PathValue("job"), jobResult{Fail: &req})
+		}
+	})
+	mux.HandleFunc("GET "+daemon+"/files/{file}", func(w http.ResponseWriter, r *http.Request) {
+		f.mu.Lock()
+		b, ok := f.files[r.PathValue("file")]
+		f.mu.Unlock()
+		if !ok {
+			http.NotFound(w, r)
+			return
+		}
+		_, _ = w.Write(b)
+	})
+	mux.HandleFunc("GET /bin/{name}", func(w http.ResponseWriter, r *http.Request) {
+		f.mu.Lock()
+		b, ok := f.binaries[r.PathValue("name")]
+		f.mu.Unlock()
+		if !ok {
+			http.NotFound(w, r)
+			return
+		}
+		_, _ = w.Write(b)
+	})
+	f.srv = httptest.NewUnstartedServer(mux)
+	f.srv.Config.ErrorLog = log.New(io.Discard, "", 0) // clients that do not trust the CA are expected
+	f.srv.TLS = &tls.Config{MinVersion: tls.VersionTLS12}
+	f.srv.StartTLS()
+	t.Cleanup(f.srv.Close)
+	f.URL = f.srv.URL
+	f.CAPEM = string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: f.srv.Certificate().Raw}))
+	f.CAFile = filepath.Join(t.TempDir(), "ca.pem")
+	if err := os.WriteFile(f.CAFile, []byte("# the fake coderd's certificate\n"+f.CAPEM), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+func (f *fakeCoderd) finish(w http.ResponseWriter, job string, res jobResult) {
+	f.mu.Lock()
+	res.Logs = f.logs[job]
+	ch := f.results[job]
+	f.mu.Unlock()
+	if ch == nil {
+		http.Error(w, `{"message":"unknown job"}`, http.StatusConflict)
+		return
+	}
+	ch <- res
+	writeJSON(w, http.StatusOK, codersdk.Response{Message: "ok"})
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+func readJSON(w http.ResponseWriter, r *http.Request, v any) bool {
+	if err := json.NewDecoder(r.Body).Decode(v); err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return false
+	}
+	return true
+}
+
+// client is a codersdk client of the fake that trusts its certificate.
+func (f *fakeCoderd) client() *codersdk.Client {
+	u, _ := url.Parse(f.URL)
+	c := codersdk.New(u)
+	c.ProvisionerPSK = "psk"
+	c.HTTPClient = f.srv.Client()
+	return c
+}
+
+// syncBuffer collects a daemon's own log output.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// startDaemon runs a daemon against the fake with the official provider's
+// mirror until the test ends; edit adjusts its options. It returns the
+// daemon's own log.
+func (f *fakeCoderd) startDaemon(t *testing.T, edit func(*provisionerd.Options)) *syncBuffer {
+	t.Helper()
+	out := &syncBuffer{}
+	opts := provisionerd.Options{
+		Client: f.client(), Name: "fake", TerraformPath: terraformPath(t), ProviderMirror: testprovider.Mirror(t),
+		WorkDir: t.TempDir(), AcquireWait: time.Second, HeartbeatInterval: 500 * time.Millisecond, CancelGrace: 5 * time.Second,
+		Logger: slog.New(slog.NewTextHandler(out, &slog.HandlerOptions{Level: slog.LevelDebug})),
+	}
+	if edit != nil {
+		edit(&opts)
+	}
+	d, err := provisionerd.New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = d.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	return out
+}
+
+// run hands the daemon job with the template files and waits for its end.
+func (f *fakeCoderd) run(t *testing.T, job codersdk.AcquiredJob, files map[string]string) jobResult {
+	t.Helper()
+	f.mu.Lock()
+	n := len(f.results) + 1
+	job.JobID = fmt.Sprintf("job-%d", n)
+	job.FileID = fmt.Sprintf("file-%d", n)
+	if job.CreatedAt.IsZero() {
+		job.CreatedAt = time.Now()
+	}
+	f.files[job.FileID] = templateTar(t, files)
+	ch := make(chan jobResult, 1)
+	f.results[job.JobID] = ch
+	f.mu.Unlock()
+	f.jobs <- &job
+	select {
+	case res := <-ch:
+		return res
+	case <-time.After(3 * time.Minute):
+		t.Fatalf("job %s did not end within 3 minutes", job.JobID)
+	}
+	return jobResult{}
+}
+
+// templateTar packs files (name -> content) as coderd stores a template.
+func templateTar(t *testing.T, files map[string]string) []byte {
+	t.Helper()
+	dir := t.TempDir()
+	for name, content := range files {
+		p := filepath.Join(dir, name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var buf bytes.Buffer
+	if err := templatetar.Pack(dir, &buf, 0); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
+}
+
+// mustComplete fails the test unless the job completed.
+func mustComplete(t *testing.T, res jobResult) *codersdk.CompleteJobRequest {
+	t.Helper()
+	if res.Fail != nil {
+		t.Fatalf("job failed: %s\nlogs:\n%s", res.Fail.Error, res.LogText())
+	}
+	return res.Complete
+}
+
+// mustFail fails the test unless the job failed, and returns its error.
+func mustFail(t *testing.T, res jobResult) string {
+	t.Helper()
+	if res.Fail == nil {
+		t.Fatalf("job completed, want it to fail\nlogs:\n%s", res.LogText())
+	}
+	return res.Fail.Error
+}
+
+// stateOutputs decodes the outputs of a terraform state.
+func stateOutputs(t *testing.T, state []byte) map[string]json.RawMessage {
+	t.Helper()
+	var st struct {
+		Outputs map[string]struct {
+			Value json.RawMessage `json:"value"`
+		} `json:"outputs"`
+	}
+	if err := json.Unmarshal(state, &st); err != nil {
+		t.Fatalf("decode state: %v", err)
+	}
+	out := map[string]json.RawMessage{}
+	for k, v := range st.Outputs {
+		out[k] = v.Value
+	}
+	return out
+}
+
+func terraformPath(t *testing.T) string {
+	t.Helper()
+	p, err := provisionerd.FindTerraform(context.Background(), provisionerd.TerraformOptions{})
+	if err != nil {
+		t.Fatalf("the tests need terraform %s on the PATH (make test installs nothing for it: it is part of the machine): %v", provisionerd.DefaultTerraformVersion, err)
+	}
+	return p
+}
+
+// coderTF starts a template that requires the official provider.
+const coderTF = `terraform {
+  required_providers {
+    coder = { source = "coder/coder" }
+  }
+}
+`
