@@ -204,7 +204,7 @@ func (r *scriptRunner) run(ctx context.Context, s codersdk.AgentScript, timeout 
 		name = "script " + s.LogSourceID
 	}
 	began := time.Now()
-	cmd, err := r.startScript(s, out)
+	cmd, drained, err := r.startScript(s, out)
 	if err != nil {
 		out.line(codersdk.LogLevelError, fmt.Sprintf("coder agent: start %s: %v", name, err))
 		return fmt.Errorf("start %s: %w", name, err)
@@ -230,6 +230,13 @@ func (r *scriptRunner) run(ctx context.Context, s codersdk.AgentScript, timeout 
 		r.stopGroup(cmd.Process, waited)
 		return fmt.Errorf("%s: %w", name, ctx.Err())
 	}
+	// What the script wrote before it exited is part of its run; a
+	// background process it left holding the pipes does not delay the end
+	// for longer than outputGrace.
+	select {
+	case <-drained:
+	case <-time.After(outputGrace):
+	}
 	took := time.Since(began).Round(time.Millisecond)
 	if code := exitCode(err); code != 0 {
 		out.line(codersdk.LogLevelError, fmt.Sprintf("coder agent: %s exited with code %d after %s", name, code, took))
@@ -240,9 +247,14 @@ func (r *scriptRunner) run(ctx context.Context, s codersdk.AgentScript, timeout 
 	return nil
 }
 
+// outputGrace is how long a script's end waits for the last of its output
+// once the script itself has exited.
+const outputGrace = 250 * time.Millisecond
+
 // startScript starts s in a process group of its own, its output read
-// line by line into out for as long as anything writes it.
-func (r *scriptRunner) startScript(s codersdk.AgentScript, out *scriptLog) (*exec.Cmd, error) {
+// line by line into out for as long as anything writes it; drained is
+// closed when both output pipes are at their end.
+func (r *scriptRunner) startScript(s codersdk.AgentScript, out *scriptLog) (_ *exec.Cmd, drained <-chan struct{}, _ error) {
 	dataDir := filepath.Join(r.cfg.dataDir, safeFileName(s.LogSourceID))
 	binDir := filepath.Join(r.cfg.dataDir, "bin")
 	for _, d := range []string{dataDir, binDir} {
@@ -253,25 +265,36 @@ func (r *scriptRunner) startScript(s codersdk.AgentScript, out *scriptLog) (*exe
 	cmd := r.cfg.env.command(s.Script, "CODER_SCRIPT_DATA_DIR="+dataDir, "CODER_SCRIPT_BIN_DIR="+binDir)
 	outR, outW, err := os.Pipe()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	errR, errW, err := os.Pipe()
 	if err != nil {
 		_ = outR.Close()
 		_ = outW.Close()
-		return nil, err
+		return nil, nil, err
 	}
 	cmd.Stdout, cmd.Stderr = outW, errW
 	detach(cmd)
 	err = cmd.Start()
 	_ = outW.Close()
 	_ = errW.Close()
-	out.writers.Go(func() { out.copyLines(codersdk.LogLevelInfo, outR) })
-	out.writers.Go(func() { out.copyLines(codersdk.LogLevelError, errR) })
-	if err != nil {
-		return nil, fmt.Errorf("with %s: %w", cmd.Path, err)
+	var readers sync.WaitGroup
+	for _, c := range []struct {
+		level string
+		r     *os.File
+	}{{codersdk.LogLevelInfo, outR}, {codersdk.LogLevelError, errR}} {
+		out.writers.Add(1)
+		readers.Go(func() {
+			defer out.writers.Done()
+			out.copyLines(c.level, c.r)
+		})
 	}
-	return cmd, nil
+	done := make(chan struct{})
+	go func() { readers.Wait(); close(done) }()
+	if err != nil {
+		return nil, nil, fmt.Errorf("with %s: %w", cmd.Path, err)
+	}
+	return cmd, done, nil
 }
 
 // stopGroup sends SIGHUP to the group p leads, waits for p for the grace

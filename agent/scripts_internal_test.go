@@ -232,15 +232,15 @@ func TestScriptRunnerBackgroundProcessKeepsLogging(t *testing.T) {
 	// A script that starts a server and exits counts as done; what the
 	// server writes later still arrives.
 	r, out, _ := testRunner(t, codersdk.AgentScript{LogSourceID: "bg", DisplayName: "Bg", RunOnStart: true,
-		Script: "(sleep 0.5; echo from the background) & echo script done"})
+		Script: "(sleep 3; echo from the background) & echo script done"})
 	began := time.Now()
 	if err := r.start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	if took := time.Since(began); took > 400*time.Millisecond {
+	if took := time.Since(began); took > 2*time.Second {
 		t.Errorf("start waited %s for the background process", took)
 	}
-	out.waitFor(t, 5*time.Second, "bg", func(l []string) bool { return slices.Contains(l, "from the background") })
+	out.waitFor(t, 10*time.Second, "bg", func(l []string) bool { return slices.Contains(l, "from the background") })
 }
 
 func TestScriptRunnerLoginGate(t *testing.T) {

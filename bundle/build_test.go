@@ -326,7 +326,7 @@ func checkTerraformInit(t *testing.T, dir, host string) {
 	if err != nil {
 		t.Fatalf("terraform init in the bundled template: %v\n%s", err, out)
 	}
-	if !strings.Contains(string(out), "registry.terraform.io/coder/coder v2.20.0") {
+	if !strings.Contains(string(out), "Installed coder/coder v2.20.0") {
 		t.Errorf("terraform init did not install our provider 2.20.0:\n%s", out)
 	}
 	lockAfter, _ := os.ReadFile(filepath.Join(tmpl, ".terraform.lock.hcl"))

@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"sort"
 	"strings"
 )
 
@@ -29,13 +28,4 @@ func keyValues(flag string, in []string, lastWins bool) (map[string]string, erro
 		out[k] = v
 	}
 	return out, nil
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -93,7 +95,7 @@ func describePending(j codersdk.ProvisionerJob) string {
 
 func tagString(tags map[string]string) string {
 	parts := []string{}
-	for _, k := range sortedKeys(tags) {
+	for _, k := range slices.Sorted(maps.Keys(tags)) {
 		parts = append(parts, k+"="+tags[k])
 	}
 	return "{" + strings.Join(parts, ", ") + "}"
@@ -101,7 +103,7 @@ func tagString(tags map[string]string) string {
 
 func tagFlags(tags map[string]string) string {
 	var b strings.Builder
-	for _, k := range sortedKeys(tags) {
+	for _, k := range slices.Sorted(maps.Keys(tags)) {
 		if k == codersdk.TagScope && tags[k] == codersdk.ProvisionerScopeOrg {
 			continue
 		}

@@ -305,7 +305,7 @@ func (pl parameterPlan) checkNames(declared map[string]codersdk.TemplateVersionP
 		known = "its parameters are " + strings.Join(names, ", ")
 	}
 	for flag, m := range map[string]map[string]string{"parameter": pl.values.given, "ephemeral-parameter": pl.values.ephemeral, "parameter-default": pl.values.defaults} {
-		for _, name := range sortedKeys(m) {
+		for _, name := range slices.Sorted(maps.Keys(m)) {
 			p, ok := declared[name]
 			if !ok {
 				return fmt.Errorf("--%s %s: the template declares no parameter %q; %s", flag, name, name, known)

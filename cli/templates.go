@@ -7,6 +7,7 @@ import (
 	"maps"
 	"net/http"
 	"os"
+	"slices"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -107,7 +108,7 @@ func parseVariableValues(file string, flags []string) ([]codersdk.VariableValue,
 	}
 	maps.Copy(values, fromFlags)
 	var out []codersdk.VariableValue
-	for _, k := range sortedKeys(values) {
+	for _, k := range slices.Sorted(maps.Keys(values)) {
 		out = append(out, codersdk.VariableValue{Name: k, Value: values[k]})
 	}
 	return out, nil

@@ -11,9 +11,10 @@ package coderd
 import (
 	"context"
 	"log/slog"
+	"maps"
 	"net/http"
 	"net/url"
-	"sort"
+	"slices"
 	"sync"
 	"time"
 
@@ -280,7 +281,7 @@ func (api *API) healthz(c *gin.Context) error {
 	if err := api.db.Ping(ctx); err != nil {
 		return errorf(http.StatusServiceUnavailable, err.Error(), "Database is not reachable")
 	}
-	for _, name := range sortedKeys(api.opts.HealthChecks) {
+	for _, name := range slices.Sorted(maps.Keys(api.opts.HealthChecks)) {
 		if err := api.opts.HealthChecks[name](ctx); err != nil {
 			return errorf(http.StatusServiceUnavailable, err.Error(), "%s is not ready", name)
 		}
@@ -307,13 +308,4 @@ func (api *API) updateCheck(c *gin.Context) error {
 	}
 	c.JSON(http.StatusOK, res)
 	return nil
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }

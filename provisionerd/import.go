@@ -4,7 +4,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 
@@ -30,7 +32,7 @@ func (r *tfRun) importTemplate() (codersdk.CompleteJobRequest, error) {
 	}
 	result.Variables = variables
 	placeholders := importPlaceholders(staticParameters(r.src))
-	for _, name := range sortedKeys(placeholders) {
+	for _, name := range slices.Sorted(maps.Keys(placeholders)) {
 		r.env[parameterEnv(name)] = placeholders[name]
 		r.logs.Info(fmt.Sprintf("Parameter %q is required and validated: the import plans with the value %q in its place", name, placeholders[name]))
 	}
@@ -91,13 +93,13 @@ func templateVariables(m *tfconfig.Module, values []codersdk.VariableValue) ([]c
 	for _, v := range values {
 		if _, ok := m.Variables[v.Name]; !ok {
 			return nil, fmt.Errorf("a value was given for template variable %q, which the template does not declare (it declares: %s)",
-				v.Name, strings.Join(sortedKeys(m.Variables), ", "))
+				v.Name, strings.Join(slices.Sorted(maps.Keys(m.Variables)), ", "))
 		}
 		given[v.Name] = v.Value
 	}
 	var out []codersdk.TemplateVersionVariable
 	var missing []string
-	for _, name := range sortedKeys(m.Variables) {
+	for _, name := range slices.Sorted(maps.Keys(m.Variables)) {
 		v := m.Variables[name]
 		tv := codersdk.TemplateVersionVariable{
 			Name: name, Description: v.Description, Type: variableType(v), Required: v.Required, Sensitive: v.Sensitive,

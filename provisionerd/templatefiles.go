@@ -3,9 +3,10 @@ package provisionerd
 import (
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
-	"sort"
+	"slices"
 	"strings"
 
 	"github.com/hashicorp/hcl/v2"
@@ -78,7 +79,7 @@ func checkRetiredProvider(root string) error {
 					if rp.Type != "required_providers" {
 						continue
 					}
-					for _, name := range sortedKeys(rp.Body.Attributes) {
+					for _, name := range slices.Sorted(maps.Keys(rp.Body.Attributes)) {
 						if pos, ok := retiredSource(rp.Body.Attributes[name].Expr); ok {
 							found = append(found, fmt.Sprintf("%s:%d", f.path, pos.Line))
 						}
@@ -207,14 +208,4 @@ func traversalText(t hcl.Traversal) string {
 		}
 	}
 	return strings.Join(parts, ".")
-}
-
-// sortedKeys returns m's keys in order.
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }
