@@ -49,6 +49,7 @@ func (inv *invocation) usersCreateCmd() *cobra.Command {
 	}
 	f := cmd.Flags()
 	f.StringVar(&req.Username, "username", "", "Username")
+	f.StringVar(&req.Name, "full-name", "", "Full name (optional; templates read it as coder_workspace_owner.full_name)")
 	f.StringVar(&req.Email, "email", "", "Email")
 	f.StringVar(&req.Password, "password", "", "Password (at least 8 characters)")
 	f.StringVar(&role, "role", codersdk.RoleMember, "Role: member, template-admin or owner")
