@@ -23,7 +23,9 @@ deps:
 	./scripts/install-deps.sh
 
 build:
-	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o build/coder ./cmd/coder
+	# Static (no cgo): the same binary is the agent that every workspace
+	# image downloads, glibc or not.
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o build/coder ./cmd/coder
 	cd tools && GOOS=$(PROVIDER_OS) GOARCH=$(PROVIDER_ARCH) $(GO) build -trimpath -ldflags '-s -w' \
 		-o ../build/terraform-provider-coder github.com/coder/terraform-provider-coder/v2
 	rm -rf build/providers

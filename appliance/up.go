@@ -162,6 +162,10 @@ func Up(ctx context.Context, opts UpOptions) error {
 	}
 	mirrorURL := "https://" + mir.Addr().String()
 	log.Info("mirror ready", "url", mirrorURL)
+	registry := servedRegistry(mir.Addr(), cfg)
+	if _, err := trustForContainers(log, registry, agentCA, containerCertDirs()); err != nil {
+		return err
+	}
 
 	// 4. coderd with its built-in provisioners.
 	tf := ""
@@ -201,7 +205,7 @@ func Up(ctx context.Context, opts UpOptions) error {
 			},
 		},
 		OnFirstUser: func(ctx context.Context, username, token string) {
-			pushBundledTemplates(ctx, log, rel, m, token, cfg, servedRegistry(mir.Addr(), cfg))
+			pushBundledTemplates(ctx, log, rel, m, token, cfg, registry)
 		},
 	})
 	if err != nil {

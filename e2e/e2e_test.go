@@ -8,6 +8,7 @@ package e2e
 
 import (
 	"bufio"
+	"debug/elf"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -21,6 +22,7 @@ import (
 	"time"
 
 	"airgapcoder/internal/testprovider"
+	"airgapcoder/internal/upstreamtest"
 )
 
 type env struct {
@@ -50,9 +52,12 @@ func (e *env) run(args ...string) string {
 	return string(out)
 }
 
-// inNetns runs a command inside the offline namespace.
+// inNetns runs a command inside the offline namespace. nsenter enters the
+// network namespace only: `ip netns exec` would also remount /sys, hiding
+// the cgroup mounts that the container engine of the container workspace
+// needs.
 func (e *env) inNetns(args ...string) *exec.Cmd {
-	cmd := exec.Command("ip", append([]string{"netns", "exec", e.netns}, args...)...)
+	cmd := exec.Command("nsenter", append([]string{"--net=/run/netns/" + e.netns, "--"}, args...)...)
 	cmd.Env = append(os.Environ(), e.cliEnv...)
 	return cmd
 }
@@ -84,16 +89,39 @@ func TestApplianceOffline(t *testing.T) {
 	e := &env{t: t, work: work, bin: filepath.Join(work, "coder"), netns: fmt.Sprintf("coder-e2e-%d", os.Getpid())}
 	e.cliEnv = []string{"CODER_CONFIG_DIR=" + filepath.Join(work, "cli"), "CODER_URL=http://127.0.0.1:3000"}
 
-	var bundleFile string
+	var bundleFile, volumesBefore string
 	e.step("build coder", func() {
-		out, err := exec.Command("go", "build", "-o", e.bin, "airgapcoder/cmd/coder").CombinedOutput()
-		if err != nil {
+		// As make build does: static, so that it runs as the agent in
+		// any image.
+		build := exec.Command("go", "build", "-o", e.bin, "airgapcoder/cmd/coder")
+		build.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if out, err := build.CombinedOutput(); err != nil {
 			t.Fatalf("go build: %v\n%s", err, out)
+		}
+		bin, err := elf.Open(e.bin)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer bin.Close()
+		for _, p := range bin.Progs {
+			if p.Type == elf.PT_INTERP {
+				t.Fatal("the coder binary is dynamically linked: it would not run as the agent in an image without glibc")
+			}
 		}
 	})
 	e.step("bundle build (connected side)", func() {
 		e.run("bundle", "keygen", "--output", filepath.Join(work, "keys"))
 		root, _ := filepath.Abs("..")
+		// The connected side's registry, with a runnable workspace image,
+		// and the container template twice: as written (image by tag)
+		// and pinned by the image's digest.
+		up := upstreamtest.New(t, upstreamtest.Options{WorkspaceImage: true})
+		templates := filepath.Join(work, "templates")
+		pinned := strings.TrimSuffix(upstreamtest.WorkspaceRef, ":1") + "@" + up.Workspace.Digest.String()
+		for name, image := range map[string]string{"container": upstreamtest.WorkspaceRef, "pinned": pinned} {
+			copyTemplate(t, filepath.Join(root, "examples", "templates", "container"), filepath.Join(templates, name),
+				`"docker.io/library/debian:12"`, `"`+image+`"`)
+		}
 		cfg := fmt.Sprintf(`version: 1
 name: e2e
 release: 2026.11.1
@@ -103,9 +131,33 @@ terraform: {version: 1.11.4, path: /usr/local/bin/terraform}
 postgres: {path: /usr/lib/postgresql/15}
 providers:
   - {path: %s}
+images:
+  - %s
 templates:
   - %s/examples/templates/process
-`, testprovider.Mirror(t), root)
+  - %s/container
+  - %s/pinned
+certs:
+  - %s
+registries:
+  images.test: %s
+`, testprovider.Mirror(t), upstreamtest.WorkspaceRef, root, templates, templates, up.CAFile, up.URL)
+		volumesBefore = podman(t, "volume", "ls", "-q")
+		t.Cleanup(func() {
+			// What the container workspaces left should a step fail: their
+			// containers, home volumes and the images pulled from the
+			// appliance.
+			_ = exec.Command("podman", "rm", "-f", "coder-admin-cws", "coder-admin-pws").Run()
+			for _, v := range strings.Fields(podman(t, "volume", "ls", "-q")) {
+				if !strings.Contains(volumesBefore, v) {
+					_ = exec.Command("podman", "volume", "rm", "-f", v).Run()
+				}
+			}
+			out, _ := exec.Command("podman", "images", "-q", "--filter", "reference=*/images.test/coder/workspace").Output()
+			for _, id := range strings.Fields(string(out)) {
+				_ = exec.Command("podman", "rmi", "-f", id).Run()
+			}
+		})
 		if err := os.WriteFile(filepath.Join(work, "bundle.yaml"), []byte(cfg), 0o644); err != nil {
 			t.Fatal(err)
 		}
@@ -176,37 +228,7 @@ templates:
 	e.step("create workspace", func() {
 		e.coder("create", "ws", "--template", "process", "--parameter", "base_dir="+filepath.Join(work, "workspaces"), "-y")
 	})
-	e.step("agent connected and ready", func() {
-		deadline := time.Now().Add(2 * time.Minute)
-		for {
-			var w struct {
-				LatestBuild struct {
-					Resources []struct {
-						Agents []struct {
-							Status         string `json:"status"`
-							LifecycleState string `json:"lifecycle_state"`
-						} `json:"agents"`
-					} `json:"resources"`
-				} `json:"latest_build"`
-			}
-			if err := json.Unmarshal([]byte(e.coder("show", "ws", "-o", "json")), &w); err != nil {
-				t.Fatal(err)
-			}
-			ok := false
-			for _, r := range w.LatestBuild.Resources {
-				for _, a := range r.Agents {
-					ok = ok || (a.Status == "connected" && a.LifecycleState == "ready")
-				}
-			}
-			if ok {
-				return
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("agent not connected and ready after 2m: %+v", w)
-			}
-			time.Sleep(500 * time.Millisecond)
-		}
-	})
+	e.step("agent connected and ready", func() { e.waitAgentReady("ws") })
 	e.step("coder ssh ws -- echo ok", func() {
 		if out := e.coder("ssh", "ws", "--", "echo", "ok"); strings.TrimSpace(out) != "ok" {
 			t.Fatalf("ssh: got %q, want ok", out)
@@ -214,6 +236,47 @@ templates:
 	})
 	e.step("stop workspace", func() { e.coder("stop", "ws", "-y") })
 	e.step("delete workspace", func() { e.coder("delete", "ws", "-y") })
+
+	// Container workspaces: the bundled test image run with podman, pulled
+	// from the appliance's registry with its CA trusted, offline.
+	e.step("create container workspace", func() {
+		e.coder("create", "cws", "--template", "container", "-y")
+		e.waitAgentReady("cws")
+	})
+	e.step("coder ssh cws -- cat /etc/os-release", func() {
+		if out := e.coder("ssh", "cws", "--", "cat", "/etc/os-release"); out != upstreamtest.WorkspaceOSRelease {
+			t.Fatalf("os-release in the container workspace: got %q, want the image's %q", out, upstreamtest.WorkspaceOSRelease)
+		}
+		e.coder("ssh", "cws", "--", "sh", "-c", "echo kept > /home/coder/kept.txt")
+	})
+	e.step("stop and start container workspace", func() {
+		e.coder("stop", "cws", "-y")
+		if out := podman(t, "ps", "-a", "-q", "--filter", "name=^coder-admin-cws$"); out != "" {
+			t.Fatalf("stopped workspace: container still there: %q", out)
+		}
+		e.coder("start", "cws", "-y")
+		e.waitAgentReady("cws")
+		if out := e.coder("ssh", "cws", "--", "cat", "/home/coder/kept.txt"); out != "kept\n" {
+			t.Fatalf("home volume after stop and start: got %q, want kept", out)
+		}
+	})
+	e.step("image pinned by digest", func() {
+		e.coder("create", "pws", "--template", "pinned", "-y")
+		e.waitAgentReady("pws")
+		if out := e.coder("ssh", "pws", "--", "cat", "/etc/os-release"); out != upstreamtest.WorkspaceOSRelease {
+			t.Fatalf("os-release in the digest-pinned workspace: got %q", out)
+		}
+		e.coder("delete", "pws", "-y")
+	})
+	e.step("delete container workspace", func() {
+		e.coder("delete", "cws", "-y")
+		if out := podman(t, "ps", "-a", "-q", "--filter", "name=^coder-admin-cws$"); out != "" {
+			t.Fatalf("deleted workspace: container still there: %q", out)
+		}
+		if out := podman(t, "volume", "ls", "-q"); out != volumesBefore {
+			t.Fatalf("deleted workspaces: volumes %q, want only those from before the test %q", out, volumesBefore)
+		}
+	})
 	e.step("appliance stop (SIGTERM)", func() {
 		// Signal the appliance itself, not strace (which traces it).
 		out, _ := exec.Command("pgrep", "-f", "appliance up --dir "+dir).Output()
@@ -309,4 +372,67 @@ func tail(s string, n int) string {
 		lines = lines[len(lines)-n:]
 	}
 	return strings.Join(lines, "\n")
+}
+
+// waitAgentReady waits until the workspace's agent is connected and ready.
+func (e *env) waitAgentReady(workspace string) {
+	e.t.Helper()
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		var w struct {
+			LatestBuild struct {
+				Resources []struct {
+					Agents []struct {
+						Status         string `json:"status"`
+						LifecycleState string `json:"lifecycle_state"`
+					} `json:"agents"`
+				} `json:"resources"`
+			} `json:"latest_build"`
+		}
+		if err := json.Unmarshal([]byte(e.coder("show", workspace, "-o", "json")), &w); err != nil {
+			e.t.Fatal(err)
+		}
+		for _, r := range w.LatestBuild.Resources {
+			for _, a := range r.Agents {
+				if a.Status == "connected" && a.LifecycleState == "ready" {
+					return
+				}
+			}
+		}
+		if time.Now().After(deadline) {
+			e.t.Fatalf("%s: agent not connected and ready after 2m: %+v\n%s", workspace, w, e.coder("show", workspace))
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+}
+
+// podman runs podman on the host (its storage is the one the appliance's
+// provisioner used) and returns its trimmed output.
+func podman(t *testing.T, args ...string) string {
+	t.Helper()
+	out, err := exec.Command("podman", args...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("podman %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return strings.TrimSpace(string(out))
+}
+
+// copyTemplate copies the template folder src to dst with old replaced by
+// new in its main.tf, and fails the test when old is not there.
+func copyTemplate(t *testing.T, src, dst, old, new string) {
+	t.Helper()
+	if err := os.CopyFS(dst, os.DirFS(src)); err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(dst, "main.tf")
+	b, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(b), old) {
+		t.Fatalf("%s has no %s to replace", p, old)
+	}
+	if err := os.WriteFile(p, []byte(strings.ReplaceAll(string(b), old, new)), 0o644); err != nil {
+		t.Fatal(err)
+	}
 }

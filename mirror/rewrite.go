@@ -34,7 +34,8 @@ func ServedRef(registry string, r ImageRef) string {
 // "docker.io/library/alpine:3.20" name the same image; a bare "alpine" only
 // matches a ref written "alpine"). Only whole literals are replaced, never
 // substrings, comments or heredocs; files without a match are left
-// untouched. It returns the number of replacements per file (slash-separated
+// untouched. A literal pinned by digest ("repo@sha256:…", with or without a
+// tag) is rewritten when its repository is one of refs'. It returns the number of replacements per file (slash-separated
 // path relative to dir), for files with at least one.
 func RewriteImageRefs(dir string, refs []string, registry string) (map[string]int, error) {
 	registry = strings.TrimSuffix(strings.TrimPrefix(strings.TrimPrefix(registry, "https://"), "http://"), "/")
@@ -43,6 +44,7 @@ func RewriteImageRefs(dir string, refs []string, registry string) (map[string]in
 	}
 	exact := map[string]string{}
 	normal := map[ImageRef]string{}
+	repos := map[string]bool{} // HOST/PATH of every ref
 	for _, ref := range refs {
 		r, err := ParseImageRef(ref)
 		if err != nil {
@@ -51,6 +53,7 @@ func RewriteImageRefs(dir string, refs []string, registry string) (map[string]in
 		served := ServedRef(registry, r)
 		exact[ref] = served
 		normal[r] = served
+		repos[r.Host+"/"+r.Path] = true
 	}
 	lookup := func(lit string) (string, bool) {
 		if s, ok := exact[lit]; ok {
@@ -63,8 +66,16 @@ func RewriteImageRefs(dir string, refs []string, registry string) (map[string]in
 		if err != nil {
 			return "", false
 		}
-		s, ok := normal[r]
-		return s, ok
+		if s, ok := normal[r]; ok {
+			return s, true
+		}
+		// A reference pinned by digest names content, not a tag: it is
+		// served from the mirror when its repository is bundled (a digest
+		// the bundle lacks fails the pull there, as it would offline).
+		if r.Digest != "" && repos[r.Host+"/"+r.Path] {
+			return ServedRef(registry, r), true
+		}
+		return "", false
 	}
 
 	counts := map[string]int{}

@@ -51,6 +51,9 @@ func TestRewriteImageRefsTable(t *testing.T) {
 		{"https scheme stripped", []string{"alpine:3.20"}, "alpine:3.20", "https://127.0.0.1:8443", "127.0.0.1:8443/docker.io/library/alpine:3.20"},
 		{"digest only", []string{"ghcr.io/coder/envbuilder@" + testDigest}, "ghcr.io/coder/envbuilder@" + testDigest, "127.0.0.1:8443", "127.0.0.1:8443/ghcr.io/coder/envbuilder@" + testDigest},
 		{"tag and digest", []string{"alpine:3.20@" + testDigest}, "alpine:3.20@" + testDigest, "127.0.0.1:8443", "127.0.0.1:8443/docker.io/library/alpine:3.20@" + testDigest},
+		{"pinned by digest, bundled by tag", []string{"images.test/coder/workspace:1"}, "images.test/coder/workspace@" + testDigest, "127.0.0.1:8443", "127.0.0.1:8443/images.test/coder/workspace@" + testDigest},
+		{"hub short pinned by digest", []string{"alpine:3.20"}, "alpine@" + testDigest, "127.0.0.1:8443", "127.0.0.1:8443/docker.io/library/alpine@" + testDigest},
+		{"digest of another repository untouched", []string{"alpine:3.20"}, "ubuntu@" + testDigest, "127.0.0.1:8443", ""},
 		{"other tag untouched", []string{"alpine:3.20"}, "alpine:3.19", "127.0.0.1:8443", ""},
 		{"other image untouched", []string{"alpine:3.20"}, "ubuntu:24.04", "127.0.0.1:8443", ""},
 	}

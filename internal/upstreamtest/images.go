@@ -39,7 +39,7 @@ type Image struct {
 	Platforms map[string]v1.Hash
 }
 
-// SharedLayers returns the layer digests that more than one image, or
+// SharedLayers returns the layer digests that more than one of Images, or
 // more than one platform, holds.
 func (u *Upstream) SharedLayers() ([]v1.Hash, error) {
 	seen := map[v1.Hash]int{}
@@ -75,7 +75,8 @@ func (u *Upstream) SharedLayers() ([]v1.Hash, error) {
 // (docker.io/library/testbase:1) and "tool" (images.test/team/tool:2).
 // Per platform they share a base layer, and every platform of both
 // shares one platform-independent "data" layer. The images are pushed
-// to the in-memory registry through its handler, without the network.
+// to the in-memory registry through its handler, without the network,
+// and so is the workspace image when Options.WorkspaceImage asks for it.
 func (u *Upstream) setupImages(mux *http.ServeMux) error {
 	reg := registry.New(registry.Logger(nopLogger()))
 	mux.Handle("/v2/", reg)
@@ -173,6 +174,9 @@ func (u *Upstream) setupImages(mux *http.ServeMux) error {
 		}
 		u.Images = append(u.Images, Image{Ref: b.ref, Repository: b.repo, Tag: b.tag, Digest: d, Index: idx, Platforms: platforms})
 	}
+	if u.opts.WorkspaceImage {
+		return u.setupWorkspace(push)
+	}
 	return nil
 }
 
@@ -194,7 +198,7 @@ func attestation(pl string, d v1.Hash) (v1.Image, error) {
 	return mutate.ConfigFile(img, cf)
 }
 
-// Blobs returns every digest the images' indexes reach: indexes,
+// Blobs returns every digest the indexes of Images reach: indexes,
 // manifests (attestations included), configs and layers.
 func (u *Upstream) Blobs() (map[v1.Hash]bool, error) {
 	all := map[v1.Hash]bool{}

@@ -7,7 +7,9 @@
 //     generated in-process, under any host name (tests map a host such as
 //     registry.terraform.io to the server with bundle.yaml's registries:);
 //   - the OCI distribution API (go-containerregistry's in-memory
-//     pkg/registry) holding multi-platform images that share layers;
+//     pkg/registry) holding multi-platform images that share layers and,
+//     when asked, a runnable Linux workspace image built from the build
+//     host's busybox and curl (see WorkspaceRef);
 //   - a Maven repository tree with fake zonky embedded-postgres jars;
 //   - a HashiCorp releases tree (as hc-install reads it) with a stand-in
 //     terraform for the build host's platform.
@@ -63,6 +65,11 @@ type Options struct {
 	// TerraformVersion is the version of the releases tree. Default
 	// "1.11.4".
 	TerraformVersion string
+	// WorkspaceImage adds the workspace image, a runnable image for the
+	// build host's platform only, as WorkspaceRef (Upstream.Workspace).
+	// It needs this machine's /bin/busybox (busybox-static) and
+	// /usr/bin/curl. Default false: no workspace image.
+	WorkspaceImage bool
 }
 
 // Upstream is a running test upstream. Its methods are safe for concurrent
@@ -76,8 +83,13 @@ type Upstream struct {
 	CAFile string
 	// Provider describes the provider the registry serves.
 	Provider Provider
-	// Images are the images the registry holds, in creation order.
+	// Images are the random-layer images the registry holds, in creation
+	// order. The workspace image is not among them.
 	Images []Image
+	// Workspace is the workspace image when Options.WorkspaceImage is
+	// set, nil otherwise. Its Ref is WorkspaceRef, its Digest the index's
+	// and Platforms holds the one manifest.
+	Workspace *Image
 	// Postgres describes the fake zonky jars.
 	Postgres Postgres
 	// Releases describes the terraform releases tree.

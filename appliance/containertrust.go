@@ -1,0 +1,55 @@
+package appliance
+
+import (
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+
+	"airgapcoder/internal/atomicfile"
+)
+
+// containerCertDirs are where container engines on this host look for a
+// registry's CA: containers/image (Podman, Buildah, Skopeo, CRI-O) reads
+// every *.crt in /etc/containers/certs.d/<registry>/, Docker reads
+// /etc/docker/certs.d/<registry>/ca.crt. An engine is taken to be installed
+// when the folder above certs.d exists.
+func containerCertDirs() []string {
+	return []string{"/etc/containers/certs.d", "/etc/docker/certs.d"}
+}
+
+// trustForContainers writes the CA bundle caFile (the appliance CA and the
+// imported ones) as <dir>/<registry>/ca.crt for every dir of certDirs whose
+// engine is installed, so that container workspaces pull the bundled images
+// from the mirror at registry (host:port) with its certificate trusted and
+// no --tls-verify=false. Only root may write there; for anyone else it logs
+// what an administrator should do. It returns the files it wrote.
+func trustForContainers(log *slog.Logger, registry, caFile string, certDirs []string) ([]string, error) {
+	ca, err := os.ReadFile(caFile)
+	if err != nil {
+		return nil, fmt.Errorf("trust the mirror for container engines: %w", err)
+	}
+	var wrote []string
+	for _, dir := range certDirs {
+		if _, err := os.Stat(filepath.Dir(dir)); err != nil {
+			continue // that engine is not installed
+		}
+		path := filepath.Join(dir, registry, "ca.crt")
+		if os.Geteuid() != 0 {
+			log.Warn("container engines will not trust the mirror: run as root, or copy the CA yourself",
+				"ca", caFile, "to", path)
+			continue
+		}
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			return wrote, fmt.Errorf("trust the mirror for container engines: %w", err)
+		}
+		if err := atomicfile.Write(path, ca, 0o644); err != nil {
+			return wrote, fmt.Errorf("trust the mirror for container engines: %w", err)
+		}
+		wrote = append(wrote, path)
+	}
+	if len(wrote) > 0 {
+		log.Info("container engines trust the mirror", "registry", registry, "files", wrote)
+	}
+	return wrote, nil
+}
