@@ -123,6 +123,10 @@ const maxBufferedLogs = 10000
 type logSender struct {
 	agent *Agent
 
+	// sending serializes send: the loop and a final flush may both call
+	// it, and each removes the lines it sent from the front of buf.
+	sending sync.Mutex
+
 	mu      sync.Mutex
 	buf     []codersdk.AgentLogInput
 	dropped int
@@ -179,6 +183,8 @@ func (s *logSender) flush(ctx context.Context) {
 // send posts up to 1000 buffered lines; they stay buffered if coderd is
 // unreachable.
 func (s *logSender) send(ctx context.Context) error {
+	s.sending.Lock()
+	defer s.sending.Unlock()
 	s.mu.Lock()
 	if s.dropped > 0 && len(s.buf) < maxBufferedLogs {
 		s.buf = append(s.buf, codersdk.AgentLogInput{CreatedAt: time.Now().UTC(), Level: codersdk.LogLevelWarn,

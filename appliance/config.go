@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -22,10 +23,16 @@ const ConfigFile = "appliance.yaml"
 
 // Config is DIR/appliance.yaml. Keys are the yaml names below.
 type Config struct {
-	// HTTPAddress is where the dashboard and API listen (http-address).
+	// TLSAddress is where the dashboard, API, dev URLs and agent
+	// connections are served over HTTPS with the appliance certificate
+	// (tls-address).
+	TLSAddress string `koanf:"tls-address"`
+	// HTTPAddress is a plain HTTP listener that only redirects to the
+	// access URL, /healthz excepted (http-address); "" disables it.
 	HTTPAddress string `koanf:"http-address"`
 	// AccessURL is how users and workspaces reach the appliance
-	// (access-url); default: http://<http-address>.
+	// (access-url, https); default: https://<tls-address>, an unspecified
+	// host replaced as AdvertisedHost does.
 	AccessURL string `koanf:"access-url"`
 	// MirrorAddress is where the provider mirror and the image registry
 	// listen over HTTPS (mirror-address).
@@ -60,6 +67,7 @@ type Config struct {
 // DefaultConfig is what install writes.
 func DefaultConfig() Config {
 	return Config{
+		TLSAddress:             "127.0.0.1:3443",
 		HTTPAddress:            "127.0.0.1:3000",
 		MirrorAddress:          "127.0.0.1:8443",
 		ProvisionerDaemons:     3,
@@ -69,7 +77,7 @@ func DefaultConfig() Config {
 }
 
 var knownKeys = map[string]bool{
-	"http-address": true, "access-url": true, "mirror-address": true, "hosts": true, "provisioner-daemons": true,
+	"tls-address": true, "http-address": true, "access-url": true, "mirror-address": true, "hosts": true, "provisioner-daemons": true,
 	"service-user": true, "postgres-url": true, "egress-allow": true, "telemetry": true, "update-check": true, "block-direct-connections": true,
 }
 
@@ -80,7 +88,7 @@ func LoadConfig(dir string, overrides map[string]any) (Config, error) {
 	k := koanf.New(".")
 	def := DefaultConfig()
 	if err := k.Load(confmap.Provider(map[string]any{
-		"http-address": def.HTTPAddress, "mirror-address": def.MirrorAddress, "provisioner-daemons": def.ProvisionerDaemons,
+		"tls-address": def.TLSAddress, "http-address": def.HTTPAddress, "mirror-address": def.MirrorAddress, "provisioner-daemons": def.ProvisionerDaemons,
 		"service-user": def.ServiceUser, "block-direct-connections": def.BlockDirectConnections,
 	}, "."), nil); err != nil {
 		return Config{}, err
@@ -127,9 +135,17 @@ func (c Config) Validate(source string) error {
 	if !c.BlockDirectConnections {
 		errs = append(errs, errors.New("block-direct-connections: false is not allowed on the appliance: every workspace connection is relayed by coderd; remove the key"))
 	}
-	for name, addr := range map[string]string{"http-address": c.HTTPAddress, "mirror-address": c.MirrorAddress} {
+	for name, addr := range map[string]string{"tls-address": c.TLSAddress, "http-address": c.HTTPAddress, "mirror-address": c.MirrorAddress} {
+		if name == "http-address" && addr == "" {
+			continue // no redirect listener
+		}
 		if _, _, err := net.SplitHostPort(addr); err != nil {
 			errs = append(errs, fmt.Errorf("%s %q: want host:port", name, addr))
+		}
+	}
+	if c.AccessURL != "" {
+		if u, err := url.Parse(c.AccessURL); err != nil || u.Scheme != "https" || u.Host == "" {
+			errs = append(errs, fmt.Errorf("access-url %q: want an https URL (the appliance serves HTTPS on tls-address)", c.AccessURL))
 		}
 	}
 	if _, err := egress.New(c.EgressAllow, nil); err != nil {
@@ -148,15 +164,23 @@ func (c Config) Validate(source string) error {
 const configTemplate = `# Settings of this appliance. Every key is optional; the values shown are
 # the defaults. Restart the appliance (coder appliance up) after a change.
 
-# Where the dashboard and API listen, and how users and workspaces reach them.
-http-address: %q
+# Where the dashboard, the API, dev URLs and agent connections are served,
+# over HTTPS with the appliance certificate (certs/server.pem), and how users
+# and workspaces reach them (default https://<tls-address>).
+tls-address: %q
 # access-url: https://coder.example.internal
+
+# Plain HTTP: it only redirects to the access URL (308), except /healthz.
+# "" turns it off.
+http-address: %q
 
 # Where the provider mirror (/terraform/providers/) and the image registry
 # (/v2/) listen, over HTTPS with the appliance certificate.
 mirror-address: %q
 
-# Extra DNS names and IPs for the serving certificate.
+# Extra DNS names and IPs for the serving certificate. With a wildcard
+# address (0.0.0.0:PORT, [::]:PORT) the first one is the name the appliance
+# advertises (access URL, image references), else 127.0.0.1.
 hosts: []
 
 # Built-in provisioner daemons (0 disables them).
@@ -188,6 +212,61 @@ func WriteDefaultConfig(dir string) error {
 		return nil
 	}
 	d := DefaultConfig()
-	body := fmt.Sprintf(configTemplate, d.HTTPAddress, d.MirrorAddress, d.ProvisionerDaemons, d.ServiceUser)
+	body := fmt.Sprintf(configTemplate, d.TLSAddress, d.HTTPAddress, d.MirrorAddress, d.ProvisionerDaemons, d.ServiceUser)
 	return atomicfile.Write(path, []byte(body), 0o644)
+}
+
+// AdvertisedHost is the name by which clients reach a listener on addr:
+// its host, or for an unspecified one (0.0.0.0, ::, empty) the first of
+// hosts, else 127.0.0.1. Nothing the appliance advertises (access URL,
+// image references, logs) names a wildcard address.
+func (c Config) AdvertisedHost(addr string) string {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil || !isUnspecified(host) {
+		return host
+	}
+	if len(c.Hosts) > 0 {
+		return c.Hosts[0]
+	}
+	return "127.0.0.1"
+}
+
+// AccessHost is the host name of the access URL: access-url's, else the
+// advertised host of tls-address.
+func (c Config) AccessHost() string {
+	if u, err := url.Parse(c.AccessURL); err == nil && c.AccessURL != "" {
+		return u.Hostname()
+	}
+	return c.AdvertisedHost(c.TLSAddress)
+}
+
+// accessURL is access-url, else https://<advertised tls-address>.
+func (c Config) accessURL() string {
+	if c.AccessURL != "" {
+		return c.AccessURL
+	}
+	return "https://" + net.JoinHostPort(c.AdvertisedHost(c.TLSAddress), portOf(c.TLSAddress))
+}
+
+func portOf(addr string) string {
+	_, port, _ := net.SplitHostPort(addr)
+	return port
+}
+
+// loopbackAddr is where this host reaches a listener on addr: an
+// unspecified host becomes the loopback address of its family.
+func loopbackAddr(addr string) string {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil || !isUnspecified(host) {
+		return addr
+	}
+	if strings.Contains(host, ":") {
+		return net.JoinHostPort("::1", port)
+	}
+	return net.JoinHostPort("127.0.0.1", port)
+}
+
+func isUnspecified(host string) bool {
+	ip := net.ParseIP(host)
+	return host == "" || ip != nil && ip.IsUnspecified()
 }

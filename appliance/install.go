@@ -192,7 +192,10 @@ func preflightInstall(l Layout, m bundle.Manifest, info bundle.Info, now time.Ti
 		if err != nil {
 			return err
 		}
-		for key, addr := range map[string]string{"http-address": cfg.HTTPAddress, "mirror-address": cfg.MirrorAddress} {
+		for key, addr := range map[string]string{"tls-address": cfg.TLSAddress, "http-address": cfg.HTTPAddress, "mirror-address": cfg.MirrorAddress} {
+			if addr == "" {
+				continue
+			}
 			ln, err := net.Listen("tcp", addr)
 			if err != nil {
 				return fmt.Errorf("%s %s is not available (%v): free it, or set %s in %s before installing", key, addr, err, key, filepath.Join(l.Dir, ConfigFile))

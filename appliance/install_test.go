@@ -192,7 +192,7 @@ func prepDir(t *testing.T) string {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(dir, appliance.ConfigFile), []byte("http-address: 127.0.0.1:0\nmirror-address: 127.0.0.1:0\n"), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, appliance.ConfigFile), []byte("tls-address: 127.0.0.1:0\nhttp-address: 127.0.0.1:0\nmirror-address: 127.0.0.1:0\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	return dir
@@ -208,7 +208,7 @@ func TestInstallChecksPorts(t *testing.T) {
 	}
 	defer ln.Close()
 	dir := prepDir(t)
-	if err := os.WriteFile(filepath.Join(dir, appliance.ConfigFile), []byte("http-address: "+ln.Addr().String()+"\nmirror-address: 127.0.0.1:0\n"), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, appliance.ConfigFile), []byte("tls-address: 127.0.0.1:0\nhttp-address: "+ln.Addr().String()+"\nmirror-address: 127.0.0.1:0\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	k, _ := bundle.LoadPublicKey(pub)

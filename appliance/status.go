@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io/fs"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -70,15 +71,16 @@ func GetStatus(ctx context.Context, dir string) (Status, error) {
 	if err != nil {
 		return st, err
 	}
-	var client *http.Client
-	if trust, err := certs.Load(dir); err == nil {
-		client = &http.Client{Transport: trust.Transport(), Timeout: 3 * time.Second}
-	} else {
-		client = &http.Client{Timeout: 3 * time.Second}
-	}
-	probe := func(name, url string) Component {
+	// Each listener is probed on this host (loopback for a wildcard
+	// address), its certificate verified as the name clients use.
+	trust, _ := certs.Load(dir)
+	probe := func(name, advertised, local, serverName string) Component {
 		c := Component{Name: name, State: "down"}
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		client := &http.Client{Timeout: 3 * time.Second}
+		if trust != nil {
+			client.Transport = localTransport(trust, serverName)
+		}
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, local+"/healthz", nil)
 		resp, err := client.Do(req)
 		if err != nil {
 			c.Detail = err.Error()
@@ -86,15 +88,16 @@ func GetStatus(ctx context.Context, dir string) (Status, error) {
 		}
 		resp.Body.Close()
 		if resp.StatusCode == http.StatusOK {
-			c.State, c.Detail = "ok", url
+			c.State, c.Detail = "ok", advertised
 		} else {
-			c.Detail = fmt.Sprintf("%s answered %s", url, resp.Status)
+			c.Detail = fmt.Sprintf("%s/healthz answered %s", advertised, resp.Status)
 		}
 		return c
 	}
+	registry := net.JoinHostPort(cfg.AdvertisedHost(cfg.MirrorAddress), portOf(cfg.MirrorAddress))
 	st.Components = append(st.Components,
-		probe("coderd", "http://"+cfg.HTTPAddress+"/healthz"),
-		probe("mirror", "https://"+cfg.MirrorAddress+"/healthz"))
+		probe("coderd", cfg.accessURL(), "https://"+loopbackAddr(cfg.TLSAddress), cfg.AccessHost()),
+		probe("mirror", "https://"+registry, "https://"+loopbackAddr(cfg.MirrorAddress), cfg.AdvertisedHost(cfg.MirrorAddress)))
 	pg := Component{Name: "postgres", State: "down"}
 	if cfg.PostgresURL != "" {
 		pg.State, pg.Detail = "unknown", "external database"

@@ -14,7 +14,6 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
-	"strings"
 	"time"
 
 	"airgapcoder/bundle"
@@ -81,25 +80,26 @@ func Up(ctx context.Context, opts UpOptions) error {
 	}
 
 	// 1. Certificates: the appliance CA and a serving certificate for every
-	// name the mirror and the control plane are reached by.
-	hosts := append([]string{"localhost", "127.0.0.1"}, cfg.Hosts...)
-	for _, addr := range []string{cfg.MirrorAddress, cfg.HTTPAddress} {
-		if h, _, err := net.SplitHostPort(addr); err == nil && h != "" && h != "0.0.0.0" && h != "::" {
+	// name the mirror and the control plane are reached or advertised by
+	// (a wildcard listen address is advertised by the first of hosts).
+	hosts := append([]string{"localhost", "127.0.0.1", "::1"}, cfg.Hosts...)
+	for _, addr := range []string{cfg.TLSAddress, cfg.MirrorAddress, cfg.HTTPAddress} {
+		if h := cfg.AdvertisedHost(addr); h != "" {
 			hosts = append(hosts, h)
 		}
 	}
-	if cfg.AccessURL != "" {
-		if u, err := url.Parse(cfg.AccessURL); err == nil && u.Hostname() != "" {
-			hosts = append(hosts, u.Hostname())
-		}
-	}
+	hosts = append(hosts, cfg.AccessHost())
 	// The egress guard: the product's HTTP clients reach only these hosts.
 	guard, err := egress.New(append(dedupe(hosts), cfg.EgressAllow...), log.With("component", "egress"))
 	if err != nil {
 		return err
 	}
 	guard.Install()
-	if _, err := certs.EnsureServer(dir, dedupe(hosts), certs.Options{}); err != nil {
+	issued, err := certs.EnsureServer(dir, dedupe(hosts), certs.Options{})
+	if err != nil {
+		return fmt.Errorf("certificates: %w", err)
+	}
+	if err := checkAdvertisedNames(issued.Server, cfg); err != nil {
 		return fmt.Errorf("certificates: %w", err)
 	}
 	trust, err := certs.Load(dir)
@@ -160,9 +160,14 @@ func Up(ctx context.Context, opts UpOptions) error {
 	case <-ctx.Done():
 		return nil
 	}
-	mirrorURL := "https://" + mir.Addr().String()
-	log.Info("mirror ready", "url", mirrorURL)
+	// Advertised by name, probed on this host (loopback for a wildcard
+	// address) and verified as that name.
 	registry := servedRegistry(mir.Addr(), cfg)
+	mirrorURL := "https://" + registry
+	registryHost, _, _ := net.SplitHostPort(registry)
+	mirrorProbe := &http.Client{Transport: guard.Wrap(localTransport(trust, registryHost)), Timeout: 5 * time.Second}
+	mirrorLocal := "https://" + loopbackAddr(mir.Addr().String())
+	log.Info("mirror ready", "url", mirrorURL)
 	if _, err := trustForContainers(log, registry, agentCA, containerCertDirs()); err != nil {
 		return err
 	}
@@ -174,9 +179,21 @@ func Up(ctx context.Context, opts UpOptions) error {
 		tfVersion = m.Components.Terraform.Version
 		tf = filepath.Join(rel, bundle.TerraformPath(platform))
 	}
-	health := &http.Client{Transport: guard.Wrap(trust.Transport()), Timeout: 5 * time.Second}
+	// coderd serves HTTPS with the appliance certificate; plain HTTP only
+	// redirects. Its local client (bundled templates) dials this host and
+	// verifies the access URL's name.
+	var (
+		ready       = make(chan struct{})
+		localClient *codersdk.Client
+	)
 	srv, err := coderd.NewServer(coderd.ServerConfig{
 		HTTPAddress: cfg.HTTPAddress, AccessURL: cfg.AccessURL, PostgresURL: pgURL,
+		AdvertiseHost: cfg.AdvertisedHost(cfg.TLSAddress),
+		TLS: coderd.TLSConfig{
+			Enable: true, Address: cfg.TLSAddress,
+			CertFile: filepath.Join(certs.CertsDir(dir), "server.pem"), KeyFile: filepath.Join(certs.CertsDir(dir), "server-key.pem"),
+			StrictTransportSecurity: 365 * 24 * 3600,
+		},
 		ConfigDir: l.Data(), CacheDir: l.Cache(),
 		ProvisionerDaemons: cfg.ProvisionerDaemons,
 		Provisioner: coderd.ProvisionerConfig{
@@ -192,8 +209,8 @@ func Up(ctx context.Context, opts UpOptions) error {
 		Logger:           log.With("component", "coderd"),
 		HealthChecks: map[string]func(context.Context) error{
 			"mirror": func(ctx context.Context) error {
-				req, _ := http.NewRequestWithContext(ctx, http.MethodGet, mirrorURL+"/healthz", nil)
-				resp, err := health.Do(req)
+				req, _ := http.NewRequestWithContext(ctx, http.MethodGet, mirrorLocal+"/healthz", nil)
+				resp, err := mirrorProbe.Do(req)
 				if err != nil {
 					return err
 				}
@@ -205,7 +222,12 @@ func Up(ctx context.Context, opts UpOptions) error {
 			},
 		},
 		OnFirstUser: func(ctx context.Context, username, token string) {
-			pushBundledTemplates(ctx, log, rel, m, token, cfg, registry)
+			select {
+			case <-ready:
+			case <-ctx.Done():
+				return
+			}
+			pushBundledTemplates(ctx, log, rel, m, token, localClient, registry)
 		},
 	})
 	if err != nil {
@@ -218,8 +240,17 @@ func Up(ctx context.Context, opts UpOptions) error {
 	case err := <-srvDone:
 		return err
 	}
-	log.Info("the appliance is ready", "url", srv.AccessURL().String(), "mirror", mirrorURL,
-		"first_user", fmt.Sprintf("coder login %s --first-user-username admin --first-user-email admin@example.com --first-user-password ...", srv.AccessURL()))
+	_, tlsAddr := srv.ListenAddrs()
+	localURL := &url.URL{Scheme: "https", Host: loopbackAddr(tlsAddr.String())}
+	localClient = codersdk.New(localURL)
+	localClient.HTTPClient = &http.Client{Transport: guard.Wrap(localTransport(trust, srv.AccessURL().Hostname()))}
+	close(ready)
+	caFile := filepath.Join(certs.CertsDir(dir), "ca.pem")
+	if issued.CA == nil {
+		caFile = agentCA // a site certificate: its CA is among the imported ones
+	}
+	log.Info("the appliance is ready", "url", srv.AccessURL().String(), "mirror", mirrorURL, "ca_file", caFile,
+		"first_user", fmt.Sprintf("coder login %s --ca-file %s --first-user-username admin --first-user-email admin@example.com --first-user-password ...", srv.AccessURL(), caFile))
 	if opts.Ready != nil {
 		close(opts.Ready)
 	}
@@ -230,31 +261,18 @@ func Up(ctx context.Context, opts UpOptions) error {
 // unspecified listen address becomes the first configured host (or
 // 127.0.0.1), which the serving certificate covers.
 func servedRegistry(addr net.Addr, cfg Config) string {
-	host, port, err := net.SplitHostPort(addr.String())
+	_, port, err := net.SplitHostPort(addr.String())
 	if err != nil {
 		return addr.String()
 	}
-	if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() {
-		host = "127.0.0.1"
-		if len(cfg.Hosts) > 0 {
-			host = cfg.Hosts[0]
-		}
-	}
-	return net.JoinHostPort(host, port)
+	return net.JoinHostPort(cfg.AdvertisedHost(addr.String()), port)
 }
 
 // pushBundledTemplates offers the bundle's templates on first boot: they are
 // pushed as the first user as soon as it exists. Each is packed from a copy
 // whose image references point at registry (the release stays untouched).
-func pushBundledTemplates(ctx context.Context, log *slog.Logger, rel string, m bundle.Manifest, token string, cfg Config, registry string) {
-	u, err := url.Parse("http://" + cfg.HTTPAddress)
-	if err != nil {
-		return
-	}
-	if strings.HasPrefix(cfg.HTTPAddress, "0.0.0.0:") {
-		u.Host = "127.0.0.1:" + strings.TrimPrefix(cfg.HTTPAddress, "0.0.0.0:")
-	}
-	client := codersdk.New(u)
+func pushBundledTemplates(ctx context.Context, log *slog.Logger, rel string, m bundle.Manifest, token string, local *codersdk.Client, registry string) {
+	client := *local
 	client.SessionToken = token
 	var bundled []string
 	for _, img := range m.Components.Images {

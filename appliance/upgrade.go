@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"airgapcoder/bundle"
+	"airgapcoder/certs"
 )
 
 // UpgradeOptions configure Upgrade.
@@ -84,8 +85,8 @@ func Upgrade(ctx context.Context, opts UpgradeOptions) (UpgradeResult, error) {
 	case c < 0 && !opts.Force:
 		return res, fmt.Errorf("release %s is older than the current %s: refusing to downgrade (pass --force to do it anyway)", m.Release, res.From)
 	}
-	if healthy(ctx, cfg) == nil {
-		return res, fmt.Errorf("the appliance is running (http://%s/healthz answers): stop it first", cfg.HTTPAddress)
+	if healthy(ctx, dir, cfg) == nil {
+		return res, fmt.Errorf("the appliance is running (%s answers /healthz): stop it first", cfg.accessURL())
 	}
 	if _, err := install(ctx, InstallOptions{Bundle: opts.Bundle, Dir: dir, PublicKey: opts.PublicKey, AllowUnsigned: opts.AllowUnsigned, Logger: log}, false); err != nil {
 		return res, err
@@ -168,7 +169,7 @@ func tryStart(ctx context.Context, l Layout, cfg Config, release string, timeout
 			return ctx.Err()
 		case <-time.After(250 * time.Millisecond):
 		}
-		if healthy(ctx, cfg) == nil {
+		if healthy(ctx, l.Dir, cfg) == nil {
 			log.Info("release is healthy", "release", release)
 			if err := stop(); err != nil {
 				return fmt.Errorf("healthy, but stopping it failed: %w", err)
@@ -182,19 +183,43 @@ func tryStart(ctx context.Context, l Layout, cfg Config, release string, timeout
 	}
 }
 
-func healthy(ctx context.Context, cfg Config) error {
+// healthy probes /healthz over HTTPS on tls-address (on this host,
+// verified as the access URL's name), else over plain HTTP on http-address,
+// which answers /healthz too: so a release from before HTTPS, started by a
+// rollback, counts as healthy as well.
+func healthy(ctx context.Context, dir string, cfg Config) error {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+cfg.HTTPAddress+"/healthz", nil)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return err
+	probe := func(client *http.Client, url string) error {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		resp, err := client.Do(req)
+		if err != nil {
+			return err
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("%s: %s", url, resp.Status)
+		}
+		return nil
 	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("/healthz: %s", resp.Status)
+	var err error
+	if trust, loadErr := certs.Load(dir); loadErr == nil {
+		client := &http.Client{Transport: localTransport(trust, cfg.AccessHost())}
+		if err = probe(client, "https://"+loopbackAddr(cfg.TLSAddress)+"/healthz"); err == nil {
+			return nil
+		}
 	}
-	return nil
+	if cfg.HTTPAddress != "" {
+		if httpErr := probe(&http.Client{Transport: &http.Transport{}}, "http://"+loopbackAddr(cfg.HTTPAddress)+"/healthz"); httpErr == nil {
+			return nil
+		} else if err == nil {
+			err = httpErr
+		}
+	}
+	if err == nil {
+		err = errors.New("no listener to probe")
+	}
+	return err
 }
 
 func lastLines(s string, n int) string {

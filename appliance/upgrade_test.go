@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net"
-	"net/http"
 	"net/url"
 	"os"
 	"os/exec"
@@ -37,6 +36,7 @@ type upgradeEnv struct {
 	cache  string
 	keys   string
 	http   string
+	tls    string
 	client *codersdk.Client
 }
 
@@ -84,12 +84,8 @@ func (e *upgradeEnv) up() func() {
 	}
 	deadline := time.Now().Add(2 * time.Minute)
 	for {
-		resp, err := http.Get("http://" + e.http + "/healthz")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == 200 {
-				break
-			}
+		if applianceHealthy(e.dir, "https://"+e.tls) {
+			break
 		}
 		if time.Now().After(deadline) {
 			_ = cmd.Process.Kill()
@@ -117,14 +113,14 @@ func TestUpgradeAndRollback(t *testing.T) {
 		}
 	}
 	e := &upgradeEnv{t: t, bin: testbin.Coder(t), work: work, dir: filepath.Join(work, "appliance"), cache: filepath.Join(work, "cache"),
-		keys: filepath.Join(work, "keys"), http: freePort(t)}
+		keys: filepath.Join(work, "keys"), http: freePort(t), tls: freePort(t)}
 	if out, err := e.coder("bundle", "keygen", "--output", e.keys); err != nil {
 		t.Fatalf("keygen: %v\n%s", err, out)
 	}
 	if err := os.MkdirAll(e.dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(e.dir, appliance.ConfigFile), []byte(fmt.Sprintf("http-address: %s\nmirror-address: %s\nprovisioner-daemons: 1\n", e.http, freePort(t))), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(e.dir, appliance.ConfigFile), []byte(fmt.Sprintf("tls-address: %s\nhttp-address: %s\nmirror-address: %s\nprovisioner-daemons: 1\n", e.tls, e.http, freePort(t))), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	pub := filepath.Join(e.keys, "bundle.pub")
@@ -135,9 +131,9 @@ func TestUpgradeAndRollback(t *testing.T) {
 
 	// Use release A: a user, the bundled template, a workspace.
 	stop := e.up()
-	u, _ := url.Parse("http://" + e.http)
+	u, _ := url.Parse("https://" + e.tls)
 	ctx := context.Background()
-	anon := codersdk.New(u)
+	anon := applianceClient(t, e.dir, u)
 	if _, err := anon.CreateFirstUser(ctx, codersdk.CreateFirstUserRequest{Email: "admin@example.com", Username: "admin", Password: "upgrade-password"}); err != nil {
 		t.Fatal(err)
 	}
@@ -146,7 +142,7 @@ func TestUpgradeAndRollback(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		c := codersdk.New(u)
+		c := applianceClient(t, e.dir, u)
 		c.SessionToken = resp.SessionToken
 		return c
 	}

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"strings"
 	"time"
 )
@@ -189,6 +190,7 @@ func validSHA256(s string) bool {
 func validateFiles(files []File) (map[string]*File, error) {
 	byPath := make(map[string]*File, len(files))
 	members := make(map[string]string, len(files))
+	var total int64
 	for i := range files {
 		f := &files[i]
 		if err := ValidPath(f.Path); err != nil {
@@ -203,6 +205,11 @@ func validateFiles(files []File) (map[string]*File, error) {
 		if f.Size < 0 {
 			return nil, fmt.Errorf("%s: negative size %d", f.Path, f.Size)
 		}
+		// PayloadSize and the installer's free-space check add the sizes up.
+		if f.Size > math.MaxInt64-total {
+			return nil, fmt.Errorf("%s: the file sizes add up to more than %d bytes", f.Path, int64(math.MaxInt64))
+		}
+		total += f.Size
 		if !validSHA256(f.SHA256) {
 			return nil, fmt.Errorf("%s: sha256 %q is not 64 lower-case hex digits", f.Path, f.SHA256)
 		}

@@ -2,6 +2,7 @@ package bundle
 
 import (
 	"archive/tar"
+	"bytes"
 	"context"
 	"crypto/ed25519"
 	"errors"
@@ -176,11 +177,16 @@ func readMember(tr *tar.Reader, name string, max int64) ([]byte, error) {
 	if hdr.Size > max {
 		return nil, fmt.Errorf("%s is %d bytes, more than the %d allowed", name, hdr.Size, max)
 	}
-	b := make([]byte, hdr.Size)
-	if _, err := io.ReadFull(tr, b); err != nil {
+	// Memory grows with the bytes that arrive, not with the size the header
+	// claims: a cut-off or hostile file of a few KiB must not cost 64 MiB.
+	b := bytes.NewBuffer(make([]byte, 0, min(hdr.Size, 64<<10)))
+	if _, err := b.ReadFrom(io.LimitReader(tr, hdr.Size)); err != nil {
 		return nil, err
 	}
-	return b, nil
+	if int64(b.Len()) != hdr.Size {
+		return nil, io.ErrUnexpectedEOF
+	}
+	return b.Bytes(), nil
 }
 
 func checkSigLength(signed bool, sig []byte) error {

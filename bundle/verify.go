@@ -14,6 +14,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"path/filepath"
 
 	"github.com/klauspost/compress/zstd"
 )
@@ -70,7 +71,16 @@ func walk(ctx context.Context, path string, o walkOptions) (_ Manifest, _ Info, 
 	}
 	defer src.Close()
 	meter := &byteProgress{ctx: ctx, fn: o.progress, total: l.size}
-	br := bufio.NewReaderSize(meter.reader(src), copyBufSize)
+	stream := meter.reader(src)
+	var whole hash.Hash
+	if l.index != nil {
+		// The parts' hashes pin every byte; this also holds the index to
+		// its claim about the whole bundle, so that nothing a verified
+		// index says is unchecked.
+		whole = sha256.New()
+		stream = io.TeeReader(stream, whole)
+	}
+	br := bufio.NewReaderSize(stream, copyBufSize)
 	w := &walker{ctx: ctx, pr: pr, meter: meter, tr: tar.NewReader(br), visit: o.visit, buf: make([]byte, copyBufSize)}
 	// Runs before src.Close: the part being read is still open to be hashed.
 	defer func() {
@@ -111,6 +121,12 @@ func walk(ctx context.Context, path string, o walkOptions) (_ Manifest, _ Info, 
 		}
 		if err != nil {
 			return Manifest{}, Info{}, w.classify("", err)
+		}
+	}
+	if whole != nil {
+		if got := hex.EncodeToString(whole.Sum(nil)); got != l.index.BundleSHA256 {
+			return Manifest{}, Info{}, &VerifyError{Part: filepath.Base(l.path),
+				Reason: fmt.Sprintf("the parts together have sha256 %s, the part index says %s", got, l.index.BundleSHA256)}
 		}
 	}
 	return m, l.info(&m), nil

@@ -60,11 +60,14 @@ it was. BUNDLE is the .bundle file or, for a split bundle, its .part000.`,
 }
 
 func (inv *invocation) applianceUpCmd() *cobra.Command {
-	var dir, httpAddress, accessURL string
+	var dir, httpAddress, tlsAddress, accessURL string
 	cmd := &cobra.Command{
 		Use:   "up",
 		Short: "Run the installed appliance: PostgreSQL, certificates, mirror, coderd and provisioners",
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := (options{logFormatOption}).resolve(cmd, "", inv.environ); err != nil {
+				return err
+			}
 			if dir == "" {
 				return usageErrorf("--dir is required")
 			}
@@ -72,15 +75,20 @@ func (inv *invocation) applianceUpCmd() *cobra.Command {
 			if cmd.Flags().Changed("http-address") {
 				overrides["http-address"] = httpAddress
 			}
+			if cmd.Flags().Changed("tls-address") {
+				overrides["tls-address"] = tlsAddress
+			}
 			if cmd.Flags().Changed("access-url") {
 				overrides["access-url"] = accessURL
 			}
-			return appliance.Up(cmd.Context(), appliance.UpOptions{Dir: dir, Overrides: overrides, Logger: inv.logger()})
+			return appliance.Up(cmd.Context(), appliance.UpOptions{Dir: dir, Overrides: overrides, Logger: inv.loggerFor(cmd)})
 		},
 	}
 	cmd.Flags().StringVar(&dir, "dir", "", "Appliance folder")
-	cmd.Flags().StringVar(&httpAddress, "http-address", "", "Dashboard and API address (default from appliance.yaml)")
+	cmd.Flags().StringVar(&tlsAddress, "tls-address", "", "HTTPS address of the dashboard, API and agent connections (default from appliance.yaml)")
+	cmd.Flags().StringVar(&httpAddress, "http-address", "", "Plain HTTP address that only redirects to the access URL (default from appliance.yaml)")
 	cmd.Flags().StringVar(&accessURL, "access-url", "", "URL users and workspaces reach the appliance at")
+	logFormatFlag(cmd)
 	return cmd
 }
 

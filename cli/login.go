@@ -39,7 +39,10 @@ func (inv *invocation) loginCmd() *cobra.Command {
 				return err
 			}
 			ctx := cmd.Context()
-			client := codersdk.New(u)
+			client, err := inv.newClient(u)
+			if err != nil {
+				return err
+			}
 			if _, err := client.BuildInfo(ctx); err != nil {
 				return fmt.Errorf("reach %s: %w", u, err)
 			}
@@ -57,6 +60,9 @@ func (inv *invocation) loginCmd() *cobra.Command {
 						return fmt.Errorf("create first user: %w", err)
 					}
 					fmt.Fprintf(inv.stderr, "Created the first user %s (owner).\n", first.Username)
+					if info, err := client.BuildInfo(ctx); err == nil && info.TemplatesImporting {
+						fmt.Fprintln(inv.stderr, "Bundled templates are being imported; `coder templates list` shows them when ready.")
+					}
 					email, password = first.Email, first.Password
 				}
 				if email == "" || password == "" {
@@ -77,6 +83,11 @@ func (inv *invocation) loginCmd() *cobra.Command {
 			}
 			if err := inv.storeSession(u.String(), token); err != nil {
 				return err
+			}
+			if inv.caFile != "" {
+				if err := inv.storeCA(); err != nil {
+					return err
+				}
 			}
 			fmt.Fprintf(inv.stdout, "Logged in to %s as %s.\n", u, me.Username)
 			return nil

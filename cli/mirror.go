@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -25,6 +26,7 @@ var mirrorPushOptions = options{
 	applianceDirOption,
 	{flag: "to", env: "CODER_MIRROR_PUSH_TO"},
 	{flag: "concurrency", env: "CODER_MIRROR_PUSH_CONCURRENCY"},
+	{flag: "stall-timeout", env: "CODER_MIRROR_PUSH_STALL_TIMEOUT"},
 }
 
 func (inv *invocation) mirrorCmd() *cobra.Command {
@@ -142,8 +144,9 @@ func caFileFor(dir string) string {
 
 func (inv *invocation) mirrorPushCmd() *cobra.Command {
 	var (
-		dir, to     string
-		concurrency int
+		dir, to      string
+		concurrency  int
+		stallTimeout time.Duration
 	)
 	cmd := &cobra.Command{
 		Use:   "push-images --dir DIR --to REGISTRY[/PREFIX]",
@@ -153,7 +156,8 @@ with all its platforms and unchanged digests, to REGISTRY[/PREFIX]/HOST/PATH:TAG
 Credentials come from the docker config (~/.docker/config.json, DOCKER_CONFIG); the
 registry's certificate must chain to DIR/certs/trust.pem (coder certs import).
 Blobs already in the registry are skipped, so an interrupted push continues when
-run again.`,
+run again. A transfer that moves no byte for --stall-timeout (the registry stopped
+reading or answering) fails the push, naming the image, the blob and the registry.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := mirrorPushOptions.resolve(cmd, "", inv.environ); err != nil {
 				return err
@@ -170,6 +174,9 @@ run again.`,
 			if concurrency < 1 {
 				return usageErrorf("--concurrency must be at least 1, got %d", concurrency)
 			}
+			if stallTimeout <= 0 {
+				return usageErrorf("--stall-timeout must be positive, got %s", stallTimeout)
+			}
 			store, err := certs.Load(dir)
 			if err != nil {
 				return err
@@ -177,6 +184,7 @@ run again.`,
 			pushed, err := mirror.PushImages(cmd.Context(), mirror.PushOptions{
 				Dir: dir, ImagesDir: filepath.Join(bundleContent(dir), mirror.ImagesDir),
 				To: to, Concurrency: concurrency, Transport: store.Transport(), Progress: inv.stderr,
+				StallTimeout: stallTimeout,
 			})
 			for _, p := range pushed {
 				fmt.Fprintf(inv.stdout, "%s@%s\n", p.Target, p.Digest)
@@ -188,5 +196,6 @@ run again.`,
 	f.StringVar(&dir, "dir", "", "Installed bundle folder: images/ and certs/ (CODER_APPLIANCE_DIR)")
 	f.StringVar(&to, "to", "", "Registry and optional path prefix, REGISTRY[/PREFIX] (CODER_MIRROR_PUSH_TO)")
 	f.IntVar(&concurrency, "concurrency", 4, "Blobs uploaded at once (CODER_MIRROR_PUSH_CONCURRENCY)")
+	f.DurationVar(&stallTimeout, "stall-timeout", mirror.DefaultStallTimeout, "Fail a transfer that moves no byte for this long; run again to resume (CODER_MIRROR_PUSH_STALL_TIMEOUT)")
 	return cmd
 }

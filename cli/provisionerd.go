@@ -22,6 +22,7 @@ var provisionerdOptions = options{
 	{flag: "provider-mirror", env: "CODER_PROVIDER_MIRROR"},
 	{flag: "ca-cert-file", env: "CODER_CA_CERT_FILE"},
 	{flag: "cache-dir", env: "CODER_CACHE_DIRECTORY"},
+	logFormatOption,
 }
 
 // terraformFlags declares the flags shared by coder server (for its built-in
@@ -85,21 +86,24 @@ for organization daemons; any user with --tag scope=user).`,
 				if err != nil {
 					return err
 				}
-				client = codersdk.New(u)
+				if client, err = inv.newClient(u, caFile); err != nil {
+					return err
+				}
 				client.ProvisionerPSK = psk
-			} else if client, err = inv.client(); err != nil {
+			} else if client, err = inv.client(caFile); err != nil {
 				return fmt.Errorf("%w (or pass --psk)", err)
 			}
 			ctx := cmd.Context()
 			tf.InstallDir = filepath.Join(cacheDir, "terraform")
-			tf.Logger = inv.logger()
+			logger := inv.loggerFor(cmd)
+			tf.Logger = logger
 			path, err := provisionerd.FindTerraform(ctx, tf)
 			if err != nil {
 				return err
 			}
 			d, err := provisionerd.New(provisionerd.Options{
 				Client: client, Name: name, Tags: tagMap, Version: buildinfo.Version(), TerraformPath: path,
-				ProviderMirror: mirror, CACertFile: caFile, WorkDir: filepath.Join(cacheDir, "provisionerd"), Logger: inv.logger(),
+				ProviderMirror: mirror, CACertFile: caFile, WorkDir: filepath.Join(cacheDir, "provisionerd"), Logger: logger,
 			})
 			if err != nil {
 				return err
@@ -118,6 +122,7 @@ for organization daemons; any user with --tag scope=user).`,
 	f.StringArrayVarP(&tags, "tag", "t", nil, "Tag key=value this daemon carries (repeatable)")
 	f.StringVar(&cacheDir, "cache-dir", defaultCacheDir(), "Cache directory (terraform plugins, job folders)")
 	terraformFlags(start, &tf, &mirror, &caFile)
+	logFormatFlag(start)
 	cmd.AddCommand(start)
 	return cmd
 }

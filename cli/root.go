@@ -49,7 +49,7 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if errors.As(err, &ec) {
 		return ec.code // a remote command's own exit code (coder ssh)
 	}
-	fmt.Fprintf(stderr, "error: %s\n", oneLine(err))
+	fmt.Fprintf(stderr, "error: %s\n", oneLine(certificateHint(err)))
 	var ue *usageError
 	if errors.As(err, &ue) {
 		return 2
@@ -70,6 +70,7 @@ type invocation struct {
 	globalConfig string
 	url          string
 	token        string
+	caFile       string
 	verbose      bool
 }
 
@@ -87,6 +88,7 @@ var globalOptions = options{
 	{flag: "global-config", env: "CODER_CONFIG_DIR"},
 	{flag: "url", env: "CODER_URL"},
 	{flag: "token", env: "CODER_SESSION_TOKEN"},
+	{flag: "ca-file", env: "CODER_CA_FILE"},
 }
 
 func defaultConfigDir() string {
@@ -117,6 +119,7 @@ func (inv *invocation) root() *cobra.Command {
 	pf.StringVar(&inv.globalConfig, "global-config", defaultConfigDir(), "Directory for the CLI's session and the built-in PostgreSQL's data (CODER_CONFIG_DIR)")
 	pf.StringVar(&inv.url, "url", "", "URL of the deployment (CODER_URL); default: what coder login stored")
 	pf.StringVar(&inv.token, "token", "", "Session token (CODER_SESSION_TOKEN); default: what coder login stored")
+	pf.StringVar(&inv.caFile, "ca-file", "", "PEM CA certificates trusted for the deployment besides the system's (CODER_CA_FILE); coder login stores them")
 	pf.BoolVarP(&inv.verbose, "verbose", "v", false, "Log debug output")
 
 	root.AddCommand(
@@ -145,6 +148,7 @@ func (inv *invocation) root() *cobra.Command {
 		inv.sshCmd(),
 		inv.portForwardCmd(),
 		inv.configSSHCmd(),
+		inv.auditCmd(),
 	)
 	// Every command rejects stray arguments as a usage error.
 	var walk func(c *cobra.Command)
@@ -220,8 +224,8 @@ const (
 )
 
 // client returns a client for the deployment from --url/--token, else from
-// what `coder login` stored.
-func (inv *invocation) client() (*codersdk.Client, error) {
+// what `coder login` stored, trusting the CAs of readCAFiles.
+func (inv *invocation) client(extraCAFiles ...string) (*codersdk.Client, error) {
 	rawURL, token := inv.url, inv.token
 	if rawURL == "" {
 		b, err := os.ReadFile(filepath.Join(inv.globalConfig, urlFile))
@@ -242,7 +246,10 @@ func (inv *invocation) client() (*codersdk.Client, error) {
 	if token == "" {
 		return nil, fmt.Errorf("not logged in to %s: run `coder login %s`, or set --token / CODER_SESSION_TOKEN", u, u)
 	}
-	c := codersdk.New(u)
+	c, err := inv.newClient(u, extraCAFiles...)
+	if err != nil {
+		return nil, err
+	}
 	c.SessionToken = token
 	return c, nil
 }

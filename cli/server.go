@@ -25,6 +25,7 @@ var serverOptions = options{
 	{flag: "tls-address", env: "CODER_TLS_ADDRESS"},
 	{flag: "tls-cert-file", env: "CODER_TLS_CERT_FILE"},
 	{flag: "tls-key-file", env: "CODER_TLS_KEY_FILE"},
+	{flag: "strict-transport-security", env: "CODER_STRICT_TRANSPORT_SECURITY"},
 	{flag: "cache-dir", env: "CODER_CACHE_DIRECTORY"},
 	{flag: "postgres-run-as", env: "CODER_BUILTIN_POSTGRES_USER"},
 	{flag: "shutdown-timeout", env: "CODER_SHUTDOWN_TIMEOUT"},
@@ -33,6 +34,11 @@ var serverOptions = options{
 	{flag: "terraform-download", env: "CODER_TERRAFORM_DOWNLOAD"},
 	{flag: "provider-mirror", env: "CODER_PROVIDER_MIRROR"},
 	{flag: "ca-cert-file", env: "CODER_CA_CERT_FILE"},
+	logFormatOption,
+	{flag: "api-rate-limit", env: "CODER_API_RATE_LIMIT"},
+	{flag: "login-rate-limit", env: "CODER_LOGIN_RATE_LIMIT"},
+	{flag: "login-rate-limit-ip", env: "CODER_LOGIN_RATE_LIMIT_IP"},
+	{flag: "audit-retention", env: "CODER_AUDIT_RETENTION"},
 }
 
 func defaultCacheDir() string {
@@ -61,7 +67,13 @@ off by default and, when on, go only to the URLs you configure.`,
 			cfg.Provisioner.ProviderMirror = mirror
 			cfg.ConfigDir = inv.globalConfig
 			cfg.Version = buildinfo.Version()
-			cfg.Logger = inv.logger()
+			cfg.Logger = inv.loggerFor(cmd)
+			// 0 on the command line turns a limit off; coderd reads 0 as its default.
+			for _, limit := range []*int{&cfg.RateLimits.API, &cfg.RateLimits.LoginPerAccount, &cfg.RateLimits.LoginPerIP} {
+				if *limit <= 0 {
+					*limit = -1
+				}
+			}
 			srv, err := coderd.NewServer(cfg)
 			if err != nil {
 				return usageErrorf("%v", err)
@@ -86,9 +98,15 @@ off by default and, when on, go only to the URLs you configure.`,
 	f.StringVar(&cfg.TLS.Address, "tls-address", "127.0.0.1:3443", "HTTPS bind address")
 	f.StringVar(&cfg.TLS.CertFile, "tls-cert-file", "", "PEM certificate (chain) for HTTPS")
 	f.StringVar(&cfg.TLS.KeyFile, "tls-key-file", "", "PEM private key for HTTPS")
+	f.IntVar(&cfg.TLS.StrictTransportSecurity, "strict-transport-security", 365*24*3600, "max-age in seconds of the Strict-Transport-Security header on HTTPS responses; 0 sends none")
 	f.StringVar(&cfg.CacheDir, "cache-dir", defaultCacheDir(), "Cache directory (PostgreSQL binaries)")
 	f.StringVar(&cfg.BuiltinPostgres.RunAsUser, "postgres-run-as", "", "User that runs the built-in PostgreSQL when coder server runs as root (default nobody)")
 	f.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", 30*time.Second, "How long in-flight requests may take to finish on shutdown")
 	terraformFlags(cmd, &cfg.Provisioner.Terraform, &cfg.Provisioner.ProviderMirror, &cfg.Provisioner.CACertFile)
+	logFormatFlag(cmd)
+	f.IntVar(&cfg.RateLimits.API, "api-rate-limit", coderd.DefaultAPIRateLimit, "API requests per minute allowed per session token, or per IP address without one; 0 (or negative) turns the limit off. Kept in each replica's memory")
+	f.IntVar(&cfg.RateLimits.LoginPerAccount, "login-rate-limit", coderd.DefaultLoginRateLimit, "Failed password logins per minute allowed per account before logins answer 429; 0 turns the limit off")
+	f.IntVar(&cfg.RateLimits.LoginPerIP, "login-rate-limit-ip", coderd.DefaultLoginRateLimitPerIP, "Failed password logins per minute allowed per source IP address, over all accounts; 0 turns the limit off")
+	f.DurationVar(&cfg.AuditRetention, "audit-retention", 0, "Delete audit log records older than this, hourly (e.g. 2160h); 0 keeps them forever")
 	return cmd
 }

@@ -76,10 +76,7 @@ parameter without a value is an error that names it.`,
 				return err
 			}
 			ctx := cmd.Context()
-			t, err := client.TemplateByName(ctx, "default", template)
-			if codersdk.IsStatus(err, http.StatusNotFound) {
-				return fmt.Errorf("no template %q: see `coder templates list`", template)
-			}
+			t, err := inv.waitForTemplate(ctx, client, template)
 			if err != nil {
 				return err
 			}
@@ -120,6 +117,50 @@ parameter without a value is an error that names it.`,
 	pf.register(cmd.Flags(), false)
 	cmd.Flags().BoolVarP(&yes, "yes", "y", false, "Take parameter defaults and skip the confirmation")
 	return cmd
+}
+
+// templateImportWait bounds how long coder create waits for a template the
+// deployment is still importing on first boot.
+const templateImportWait = 2 * time.Minute
+
+// waitForTemplate returns the template named name. When there is none yet
+// but the deployment says it is still importing its first-boot templates
+// (the appliance pushes its bundled ones just after the first user is
+// created), it says so on one line and waits, up to templateImportWait, for
+// the template to appear or the import to end: commands pasted right after
+// `coder login --first-user-...` work.
+func (inv *invocation) waitForTemplate(ctx context.Context, client *codersdk.Client, name string) (codersdk.Template, error) {
+	deadline := time.Now().Add(templateImportWait)
+	said := false
+	for {
+		t, err := client.TemplateByName(ctx, "default", name)
+		if !codersdk.IsStatus(err, http.StatusNotFound) {
+			return t, err
+		}
+		info, err := client.BuildInfo(ctx)
+		if err != nil {
+			return t, err
+		}
+		if !info.TemplatesImporting {
+			// The import may have ended between the two calls.
+			if t, err = client.TemplateByName(ctx, "default", name); !codersdk.IsStatus(err, http.StatusNotFound) {
+				return t, err
+			}
+			return t, fmt.Errorf("no template %q: see `coder templates list`", name)
+		}
+		if time.Now().After(deadline) {
+			return t, fmt.Errorf("no template %q after waiting %s for the appliance's template import: see `coder templates list`", name, templateImportWait)
+		}
+		if !said {
+			fmt.Fprintf(inv.stderr, "Waiting for template %s: the appliance is still importing it.\n", name)
+			said = true
+		}
+		select {
+		case <-ctx.Done():
+			return t, ctx.Err()
+		case <-time.After(time.Second):
+		}
+	}
 }
 
 // updateOptions add the CODER_* variables of update's flags.

@@ -403,6 +403,10 @@ func azTable() []azCase {
 		// Organizations.
 		{name: "organizations/list", method: "GET", path: azStatic("/api/v2/organizations"), want: azSignedIn},
 		{name: "organizations/read", method: "GET", path: azStatic("/api/v2/organizations/default"), want: azSignedIn},
+
+		// The audit log.
+		{name: "audit/list", method: "GET", path: azStatic("/api/v2/audit"), want: azOwnerOnly},
+		{name: "audit/list-filtered", method: "GET", path: azStatic("/api/v2/audit?q=action:login&limit=5"), want: azOwnerOnly},
 	}
 	var rows []azCase
 	for _, e := range endpoints {

@@ -16,6 +16,7 @@ import (
 	"net/url"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -51,6 +52,9 @@ type Options struct {
 	MaxTokenLifetime time.Duration
 	// MaxUploadSize caps a template tar (default templatetar.DefaultMaxSize).
 	MaxUploadSize int64
+	// AuditRetention deletes audit records older than this, hourly; 0
+	// keeps them forever.
+	AuditRetention time.Duration
 	// Telemetry and UpdateCheck are reported in buildinfo; UpdateChecker is
 	// the running checker when the update check is on.
 	Telemetry     bool
@@ -78,6 +82,9 @@ type Options struct {
 	// connection (default 15s): a dead connection is noticed within about
 	// twice this.
 	AgentKeepAliveInterval time.Duration
+	// RateLimits bound logins and API requests, in this replica's memory
+	// (ratelimit.go); the zero value means the defaults.
+	RateLimits RateLimits
 }
 
 // API serves /api/v2. Construct with New; run its background loops with Run.
@@ -93,6 +100,10 @@ type API struct {
 
 	// relay holds this replica's agent connections (relay.go).
 	relay *relay
+	// limits are the login and API rate limits (ratelimit.go).
+	limits *rateLimiters
+	// firstUserHooks counts running OnFirstUser hooks (firstuser.go).
+	firstUserHooks atomic.Int32
 
 	shutdownOnce sync.Once
 	// closing is closed when the server begins to shut down.
@@ -140,6 +151,7 @@ func New(ctx context.Context, opts Options) (*API, error) {
 		now: func() time.Time { return opts.Now().UTC() },
 		org: org, metrics: newMetrics(opts.Registerer), closing: make(chan struct{}),
 	}
+	api.limits = newRateLimiters(opts.RateLimits, opts.Now)
 	api.router = api.routes()
 	return api, nil
 }
@@ -147,8 +159,18 @@ func New(ctx context.Context, opts Options) (*API, error) {
 // ServeHTTP serves the API.
 func (api *API) ServeHTTP(w http.ResponseWriter, r *http.Request) { api.router.ServeHTTP(w, r) }
 
-// Run runs the background loops (the job heartbeat reaper) until ctx ends.
+// Run runs the background loops (the job heartbeat reaper, the audit
+// retention) until ctx ends. It first records a new server version in the
+// audit log.
 func (api *API) Run(ctx context.Context) error {
+	api.recordVersion(ctx)
+	var retention <-chan time.Time
+	if api.opts.AuditRetention > 0 {
+		api.deleteOldAuditLogs(ctx)
+		rt := time.NewTicker(auditRetentionInterval)
+		defer rt.Stop()
+		retention = rt.C
+	}
 	interval := max(api.opts.JobHeartbeatTimeout/4, 100*time.Millisecond)
 	t := time.NewTicker(interval)
 	defer t.Stop()
@@ -158,6 +180,8 @@ func (api *API) Run(ctx context.Context) error {
 			return nil
 		case <-t.C:
 			api.failStaleJobs(ctx)
+		case <-retention:
+			api.deleteOldAuditLogs(ctx)
 		}
 	}
 }
@@ -187,7 +211,8 @@ func deref[T any](p *T) T {
 func (api *API) routes() *gin.Engine {
 	gin.SetMode(gin.ReleaseMode)
 	r := gin.New()
-	r.Use(gin.Recovery(), api.instrument())
+	r.Use(gin.Recovery(), api.instrument(), api.rateLimitAPI())
+	r.Use(api.auditRequests()) // writes the audit records handlers leave to it (audit.go)
 	// Dev URLs (/@owner/workspace/apps|ports/...) match no route; this
 	// middleware serves them before the 404 handler (devurls.go).
 	r.Use(api.devURLs())
@@ -204,7 +229,7 @@ func (api *API) routes() *gin.Engine {
 	v2.GET("/buildinfo", api.handle(api.buildInfo))
 	v2.GET("/users/first", api.handle(api.firstUserExists))
 	v2.POST("/users/first", api.handle(api.postFirstUser))
-	v2.POST("/users/login", api.handle(api.postLogin))
+	v2.POST("/users/login", api.handle(api.limitLogin(api.postLogin)))
 
 	// Provisioner daemons authenticate by PSK or session token.
 	pd := v2.Group("/provisionerdaemons")
@@ -272,6 +297,7 @@ func (api *API) routes() *gin.Engine {
 	a.GET("/workspaceagents/:agent", api.handle(api.workspaceAgent))
 	a.GET("/workspaceagents/:agent/logs", api.handle(api.workspaceAgentLogs))
 	a.GET("/workspaceagents/:agent/connect", api.handle(api.workspaceAgentConnect))
+	a.GET("/audit", api.handle(api.auditLogs))
 	return r
 }
 
@@ -294,6 +320,7 @@ func (api *API) buildInfo(c *gin.Context) error {
 	c.JSON(http.StatusOK, codersdk.BuildInfo{
 		Version: api.opts.Version, ExternalURL: api.opts.AccessURL.String(),
 		Telemetry: api.opts.Telemetry, UpdateCheck: api.opts.UpdateCheck,
+		TemplatesImporting: api.firstUserHooks.Load() > 0,
 	})
 	return nil
 }

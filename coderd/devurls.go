@@ -72,6 +72,9 @@ func parseDevURL(escaped string) (devURL, bool) {
 		return devURL{}, false
 	}
 	d.workspace, d.agent, _ = strings.Cut(ws, ".")
+	if d.workspace == "" { // ".agent" or "."
+		return devURL{}, false
+	}
 	d.kind = parts[2]
 	d.prefix = "/@" + parts[0] + "/" + parts[1] + "/" + parts[2] + "/" + target
 	if hasRest {
@@ -131,10 +134,13 @@ func (api *API) serveDevURL(c *gin.Context) error {
 	if err != nil {
 		return err
 	}
+	e := api.audit(c, codersdk.AuditActionConnect, codersdk.AuditResourceWorkspaceAgent).actor(user).workspace(d.owner, d.workspace).
+		resource("", d.owner+"/"+d.workspace).field("kind", "dev-url").field("target", d.kind+"/"+d.target)
 	t, err := api.resolveDevURL(ctx, user, d)
 	if err != nil {
 		return err
 	}
+	e.agent(t.agent)
 	if user.ID != t.agent.OwnerID {
 		if !mayConnect(user, t.agent.OwnerID) {
 			return errorf(http.StatusForbidden, "", "Only the workspace's owner and users with the owner role may open %s", d.prefix)
@@ -252,7 +258,10 @@ func (api *API) resolveDevURL(ctx context.Context, user database.User, d devURL)
 // the connection log.
 type devURLCaller struct{}
 
-type devURLCall struct{ user, workspace string }
+type devURLCall struct {
+	user, workspace string
+	audit           *devURLAudit
+}
 
 func (api *API) proxyDevURL(c *gin.Context, d devURL, t devTarget, who string) {
 	targetHost := t.host
@@ -291,7 +300,7 @@ func (api *API) proxyDevURL(c *gin.Context, d devURL, t devTarget, who string) {
 				}
 			}
 		},
-		Transport:     api.relay.devTransport(api),
+		Transport:     api.relay.devTransport(api, who),
 		FlushInterval: -1,
 		ModifyResponse: func(resp *http.Response) error {
 			// An app must not replace the visitor's coderd session.
@@ -315,7 +324,7 @@ func (api *API) proxyDevURL(c *gin.Context, d devURL, t devTarget, who string) {
 			c.JSON(ae.status, ae.Response)
 		},
 	}
-	r := c.Request.WithContext(context.WithValue(c.Request.Context(), devURLCaller{}, devURLCall{user: who, workspace: t.agent.OwnerName + "/" + t.agent.WorkspaceName}))
+	r := c.Request.WithContext(context.WithValue(c.Request.Context(), devURLCaller{}, devURLCall{user: who, workspace: t.agent.OwnerName + "/" + t.agent.WorkspaceName, audit: devURLAuditOf(c)}))
 	api.log.Debug("dev URL request", "user", who, "workspace", t.agent.OwnerName+"/"+t.agent.WorkspaceName, "target", d.kind+"/"+d.target,
 		"method", r.Method, "path", d.rest)
 	rp.ServeHTTP(c.Writer, r)
@@ -349,11 +358,14 @@ func parseRelayAddr(addr string) (agentID, host string, port uint16, err error) 
 	return id, string(b), uint16(n), nil
 }
 
-// devTransport returns the relay's HTTP transport for dev URLs, whose dials
-// open relay streams.
-func (r *relay) devTransport(api *API) *http.Transport {
-	r.transportOnce.Do(func() {
-		r.transport = &http.Transport{
+// devTransport returns the relay's HTTP transport for user's dev URL
+// requests, whose dials open relay streams.
+func (r *relay) devTransport(api *API, user string) *http.Transport {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	t := r.transports[user]
+	if t == nil {
+		t = &http.Transport{
 			DialContext: func(ctx context.Context, _, addr string) (net.Conn, error) {
 				return api.dialRelayAddr(ctx, addr)
 			},
@@ -376,8 +388,9 @@ func (r *relay) devTransport(api *API) *http.Transport {
 			MaxIdleConnsPerHost: 16, IdleConnTimeout: 60 * time.Second, TLSHandshakeTimeout: 15 * time.Second,
 			ExpectContinueTimeout: time.Second,
 		}
-	})
-	return r.transport
+		r.transports[user] = t
+	}
+	return t
 }
 
 func (api *API) dialRelayAddr(ctx context.Context, addr string) (net.Conn, error) {
@@ -398,5 +411,5 @@ func (api *API) dialRelayAddr(ctx context.Context, addr string) (net.Conn, error
 		return nil, err
 	}
 	log.Info("relay connection opened")
-	return conn, nil
+	return api.auditDevURLConn(conn, call.audit, hdr), nil
 }

@@ -23,6 +23,7 @@ const (
 	resProvisionerd    resource = "provisioner_daemon"
 	resOrganization    resource = "organization"
 	resDeploymentStats resource = "deployment_stats"
+	resAuditLog        resource = "audit_log"
 )
 
 type action string
@@ -50,6 +51,7 @@ var policy = map[resource]map[action][]string{
 	resProvisionerd:    {actRead: adminRoles, actCreate: adminRoles},
 	resOrganization:    {actRead: allRoles},
 	resDeploymentStats: {actRead: ownerOnly},
+	resAuditLog:        {actRead: ownerOnly},
 }
 
 // selfActions are what every user may do on objects they own.

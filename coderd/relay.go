@@ -41,13 +41,14 @@ type relay struct {
 	mu       sync.Mutex
 	sessions map[string]*agentSession
 
-	// transport proxies dev URLs (devurls.go).
-	transportOnce sync.Once
-	transport     *http.Transport
+	// transports proxy dev URLs (devurls.go), one per user: a pooled
+	// connection is never reused for another user's request, so each
+	// connection's audit record names one user.
+	transports map[string]*http.Transport
 }
 
 func newRelay() *relay {
-	return &relay{sessions: map[string]*agentSession{}}
+	return &relay{sessions: map[string]*agentSession{}, transports: map[string]*http.Transport{}}
 }
 
 // agentSession is one agent's live connection.
@@ -289,7 +290,10 @@ func relayHeaderFromQuery(c *gin.Context) (codersdk.RelayHeader, error) {
 // workspaceAgentConnect relays a user's WebSocket to a new stream to the
 // agent. Only the workspace's owner and users with the owner role may.
 func (api *API) workspaceAgentConnect(c *gin.Context) error {
+	e := api.audit(c, codersdk.AuditActionConnect, codersdk.AuditResourceWorkspaceAgent).resource(c.Param("agent"), "").
+		field("kind", c.DefaultQuery("kind", codersdk.RelayKindSSH))
 	a, err := api.agentParam(c)
+	e.agent(a)
 	if err != nil {
 		return err
 	}
@@ -333,6 +337,7 @@ func (api *API) workspaceAgentConnect(c *gin.Context) error {
 	}()
 	up, down := splice(nc, stream)
 	log.Info("relay connection closed", "bytes_to_agent", up, "bytes_from_agent", down, "duration", time.Since(began).Round(time.Millisecond))
+	api.auditRelayed(ctx, e, hdr, began, up, down)
 	return nil
 }
 

@@ -30,11 +30,15 @@ import (
 // environment and config file by the CLI.
 type ServerConfig struct {
 	// HTTPAddress is where the plain HTTP listener binds ("" disables it
-	// when TLS is on).
+	// when TLS is on). With TLS on it only redirects to the https access
+	// URL (/healthz excepted).
 	HTTPAddress string
 	// AccessURL is how users and workspaces reach the deployment; empty
-	// means derived from the listener.
+	// means derived from the listener (the TLS one when TLS is on).
 	AccessURL string
+	// AdvertiseHost replaces an unspecified listen host (0.0.0.0, ::) in
+	// every URL the server derives or logs (default 127.0.0.1).
+	AdvertiseHost string
 	// PostgresURL selects an external PostgreSQL; empty runs the built-in one.
 	PostgresURL string
 	// ConfigDir is the global config dir; the built-in PostgreSQL keeps its
@@ -67,6 +71,10 @@ type ServerConfig struct {
 	// HealthChecks and OnFirstUser are passed to the API (see Options).
 	HealthChecks map[string]func(context.Context) error
 	OnFirstUser  func(ctx context.Context, username, token string)
+	// RateLimits bound logins and API requests per replica (see Options).
+	RateLimits RateLimits
+	// AuditRetention deletes audit records older than this (0 keeps them).
+	AuditRetention time.Duration
 
 	Version string
 	Logger  *slog.Logger
@@ -90,10 +98,16 @@ type ProvisionerConfig struct {
 
 // TLSConfig is the HTTPS listener.
 type TLSConfig struct {
-	Enable   bool
-	Address  string
+	// Enable serves HTTPS on Address.
+	Enable  bool
+	Address string
+	// CertFile is the PEM certificate (leaf first, then intermediates);
+	// KeyFile its PEM private key. Both are read once at start.
 	CertFile string
 	KeyFile  string
+	// StrictTransportSecurity is the max-age (seconds) of the
+	// Strict-Transport-Security header on HTTPS responses; 0 sends none.
+	StrictTransportSecurity int
 }
 
 // Server runs the control plane: PostgreSQL (built in or external), the
@@ -106,6 +120,8 @@ type Server struct {
 	mu        sync.Mutex
 	urls      []string
 	accessURL *url.URL
+	httpAddr  net.Addr
+	tlsAddr   net.Addr
 }
 
 // NewServer validates cfg. It starts nothing.
@@ -124,6 +140,12 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 			return nil, fmt.Errorf("--access-url %q must be an absolute http(s) URL", cfg.AccessURL)
 		}
+		if cfg.TLS.Enable && cfg.HTTPAddress != "" && u.Scheme != "https" {
+			return nil, fmt.Errorf("--access-url %q is http, but with --tls-enable plain HTTP only redirects to the access URL: use an https access URL, or set --http-address \"\" to serve HTTPS only", cfg.AccessURL)
+		}
+	}
+	if cfg.AdvertiseHost == "" {
+		cfg.AdvertiseHost = "127.0.0.1"
 	}
 	if cfg.Telemetry && cfg.TelemetryURL == "" {
 		return nil, errors.New("--telemetry is on but --telemetry-url is empty: this product sends telemetry only to a collector you run; set --telemetry-url or turn --telemetry off")
@@ -140,6 +162,9 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 	if cfg.ProvisionerDaemons < 0 {
 		return nil, fmt.Errorf("--provisioner-daemons must be 0 or more, got %d", cfg.ProvisionerDaemons)
 	}
+	if cfg.AuditRetention < 0 {
+		return nil, fmt.Errorf("--audit-retention must be 0 (keep forever) or more, got %s", cfg.AuditRetention)
+	}
 	return &Server{cfg: cfg, log: cfg.Logger, ready: make(chan struct{})}, nil
 }
 
@@ -151,6 +176,14 @@ func (s *Server) URLs() []string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return append([]string(nil), s.urls...)
+}
+
+// ListenAddrs returns the addresses the plain HTTP and the HTTPS listeners
+// bound (nil for one that is off; valid after Ready).
+func (s *Server) ListenAddrs() (httpAddr, tlsAddr net.Addr) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.httpAddr, s.tlsAddr
 }
 
 // AccessURL returns the deployment's access URL (valid after Ready).
@@ -165,6 +198,14 @@ func (s *Server) AccessURL() *url.URL {
 // built-in PostgreSQL stops. It returns nil after a clean shutdown.
 func (s *Server) Run(ctx context.Context) (err error) {
 	log := s.log
+	// A bad certificate or key is a start-up error naming the file, found
+	// before anything else starts.
+	var tlsCert tls.Certificate
+	if s.cfg.TLS.Enable {
+		if tlsCert, err = loadCertificate(s.cfg.TLS.CertFile, s.cfg.TLS.KeyFile, time.Now()); err != nil {
+			return err
+		}
+	}
 	// Fail before anything starts when the built-in provisioners cannot
 	// work: a missing or wrong terraform is a start-up error, not a build one.
 	var terraformPath string
@@ -234,6 +275,21 @@ func (s *Server) Run(ctx context.Context) (err error) {
 	if err != nil {
 		return err
 	}
+	// Whatever fails from here on, the listeners close and every server
+	// started stops, so Run returns (and `coder server` exits) instead of
+	// waiting for servers nobody will shut down. After a clean shutdown
+	// this closes what is already closed.
+	var servers []*http.Server
+	defer func() {
+		for _, srv := range servers {
+			_ = srv.Close()
+		}
+		for _, ln := range []net.Listener{httpLn, tlsLn} {
+			if ln != nil {
+				_ = ln.Close()
+			}
+		}
+	}()
 	accessURL, err := s.resolveAccessURL(httpLn, tlsLn)
 	if err != nil {
 		return err
@@ -261,7 +317,8 @@ func (s *Server) Run(ctx context.Context) (err error) {
 		DB: db, Pubsub: ps, Logger: log.With("component", "api"), AccessURL: accessURL, Version: s.cfg.Version,
 		ProvisionerPSK: s.cfg.ProvisionerPSK, BuiltinProvisionerKey: builtinKey, JobHeartbeatTimeout: s.cfg.JobHeartbeatTimeout,
 		Telemetry: s.cfg.Telemetry, UpdateCheck: s.cfg.UpdateCheck, UpdateChecker: checker, Registerer: reg,
-		AgentBinariesDir: s.cfg.AgentBinariesDir, HealthChecks: s.cfg.HealthChecks, OnFirstUser: s.cfg.OnFirstUser,
+		AuditRetention:   s.cfg.AuditRetention,
+		AgentBinariesDir: s.cfg.AgentBinariesDir, HealthChecks: s.cfg.HealthChecks, OnFirstUser: s.cfg.OnFirstUser, RateLimits: s.cfg.RateLimits,
 	})
 	if err != nil {
 		return err
@@ -297,10 +354,9 @@ func (s *Server) Run(ctx context.Context) (err error) {
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	mux.Handle("/", api)
-	servers := []*http.Server{}
-	serve := func(ln net.Listener, tlsCfg *tls.Config) {
+	serve := func(ln net.Listener, handler http.Handler, tlsCfg *tls.Config) {
 		srv := &http.Server{
-			Handler: mux, TLSConfig: tlsCfg,
+			Handler: handler, TLSConfig: tlsCfg,
 			ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 120 * time.Second,
 			// No WriteTimeout: log streams and long-polls stay open by design.
 			ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn),
@@ -320,15 +376,19 @@ func (s *Server) Run(ctx context.Context) (err error) {
 			}
 		}()
 	}
-	if httpLn != nil {
-		serve(httpLn, nil)
-	}
 	if tlsLn != nil {
-		cert, err := tls.LoadX509KeyPair(s.cfg.TLS.CertFile, s.cfg.TLS.KeyFile)
-		if err != nil {
-			return fmt.Errorf("load TLS certificate %s: %w", s.cfg.TLS.CertFile, err)
+		var handler http.Handler = mux
+		if s.cfg.TLS.StrictTransportSecurity > 0 {
+			handler = strictTransportSecurity(s.cfg.TLS.StrictTransportSecurity, mux)
 		}
-		serve(tlsLn, &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12})
+		serve(tlsLn, handler, &tls.Config{Certificates: []tls.Certificate{tlsCert}, MinVersion: tls.VersionTLS12})
+	}
+	if httpLn != nil {
+		var handler http.Handler = mux
+		if tlsLn != nil {
+			handler = redirectToHTTPS(accessURL, mux)
+		}
+		serve(httpLn, handler, nil)
 	}
 	// Built-in daemons stop first on shutdown, while the API can still hear
 	// them report the job they were running.
@@ -343,7 +403,7 @@ func (s *Server) Run(ctx context.Context) (err error) {
 		if err != nil {
 			return fmt.Errorf("listen for built-in provisioners: %w", err)
 		}
-		serve(internalLn, nil)
+		serve(internalLn, mux, nil)
 		internalURL := &url.URL{Scheme: "http", Host: internalLn.Addr().String()}
 		workDir := s.cfg.Provisioner.WorkDir
 		if workDir == "" {
@@ -429,11 +489,14 @@ func (s *Server) startBuiltinPostgres(ctx context.Context) (*postgres.Server, er
 }
 
 func (s *Server) listen() (httpLn, tlsLn net.Listener, err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	if s.cfg.HTTPAddress != "" {
 		if httpLn, err = net.Listen("tcp", s.cfg.HTTPAddress); err != nil {
 			return nil, nil, fmt.Errorf("listen on --http-address %s: %w", s.cfg.HTTPAddress, err)
 		}
-		s.urls = append(s.urls, "http://"+httpLn.Addr().String())
+		s.httpAddr = httpLn.Addr()
+		s.urls = append(s.urls, "http://"+advertisedAddr(httpLn.Addr(), s.cfg.AdvertiseHost))
 	}
 	if s.cfg.TLS.Enable {
 		if tlsLn, err = net.Listen("tcp", s.cfg.TLS.Address); err != nil {
@@ -442,7 +505,8 @@ func (s *Server) listen() (httpLn, tlsLn net.Listener, err error) {
 			}
 			return nil, nil, fmt.Errorf("listen on --tls-address %s: %w", s.cfg.TLS.Address, err)
 		}
-		s.urls = append(s.urls, "https://"+tlsLn.Addr().String())
+		s.tlsAddr = tlsLn.Addr()
+		s.urls = append(s.urls, "https://"+advertisedAddr(tlsLn.Addr(), s.cfg.AdvertiseHost))
 	}
 	return httpLn, tlsLn, nil
 }
@@ -452,10 +516,14 @@ func (s *Server) resolveAccessURL(httpLn, tlsLn net.Listener) (*url.URL, error) 
 	defer s.mu.Unlock()
 	raw := s.cfg.AccessURL
 	if raw == "" {
+		ln, scheme := httpLn, "http://"
 		if tlsLn != nil {
-			raw = "https://" + tlsLn.Addr().String()
-		} else {
-			raw = "http://" + httpLn.Addr().String()
+			ln, scheme = tlsLn, "https://"
+		}
+		raw = scheme + advertisedAddr(ln.Addr(), s.cfg.AdvertiseHost)
+		if host, _, _ := net.SplitHostPort(ln.Addr().String()); net.ParseIP(host).IsUnspecified() {
+			s.log.Warn("listening on every interface without --access-url: workspaces and redirects use "+raw+"; set --access-url to the name users reach this server by",
+				"listen", ln.Addr().String())
 		}
 	}
 	u, err := url.Parse(raw)

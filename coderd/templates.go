@@ -60,6 +60,7 @@ func (api *API) convertTemplateVersion(c *gin.Context, v database.TemplateVersio
 }
 
 func (api *API) postTemplateVersion(c *gin.Context) error {
+	e := api.audit(c, codersdk.AuditActionCreate, codersdk.AuditResourceTemplateVersion)
 	if err := api.orgParam(c); err != nil {
 		return err
 	}
@@ -98,6 +99,7 @@ func (api *API) postTemplateVersion(c *gin.Context) error {
 			return err
 		}
 		templateID = &t.ID
+		e.field("template", t.Name)
 	}
 	tags, err := normalizeTags(req.Tags, me.ID)
 	if err != nil {
@@ -126,8 +128,9 @@ func (api *API) postTemplateVersion(c *gin.Context) error {
 		name = petName()
 	}
 	versionID := uuid.NewString()
+	e.resource(versionID, name).field("file_id", file.ID).field("tags", tags)
 	var v database.TemplateVersion
-	err = api.db.InTx(ctx, func(tx *database.DB) error {
+	err = e.inTx(ctx, http.StatusCreated, func(tx *database.DB) error {
 		job, err := tx.InsertJob(ctx, database.InsertJobParams{
 			OrganizationID: api.org.ID, InitiatorID: me.ID, Type: database.JobTypeTemplateVersionImport,
 			Input: database.JobInput{TemplateVersionID: versionID}, Tags: tags, FileID: file.ID,
@@ -224,6 +227,7 @@ func (api *API) importedVersion(c *gin.Context, field, id, templateID string) (d
 }
 
 func (api *API) postTemplate(c *gin.Context) error {
+	e := api.audit(c, codersdk.AuditActionCreate, codersdk.AuditResourceTemplate)
 	if err := api.orgParam(c); err != nil {
 		return err
 	}
@@ -244,9 +248,16 @@ func (api *API) postTemplate(c *gin.Context) error {
 	if err != nil {
 		return err
 	}
-	t, err := api.db.InsertTemplate(c.Request.Context(), database.Template{
-		OrganizationID: api.org.ID, Name: req.Name, DisplayName: req.DisplayName, Description: req.Description,
-		ActiveVersionID: v.ID, CreatedBy: actor(c).ID,
+	e.resource("", req.Name).field("active_version_id", v.ID).field("active_version", v.Name)
+	var t database.Template
+	err = e.inTx(c.Request.Context(), http.StatusCreated, func(tx *database.DB) error {
+		var err error
+		t, err = tx.InsertTemplate(c.Request.Context(), database.Template{
+			OrganizationID: api.org.ID, Name: req.Name, DisplayName: req.DisplayName, Description: req.Description,
+			ActiveVersionID: v.ID, CreatedBy: actor(c).ID,
+		})
+		e.resource(t.ID, "")
+		return err
 	})
 	if errors.Is(err, database.ErrConflict) {
 		return conflict("A template named %q already exists", req.Name)
@@ -316,19 +327,24 @@ func (api *API) template(c *gin.Context) error {
 }
 
 func (api *API) deleteTemplate(c *gin.Context) error {
+	e := api.audit(c, codersdk.AuditActionDelete, codersdk.AuditResourceTemplate).resource(c.Param("template"), "")
 	t, err := api.templateParam(c, actDelete)
+	e.resource(t.ID, t.Name)
 	if err != nil {
 		return err
 	}
 	ctx := c.Request.Context()
-	n, err := api.db.CountWorkspacesByTemplate(ctx, t.ID)
+	err = e.inTx(ctx, http.StatusOK, func(tx *database.DB) error {
+		n, err := tx.CountWorkspacesByTemplate(ctx, t.ID)
+		if err != nil {
+			return err
+		}
+		if n > 0 {
+			return badRequest("Template %s is used by %d workspace(s); delete them first", t.Name, n)
+		}
+		return tx.DeleteTemplate(ctx, t.ID)
+	})
 	if err != nil {
-		return err
-	}
-	if n > 0 {
-		return badRequest("Template %s is used by %d workspace(s); delete them first", t.Name, n)
-	}
-	if err := api.db.DeleteTemplate(ctx, t.ID); err != nil {
 		return err
 	}
 	c.JSON(http.StatusOK, codersdk.Response{Message: "Template deleted"})
@@ -357,7 +373,9 @@ func (api *API) templateVersions(c *gin.Context) error {
 }
 
 func (api *API) patchActiveVersion(c *gin.Context) error {
+	e := api.audit(c, codersdk.AuditActionWrite, codersdk.AuditResourceTemplate).resource(c.Param("template"), "")
 	t, err := api.templateParam(c, actUpdate)
+	e.resource(t.ID, t.Name)
 	if err != nil {
 		return err
 	}
@@ -370,7 +388,8 @@ func (api *API) patchActiveVersion(c *gin.Context) error {
 		return err
 	}
 	ctx := c.Request.Context()
-	err = api.db.InTx(ctx, func(tx *database.DB) error {
+	e.field("active_version_id", v.ID).field("active_version", v.Name).field("previous_active_version_id", t.ActiveVersionID)
+	err = e.inTx(ctx, http.StatusOK, func(tx *database.DB) error {
 		if err := tx.AttachTemplateVersion(ctx, v.ID, t.ID); err != nil {
 			return err
 		}

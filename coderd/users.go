@@ -94,8 +94,16 @@ func (api *API) postFirstUser(c *gin.Context) error {
 	if err != nil {
 		return err
 	}
-	user, err := api.db.InsertFirstUser(c.Request.Context(), database.InsertUserParams{
-		Email: req.Email, Username: req.Username, Name: req.Name, HashedPassword: hash, Roles: []string{codersdk.RoleOwner},
+	e := api.audit(c, codersdk.AuditActionCreate, codersdk.AuditResourceUser).resource("", req.Username).
+		field("email", req.Email).field("roles", []string{codersdk.RoleOwner}).field("first_user", true)
+	var user database.User
+	err = e.inTx(c.Request.Context(), http.StatusCreated, func(tx *database.DB) error {
+		var err error
+		user, err = tx.InsertFirstUser(c.Request.Context(), database.InsertUserParams{
+			Email: req.Email, Username: req.Username, Name: req.Name, HashedPassword: hash, Roles: []string{codersdk.RoleOwner},
+		})
+		e.resource(user.ID, "")
+		return err
 	})
 	if errors.Is(err, database.ErrFirstUserExists) {
 		return conflict("The first user has already been created; log in instead")
@@ -109,7 +117,7 @@ func (api *API) postFirstUser(c *gin.Context) error {
 		if err != nil {
 			return err
 		}
-		go api.opts.OnFirstUser(context.WithoutCancel(c.Request.Context()), user.Username, token)
+		api.runFirstUserHook(context.WithoutCancel(c.Request.Context()), user.Username, token)
 	}
 	c.JSON(http.StatusCreated, codersdk.CreateFirstUserResponse{UserID: user.ID, OrganizationID: api.org.ID})
 	return nil
@@ -127,6 +135,7 @@ func (api *API) postLogin(c *gin.Context) error {
 		return validation("password", "is required")
 	}
 	ctx := c.Request.Context()
+	e := api.audit(c, codersdk.AuditActionLogin, codersdk.AuditResourceUser).resource("", req.Email).field("email", req.Email)
 	user, err := api.db.UserByEmailOrUsername(ctx, req.Email, req.Email)
 	wrong := errorf(http.StatusUnauthorized, "", "Incorrect email or password")
 	if errors.Is(err, database.ErrNotFound) {
@@ -142,21 +151,29 @@ func (api *API) postLogin(c *gin.Context) error {
 	if user.Status != "active" {
 		return errorf(http.StatusForbidden, "", "User %s is %s", user.Username, user.Status)
 	}
-	token, _, err := api.newAPIKey(ctx, user.ID, loginTypePassword, "", api.opts.SessionDuration)
+	token, key, err := api.newAPIKey(ctx, user.ID, loginTypePassword, "", api.opts.SessionDuration)
 	if err != nil {
 		return err
 	}
-	c.SetCookie(codersdk.SessionTokenCookie, token, int(api.opts.SessionDuration.Seconds()), "/", "", api.opts.AccessURL.Scheme == "https", true)
+	e.actor(user).resource(user.ID, user.Username).field("key_id", key.ID)
+	api.setSessionCookie(c, token, int(api.opts.SessionDuration.Seconds()))
 	c.JSON(http.StatusCreated, codersdk.LoginWithPasswordResponse{SessionToken: token})
 	return nil
 }
 
 func (api *API) postLogout(c *gin.Context) error {
 	key := c.MustGet(ctxAPIKey).(database.APIKey)
-	if err := api.db.DeleteAPIKey(c.Request.Context(), key.UserID, key.ID); err != nil && !errors.Is(err, database.ErrNotFound) {
+	e := api.audit(c, codersdk.AuditActionLogout, codersdk.AuditResourceUser).resource(key.UserID, actor(c).Username).field("key_id", key.ID)
+	err := e.inTx(c.Request.Context(), http.StatusOK, func(tx *database.DB) error {
+		if err := tx.DeleteAPIKey(c.Request.Context(), key.UserID, key.ID); err != nil && !errors.Is(err, database.ErrNotFound) {
+			return err
+		}
+		return nil
+	})
+	if err != nil {
 		return err
 	}
-	c.SetCookie(codersdk.SessionTokenCookie, "", -1, "/", "", false, true)
+	api.setSessionCookie(c, "", -1)
 	c.JSON(http.StatusOK, codersdk.Response{Message: "Logged out"})
 	return nil
 }
@@ -225,6 +242,7 @@ func validateRoles(rs []string) ([]string, error) {
 }
 
 func (api *API) postUser(c *gin.Context) error {
+	e := api.audit(c, codersdk.AuditActionCreate, codersdk.AuditResourceUser)
 	if err := authorize(c, resUser, actCreate, ""); err != nil {
 		return err
 	}
@@ -246,7 +264,14 @@ func (api *API) postUser(c *gin.Context) error {
 	if err != nil {
 		return err
 	}
-	u, err := api.db.InsertUser(c.Request.Context(), database.InsertUserParams{Email: req.Email, Username: req.Username, Name: req.Name, HashedPassword: hash, Roles: rs})
+	e.resource("", req.Username).field("email", req.Email).field("roles", rs)
+	var u database.User
+	err = e.inTx(c.Request.Context(), http.StatusCreated, func(tx *database.DB) error {
+		var err error
+		u, err = tx.InsertUser(c.Request.Context(), database.InsertUserParams{Email: req.Email, Username: req.Username, Name: req.Name, HashedPassword: hash, Roles: rs})
+		e.resource(u.ID, "")
+		return err
+	})
 	if errors.Is(err, database.ErrConflict) {
 		return conflict("A user with email %q or username %q already exists", req.Email, req.Username)
 	}
@@ -258,7 +283,9 @@ func (api *API) postUser(c *gin.Context) error {
 }
 
 func (api *API) putUserRoles(c *gin.Context) error {
+	e := api.audit(c, codersdk.AuditActionWrite, codersdk.AuditResourceUser).resource(c.Param("user"), "")
 	u, err := api.userParam(c)
+	e.resource(u.ID, u.Username).field("previous_roles", u.Roles)
 	if err != nil {
 		return err
 	}
@@ -276,7 +303,11 @@ func (api *API) putUserRoles(c *gin.Context) error {
 	if u.ID == actor(c).ID && !slices.Contains(rs, codersdk.RoleOwner) {
 		return badRequest("You cannot remove your own owner role")
 	}
-	u, err = api.db.UpdateUserRoles(c.Request.Context(), u.ID, rs)
+	e.field("roles", rs)
+	err = e.inTx(c.Request.Context(), http.StatusOK, func(tx *database.DB) error {
+		u, err = tx.UpdateUserRoles(c.Request.Context(), u.ID, rs)
+		return err
+	})
 	if err != nil {
 		return err
 	}
@@ -287,7 +318,9 @@ func (api *API) putUserRoles(c *gin.Context) error {
 // putUserProfile changes a user's username and full name: the user's own,
 // or anyone's for owners.
 func (api *API) putUserProfile(c *gin.Context) error {
+	e := api.audit(c, codersdk.AuditActionWrite, codersdk.AuditResourceUser).resource(c.Param("user"), "")
 	u, err := api.userParam(c)
+	e.resource(u.ID, u.Username)
 	if err != nil {
 		return err
 	}
@@ -311,7 +344,11 @@ func (api *API) putUserProfile(c *gin.Context) error {
 	if err := validateName(req.Name); err != nil {
 		return err
 	}
-	u, err = api.db.UpdateUserProfile(c.Request.Context(), u.ID, username, req.Name)
+	e.field("username", username).field("previous_username", u.Username).field("name", req.Name).field("previous_name", u.Name)
+	err = e.inTx(c.Request.Context(), http.StatusOK, func(tx *database.DB) error {
+		u, err = tx.UpdateUserProfile(c.Request.Context(), u.ID, username, req.Name)
+		return err
+	})
 	if errors.Is(err, database.ErrConflict) {
 		return conflict("A user named %q already exists", username)
 	}
@@ -346,6 +383,7 @@ func convertAPIKey(k database.APIKey) codersdk.APIKey {
 }
 
 func (api *API) postToken(c *gin.Context) error {
+	e := api.audit(c, codersdk.AuditActionCreate, codersdk.AuditResourceAPIKey).field("user", c.Param("user"))
 	u, err := api.userParam(c)
 	if err != nil {
 		return err
@@ -370,7 +408,9 @@ func (api *API) postToken(c *gin.Context) error {
 	if name == "" {
 		name = "token-" + randomString(8)
 	}
-	token, _, err := api.newAPIKey(c.Request.Context(), u.ID, loginTypeToken, name, lifetime)
+	e.resource("", name).field("user", u.Username).field("lifetime", lifetime.String())
+	token, key, err := api.newAPIKey(c.Request.Context(), u.ID, loginTypeToken, name, lifetime)
+	e.resource(key.ID, "")
 	if errors.Is(err, database.ErrConflict) {
 		return conflict("A token named %q already exists", name)
 	}
@@ -402,14 +442,19 @@ func (api *API) tokens(c *gin.Context) error {
 }
 
 func (api *API) deleteAPIKey(c *gin.Context) error {
+	e := api.audit(c, codersdk.AuditActionDelete, codersdk.AuditResourceAPIKey).resource(c.Param("key"), "").field("user", c.Param("user"))
 	u, err := api.userParam(c)
 	if err != nil {
 		return err
 	}
+	e.field("user", u.Username)
 	if err := authorize(c, resAPIKey, actDelete, u.ID); err != nil {
 		return err
 	}
-	if err := api.db.DeleteAPIKey(c.Request.Context(), u.ID, c.Param("key")); err != nil {
+	err = e.inTx(c.Request.Context(), http.StatusNoContent, func(tx *database.DB) error {
+		return tx.DeleteAPIKey(c.Request.Context(), u.ID, c.Param("key"))
+	})
+	if err != nil {
 		if errors.Is(err, database.ErrNotFound) {
 			return notFound("API key")
 		}

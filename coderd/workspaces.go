@@ -171,6 +171,7 @@ func (api *API) writeWorkspace(c *gin.Context, status int, w database.Workspace)
 }
 
 func (api *API) postWorkspace(c *gin.Context) error {
+	e := api.audit(c, codersdk.AuditActionCreate, codersdk.AuditResourceWorkspace)
 	owner, err := api.userParam(c)
 	if err != nil {
 		return err
@@ -182,6 +183,7 @@ func (api *API) postWorkspace(c *gin.Context) error {
 	if err := decode(c, &req); err != nil {
 		return err
 	}
+	e.workspace(owner.Username, req.Name).resource("", req.Name)
 	if !workspaceNameRe.MatchString(req.Name) {
 		return validation("name", "must be 1-32 letters, digits or inner hyphens")
 	}
@@ -222,7 +224,8 @@ func (api *API) postWorkspace(c *gin.Context) error {
 		return err
 	}
 	var wsID string
-	err = api.db.InTx(ctx, func(tx *database.DB) error {
+	e.field("template", template.Name).field("template_version", v.Name).field("transition", codersdk.WorkspaceTransitionStart)
+	err = e.inTx(ctx, http.StatusCreated, func(tx *database.DB) error {
 		wsID, err = tx.InsertWorkspace(ctx, api.org.ID, owner.ID, template.ID, req.Name)
 		if errors.Is(err, database.ErrConflict) {
 			return conflict("Workspace %q already exists for %s", req.Name, owner.Username)
@@ -230,7 +233,10 @@ func (api *API) postWorkspace(c *gin.Context) error {
 		if err != nil {
 			return err
 		}
-		return api.insertBuild(c, tx, wsID, "start", build)
+		e.resource(wsID, "")
+		buildID, err := api.insertBuild(c, tx, wsID, "start", build)
+		e.field("build_id", buildID)
+		return err
 	})
 	if err != nil {
 		return err
@@ -242,10 +248,10 @@ func (api *API) postWorkspace(c *gin.Context) error {
 	return api.writeWorkspace(c, http.StatusCreated, w)
 }
 
-// insertBuild queues a build and its job inside tx. The build stores its
-// non-ephemeral values; ephemeral ones ride in the job's input until a
-// daemon takes the job.
-func (api *API) insertBuild(c *gin.Context, tx *database.DB, workspaceID, transition string, b preparedBuild) error {
+// insertBuild queues a build and its job inside tx and returns the build's
+// id. The build stores its non-ephemeral values; ephemeral ones ride in the
+// job's input until a daemon takes the job.
+func (api *API) insertBuild(c *gin.Context, tx *database.DB, workspaceID, transition string, b preparedBuild) (string, error) {
 	ctx := c.Request.Context()
 	stored := b.values.Stored
 	if stored == nil {
@@ -253,7 +259,7 @@ func (api *API) insertBuild(c *gin.Context, tx *database.DB, workspaceID, transi
 	}
 	params, err := json.Marshal(stored)
 	if err != nil {
-		return err
+		return "", err
 	}
 	var ephemeral []database.ParameterValue
 	for _, p := range b.values.Ephemeral {
@@ -264,19 +270,19 @@ func (api *API) insertBuild(c *gin.Context, tx *database.DB, workspaceID, transi
 		Tags: b.tags, FileID: b.fileID,
 	})
 	if err != nil {
-		return err
+		return "", err
 	}
 	buildID, err := tx.InsertWorkspaceBuild(ctx, database.InsertBuildParams{
 		WorkspaceID: workspaceID, TemplateVersionID: b.version.ID, Transition: transition, InitiatorID: actor(c).ID,
 		JobID: job.ID, RichParameterValues: params,
 	})
 	if errors.Is(err, database.ErrConflict) {
-		return conflict("Another build of this workspace was queued at the same moment; try again")
+		return "", conflict("Another build of this workspace was queued at the same moment; try again")
 	}
 	if err != nil {
-		return err
+		return "", err
 	}
-	return tx.SetJobInput(ctx, job.ID, database.JobInput{WorkspaceBuildID: buildID, EphemeralParameters: ephemeral})
+	return buildID, tx.SetJobInput(ctx, job.ID, database.JobInput{WorkspaceBuildID: buildID, EphemeralParameters: ephemeral})
 }
 
 // workspaceParam loads the :workspace parameter and checks the caller may
@@ -396,10 +402,8 @@ func (api *API) workspaces(c *gin.Context) error {
 }
 
 func (api *API) postWorkspaceBuild(c *gin.Context) error {
-	w, err := api.workspaceParam(c, actUpdate)
-	if err != nil {
-		return err
-	}
+	// The body is read first, so that the audit record of a refused build
+	// names the transition asked for.
 	var req codersdk.CreateWorkspaceBuildRequest
 	if err := decode(c, &req); err != nil {
 		return err
@@ -408,6 +412,12 @@ func (api *API) postWorkspaceBuild(c *gin.Context) error {
 	case codersdk.WorkspaceTransitionStart, codersdk.WorkspaceTransitionStop, codersdk.WorkspaceTransitionDelete:
 	default:
 		return validation("transition", "must be start, stop or delete")
+	}
+	e := api.audit(c, codersdk.AuditAction(req.Transition), codersdk.AuditResourceWorkspaceBuild).field("transition", req.Transition)
+	w, err := api.workspaceParam(c, actUpdate)
+	e.workspaceOf(w)
+	if err != nil {
+		return err
 	}
 	if w.Deleted {
 		return badRequest("Workspace %s is deleted", w.Name)
@@ -433,8 +443,11 @@ func (api *API) postWorkspaceBuild(c *gin.Context) error {
 	if err != nil {
 		return err
 	}
-	err = api.db.InTx(ctx, func(tx *database.DB) error {
-		return api.insertBuild(c, tx, w.ID, string(req.Transition), build)
+	e.field("template_version", v.Name)
+	err = e.inTx(ctx, http.StatusCreated, func(tx *database.DB) error {
+		buildID, err := api.insertBuild(c, tx, w.ID, string(req.Transition), build)
+		e.resource(buildID, "")
+		return err
 	})
 	if err != nil {
 		return err

@@ -21,6 +21,7 @@ import (
 	"testing"
 	"time"
 
+	"airgapcoder/coderd/codersdk"
 	"airgapcoder/internal/testprovider"
 	"airgapcoder/internal/upstreamtest"
 )
@@ -71,8 +72,21 @@ func (e *env) coder(args ...string) string {
 	return string(out)
 }
 
-func (e *env) curlOK(url string) bool {
-	return e.inNetns("curl", "-sf", "-m", "2", url).Run() == nil
+// curlOK reports whether curl (inside the namespace) fetches url; args
+// come first (e.g. --cacert FILE).
+func (e *env) curlOK(url string, args ...string) bool {
+	return e.inNetns(append(append([]string{"curl", "-sf", "-m", "2"}, args...), url)...).Run() == nil
+}
+
+// curl runs curl inside the namespace and returns its output, failing the
+// test when curl fails.
+func (e *env) curl(args ...string) string {
+	e.t.Helper()
+	out, err := e.inNetns(append([]string{"curl", "-sS", "-m", "10"}, args...)...).CombinedOutput()
+	if err != nil {
+		e.t.Fatalf("curl %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return string(out)
 }
 
 func TestApplianceOffline(t *testing.T) {
@@ -87,7 +101,10 @@ func TestApplianceOffline(t *testing.T) {
 		t.Fatal(err)
 	}
 	e := &env{t: t, work: work, bin: filepath.Join(work, "coder"), netns: fmt.Sprintf("coder-e2e-%d", os.Getpid())}
-	e.cliEnv = []string{"CODER_CONFIG_DIR=" + filepath.Join(work, "cli"), "CODER_URL=http://127.0.0.1:3000"}
+	// The appliance serves the API on https://127.0.0.1:3443 with its own
+	// CA; plain HTTP on 127.0.0.1:3000 only redirects.
+	const accessURL = "https://127.0.0.1:3443"
+	e.cliEnv = []string{"CODER_CONFIG_DIR=" + filepath.Join(work, "cli"), "CODER_URL=" + accessURL}
 
 	var bundleFile, volumesBefore string
 	e.step("build coder", func() {
@@ -186,6 +203,7 @@ registries:
 	})
 
 	dir := filepath.Join(work, "appliance")
+	caFile := filepath.Join(dir, "certs", "ca.pem")
 	e.step("appliance install", func() {
 		e.coder("appliance", "install", bundleFile, "--dir", dir, "--public-key", filepath.Join(work, "keys", "bundle.pub"))
 	})
@@ -204,7 +222,7 @@ registries:
 		}
 		t.Cleanup(func() { _ = up.Process.Kill() })
 		deadline := time.Now().Add(3 * time.Minute)
-		for !e.curlOK("http://127.0.0.1:3000/healthz") {
+		for !e.curlOK(accessURL+"/healthz", "--cacert", caFile) {
 			if time.Now().After(deadline) {
 				b, _ := os.ReadFile(filepath.Join(work, "up.log"))
 				t.Fatalf("appliance not healthy after 3m:\n%s", tail(string(b), 40))
@@ -213,18 +231,27 @@ registries:
 		}
 	})
 
-	e.step("first user", func() {
-		e.coder("login", "http://127.0.0.1:3000", "--first-user-username", "admin", "--first-user-email", "admin@example.com", "--first-user-password", "e2e-password-1")
-	})
-	e.step("bundled template pushed", func() {
-		deadline := time.Now().Add(2 * time.Minute)
-		for !strings.Contains(e.coder("templates", "list"), "process") {
-			if time.Now().After(deadline) {
-				t.Fatal("the bundled process template was not pushed on first boot")
-			}
-			time.Sleep(500 * time.Millisecond)
+	e.step("plain HTTP redirects to HTTPS", func() {
+		if got := e.curl("-o", "/dev/null", "-w", "%{http_code} %{redirect_url}", "http://127.0.0.1:3000/api/v2/buildinfo?x=1"); got != "308 "+accessURL+"/api/v2/buildinfo?x=1" {
+			t.Fatalf("plain HTTP: got %q, want a 308 to %s", got, accessURL)
+		}
+		if out := e.curl("-D", "-", "-o", "/dev/null", "--cacert", caFile, accessURL+"/api/v2/buildinfo"); !strings.Contains(strings.ToLower(out), "strict-transport-security: max-age=") {
+			t.Fatalf("no Strict-Transport-Security on HTTPS:\n%s", out)
 		}
 	})
+	e.step("CLI without the CA: x509", func() {
+		cmd := e.inNetns(e.bin, "login", accessURL, "--first-user-username", "admin", "--first-user-email", "admin@example.com", "--first-user-password", "e2e-password-1")
+		cmd.Env = append(cmd.Env, "CODER_CONFIG_DIR="+filepath.Join(work, "cli-no-ca"))
+		out, err := cmd.CombinedOutput()
+		if err == nil || !strings.Contains(string(out), "x509: certificate signed by unknown authority") {
+			t.Fatalf("coder login without the CA: %v, want an x509 error:\n%s", err, out)
+		}
+	})
+	e.step("first user (login --ca-file)", func() {
+		e.coder("login", accessURL, "--ca-file", caFile, "--first-user-username", "admin", "--first-user-email", "admin@example.com", "--first-user-password", "e2e-password-1")
+	})
+	// Right after login, as a person pastes the commands make run prints:
+	// create waits while the bundled templates are still being imported.
 	e.step("create workspace", func() {
 		e.coder("create", "ws", "--template", "process", "--parameter", "base_dir="+filepath.Join(work, "workspaces"), "-y")
 	})
@@ -232,6 +259,95 @@ registries:
 	e.step("coder ssh ws -- echo ok", func() {
 		if out := e.coder("ssh", "ws", "--", "echo", "ok"); strings.TrimSpace(out) != "ok" {
 			t.Fatalf("ssh: got %q, want ok", out)
+		}
+		if out := e.coder("ssh", "ws", "--", "sh", "-c", "echo $CODER_AGENT_URL"); strings.TrimSpace(out) != accessURL {
+			t.Fatalf("the agent's CODER_AGENT_URL: %q, want %s", out, accessURL)
+		}
+	})
+	e.step("OpenSSH ProxyCommand coder ssh --stdio", func() {
+		proxy := fmt.Sprintf("ProxyCommand=%s --global-config %s ssh --stdio %%h", e.bin, filepath.Join(work, "cli"))
+		out, err := e.inNetns("ssh", "-F", "/dev/null", "-o", proxy, "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null",
+			"-o", "LogLevel=ERROR", "-o", "BatchMode=yes", "ws", "echo", "via-openssh").CombinedOutput()
+		if err != nil || strings.TrimSpace(string(out)) != "via-openssh" {
+			t.Fatalf("ssh -o ProxyCommand=...: %v\n%s", err, out)
+		}
+	})
+	e.step("dev URL (curl --cacert)", func() {
+		root := filepath.Join(work, "workspaces", "admin", "ws")
+		if err := os.WriteFile(filepath.Join(root, "hello.txt"), []byte("hello over https\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		pid := strings.TrimSpace(e.coder("ssh", "ws", "--", "sh", "-c", "busybox httpd -f -p 127.0.0.1:18080 -h "+root+" </dev/null >/dev/null 2>&1 & echo $!"))
+		defer func() { _ = exec.Command("kill", pid).Run() }()
+		token, err := os.ReadFile(filepath.Join(work, "cli", "session"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		devURL := accessURL + "/@admin/ws/ports/18080/hello.txt"
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			out, err := e.inNetns("curl", "-sSf", "-m", "5", "--cacert", caFile, "-H", "Coder-Session-Token: "+string(token), devURL).CombinedOutput()
+			if err == nil && string(out) == "hello over https\n" {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("curl --cacert %s: %v\n%s", devURL, err, out)
+			}
+			time.Sleep(300 * time.Millisecond)
+		}
+	})
+	e.step("audit log (coder audit -o json)", func() {
+		e.coder("users", "create", "--username", "bob", "--email", "bob@example.com", "--password", "bob-password-1")
+		var login struct {
+			SessionToken string `json:"session_token"`
+		}
+		out := e.curl("--cacert", caFile, "-H", "Content-Type: application/json",
+			"-d", `{"email":"bob@example.com","password":"bob-password-1"}`, accessURL+"/api/v2/users/login")
+		if err := json.Unmarshal([]byte(out), &login); err != nil || login.SessionToken == "" {
+			t.Fatalf("bob's login: %v\n%s", err, out)
+		}
+		var ws struct {
+			ID string `json:"id"`
+		}
+		if err := json.Unmarshal([]byte(e.coder("show", "ws", "-o", "json")), &ws); err != nil {
+			t.Fatal(err)
+		}
+		// A member may not stop the admin's workspace.
+		code := e.curl("-o", "/dev/null", "-w", "%{http_code}", "--cacert", caFile, "-H", "Coder-Session-Token: "+login.SessionToken,
+			"-H", "Content-Type: application/json", "-d", `{"transition":"stop"}`, accessURL+"/api/v2/workspaces/"+ws.ID+"/builds")
+		if code != "404" && code != "403" {
+			t.Fatalf("bob stopping admin's workspace: HTTP %s, want 403 or 404", code)
+		}
+		var logs []codersdk.AuditLog
+		if err := json.Unmarshal([]byte(e.coder("audit", "-o", "json", "--limit", "500")), &logs); err != nil {
+			t.Fatal(err)
+		}
+		has := func(user string, action codersdk.AuditAction, resource codersdk.AuditResourceType, outcome string) bool {
+			for _, l := range logs {
+				if l.Actor() == user && l.Action == action && l.ResourceType == resource && l.Outcome == outcome {
+					return true
+				}
+			}
+			return false
+		}
+		for _, want := range []struct {
+			user     string
+			action   codersdk.AuditAction
+			resource codersdk.AuditResourceType
+			outcome  string
+		}{
+			{"admin", codersdk.AuditActionCreate, codersdk.AuditResourceUser, codersdk.AuditOutcomeSuccess},
+			{"bob", codersdk.AuditActionLogin, codersdk.AuditResourceUser, codersdk.AuditOutcomeSuccess},
+			{"admin", codersdk.AuditActionCreate, codersdk.AuditResourceWorkspace, codersdk.AuditOutcomeSuccess},
+			{"admin", codersdk.AuditActionConnect, codersdk.AuditResourceWorkspaceAgent, codersdk.AuditOutcomeSuccess},
+			{"bob", codersdk.AuditActionStop, codersdk.AuditResourceWorkspaceBuild, codersdk.AuditOutcomeFailure},
+		} {
+			if !has(want.user, want.action, want.resource, want.outcome) {
+				t.Errorf("the audit log has no %s %s %s (%s); it has %d records", want.user, want.action, want.resource, want.outcome, len(logs))
+			}
+		}
+		if t.Failed() {
+			t.Fatalf("audit log:\n%s", e.coder("audit"))
 		}
 	})
 	e.step("stop workspace", func() { e.coder("stop", "ws", "-y") })
@@ -308,7 +424,7 @@ registries:
 			t.Fatal(err)
 		}
 		deadline := time.Now().Add(2 * time.Minute)
-		for !e.curlOK("http://127.0.0.1:3000/healthz") {
+		for !e.curlOK(accessURL+"/healthz", "--cacert", caFile) {
 			if time.Now().After(deadline) {
 				_ = again.Process.Kill()
 				t.Fatal("no healthy restart within 2m")

@@ -27,10 +27,13 @@ go mod download
 # Terraform is part of these machines (it cannot be fetched here): check the
 # pinned version is present, and say what is wrong when it is not.
 want=1.11.4
-if ! got=$(terraform version 2>/dev/null | head -n1); then
+# (Read the whole output: `| head -n1` can SIGPIPE terraform, which under
+# pipefail would read as "not installed".)
+if ! out=$(terraform version 2>/dev/null); then
   echo "install-deps: terraform $want is required on the PATH (the tests run the real binary)" >&2
   exit 1
 fi
+got=${out%%$'\n'*}
 case $got in
 *"v$want") ;;
 *) echo "install-deps: found '$got', want Terraform v$want on the PATH" >&2; exit 1 ;;

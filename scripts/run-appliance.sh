@@ -7,7 +7,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 run=${RUN_DIR:-$PWD/.run}
-address=${ADDRESS:-127.0.0.1:3000}
+address=${ADDRESS:-127.0.0.1:3000}       # plain HTTP: only redirects to HTTPS
+tls_address=${TLS_ADDRESS:-127.0.0.1:3443}
 coder=$PWD/build/coder
 mkdir -p "$run"
 chmod 755 "$run"
@@ -33,11 +34,16 @@ echo "==> building the bundle (offline, from local sources)"
 bundle=$("$coder" bundle build -f "$run/bundle.yaml" --output "$run/bundles" --sign-key "$run/keys/bundle.key" --cache-dir "$run/cache" | grep '\.bundle$' | tail -n1)
 echo "==> installing $bundle into $run/appliance"
 "$coder" appliance install "$bundle" --dir "$run/appliance" --public-key "$run/keys/bundle.pub"
+ca=$run/appliance/certs/ca.pem
 cat <<MSG
-==> starting the appliance on http://$address
+==> starting the appliance on https://$tls_address (http://$address redirects there)
+    its CA ($ca) is generated on first boot; the CLI trusts it with --ca-file,
+    and coder login stores it for the commands after it.
     create the first user (the bundled "process" template is pushed for it):
-      $coder login http://$address --first-user-username admin --first-user-email admin@example.com --first-user-password '<a long password>'
+      $coder login https://$tls_address --ca-file $ca --first-user-username admin --first-user-email admin@example.com --first-user-password '<a long password>'
       $coder create dev --template process
       $coder ssh dev
+      ssh -o ProxyCommand='$coder ssh --stdio %h' dev
+      curl --cacert $ca https://$tls_address/healthz
 MSG
-exec "$coder" appliance up --dir "$run/appliance" --http-address "$address"
+exec "$coder" appliance up --dir "$run/appliance" --http-address "$address" --tls-address "$tls_address"

@@ -143,6 +143,13 @@ type Options struct {
 	// (coderd's defaults when zero).
 	AgentHeartbeatInterval time.Duration
 	AgentKeepAliveInterval time.Duration
+	// RateLimits are coderd's rate limits. The API limit is off unless set
+	// (tests poll freely); the login limits are coderd's defaults unless set.
+	RateLimits coderd.RateLimits
+	// OnFirstUser is coderd's first-user hook (see coderd.Options).
+	OnFirstUser func(ctx context.Context, username, token string)
+	// Now is coderd's clock (default time.Now).
+	Now func() time.Time
 }
 
 // Deployment is a running API.
@@ -201,10 +208,15 @@ func New(t testing.TB, opts Options) *Deployment {
 		srv.Listener = ln
 	}
 	u, _ := url.Parse("http://" + srv.Listener.Addr().String())
+	limits := opts.RateLimits
+	if limits.API == 0 {
+		limits.API = -1
+	}
 	api, err := coderd.New(ctx, coderd.Options{
 		DB: db, Pubsub: ps, Logger: log, AccessURL: u, Version: "v0.0.0-test",
 		ProvisionerPSK: opts.ProvisionerPSK, JobHeartbeatTimeout: opts.JobHeartbeatTimeout, AgentBinariesDir: opts.AgentBinariesDir,
 		AgentHeartbeatInterval: opts.AgentHeartbeatInterval, AgentKeepAliveInterval: opts.AgentKeepAliveInterval,
+		RateLimits: limits, OnFirstUser: opts.OnFirstUser, Now: opts.Now,
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -190,6 +190,11 @@ type BuildInfo struct {
 	// Telemetry and UpdateCheck say whether the deployment sends anything out.
 	Telemetry   bool `json:"telemetry"`
 	UpdateCheck bool `json:"update_check"`
+	// TemplatesImporting is true while the deployment is still importing
+	// the templates it offers on first boot (the appliance's bundled
+	// templates, pushed once the first user exists): a template that is
+	// missing may appear shortly.
+	TemplatesImporting bool `json:"templates_importing"`
 }
 
 // BuildInfo returns the deployment's version.

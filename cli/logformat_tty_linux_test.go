@@ -1,0 +1,89 @@
+package cli_test
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"airgapcoder/coderd/coderdtest"
+)
+
+// TestServerLogFormatOnTerminal: with its stderr on a terminal, coder server
+// logs text lines by default.
+func TestServerLogFormatOnTerminal(t *testing.T) {
+	t.Parallel()
+	master, err := os.OpenFile("/dev/ptmx", os.O_RDWR|syscall.O_NOCTTY, 0)
+	if err != nil {
+		t.Skipf("no pseudo-terminals: %v", err)
+	}
+	defer master.Close()
+	if err := unix.IoctlSetPointerInt(int(master.Fd()), unix.TIOCSPTLCK, 0); err != nil {
+		t.Fatalf("unlock pty: %v", err)
+	}
+	n, err := unix.IoctlGetUint32(int(master.Fd()), unix.TIOCGPTN)
+	if err != nil {
+		t.Fatalf("pty number: %v", err)
+	}
+	tty, err := os.OpenFile("/dev/pts/"+strconv.FormatUint(uint64(n), 10), os.O_RDWR|syscall.O_NOCTTY, 0)
+	if err != nil {
+		t.Fatalf("open pty: %v", err)
+	}
+	defer tty.Close()
+	screen := &syncBuffer{}
+	go func() {
+		buf := make([]byte, 4096)
+		for {
+			n, err := master.Read(buf)
+			screen.Write(buf[:n])
+			if err != nil {
+				return
+			}
+		}
+	}()
+
+	addr := freeAddr(t)
+	dir := t.TempDir()
+	cmd := exec.Command(coderBinary(t), "server", "--http-address", addr, "--postgres-url", coderdtest.NewDatabase(t),
+		"--provisioner-daemons", "0", "--global-config", filepath.Join(dir, "config"), "--cache-dir", filepath.Join(dir, "cache"))
+	cmd.Env = baseEnv(t)
+	cmd.Stdout, cmd.Stderr = &syncBuffer{}, tty
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	defer func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-done:
+		case <-time.After(30 * time.Second):
+			_ = cmd.Process.Kill()
+			<-done
+		}
+	}()
+	deadline := time.Now().Add(time.Minute)
+	for !strings.Contains(screen.String(), "coder server is ready") {
+		select {
+		case err := <-done:
+			t.Fatalf("coder server exited (%v) before it was ready; terminal:\n%s", err, screen)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("coder server not ready within a minute; terminal:\n%s", screen)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	for _, line := range strings.Split(strings.TrimSpace(screen.String()), "\n") {
+		line = strings.TrimRight(line, "\r")
+		if !textLogLine.MatchString(line) {
+			t.Errorf("on a terminal: got %q, want text lines", line)
+		}
+	}
+}

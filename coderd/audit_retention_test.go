@@ -1,0 +1,248 @@
+package coderd_test
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net/http"
+	"slices"
+	"testing"
+	"time"
+
+	"airgapcoder/coderd"
+	"airgapcoder/coderd/coderdtest"
+	"airgapcoder/coderd/codersdk"
+	"airgapcoder/coderd/database"
+)
+
+// openDB opens and migrates a fresh test database.
+func openDB(t *testing.T) *database.DB {
+	t.Helper()
+	db, err := database.Open(context.Background(), coderdtest.NewDatabase(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(db.Close)
+	if err := db.Migrate(context.Background(), slog.New(slog.NewTextHandler(io.Discard, nil))); err != nil {
+		t.Fatal(err)
+	}
+	return db
+}
+
+// runAPI runs an API's background loops over db until the test ends or
+// the returned stop is called.
+func runAPI(t *testing.T, db *database.DB, opts coderd.Options) (stop func()) {
+	t.Helper()
+	opts.DB, opts.Logger = db, slog.New(slog.NewTextHandler(io.Discard, nil))
+	api, err := coderd.New(context.Background(), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- api.Run(ctx) }()
+	stop = func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("API.Run: %v", err)
+		}
+	}
+	t.Cleanup(func() {
+		select {
+		case <-ctx.Done():
+		default:
+			stop()
+		}
+	})
+	return stop
+}
+
+func auditTargets(t *testing.T, db *database.DB, f database.AuditLogFilter) []string {
+	t.Helper()
+	logs, _, err := db.AuditLogs(context.Background(), f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, l := range logs {
+		out = append(out, l.ResourceTarget)
+	}
+	return out
+}
+
+// TestAuditRetention: records older than --audit-retention are deleted
+// when the server starts (and hourly after); newer ones stay.
+func TestAuditRetention(t *testing.T) {
+	ctx := context.Background()
+	db := openDB(t)
+	now := time.Date(2026, 6, 1, 12, 0, 0, 0, time.UTC)
+	for _, r := range []struct {
+		target string
+		age    time.Duration
+	}{{"ancient", 400 * 24 * time.Hour}, {"old", 91 * 24 * time.Hour}, {"recent", 89 * 24 * time.Hour}, {"today", time.Minute}} {
+		if _, err := db.InsertAuditLog(ctx, database.AuditLog{Time: now.Add(-r.age), Action: "login", ResourceType: "user",
+			ResourceTarget: r.target, StatusCode: 201, Success: true}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f := database.AuditLogFilter{ResourceType: "user"}
+
+	// Without a retention nothing is deleted.
+	stop := runAPI(t, db, coderd.Options{Now: func() time.Time { return now }})
+	time.Sleep(200 * time.Millisecond)
+	stop()
+	if got := auditTargets(t, db, f); !slices.Equal(got, []string{"today", "recent", "old", "ancient"}) {
+		t.Fatalf("without retention: got %v, want every record", got)
+	}
+
+	runAPI(t, db, coderd.Options{Now: func() time.Time { return now }, AuditRetention: 2160 * time.Hour})
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		got := auditTargets(t, db, f)
+		if slices.Equal(got, []string{"today", "recent"}) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("with a 90-day retention: got %v, want [today recent]", got)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// TestAuditServerVersion: a server starting on a version other than the one
+// the deployment last ran writes one record (install, then upgrade or
+// rollback); restarts on the same version write none.
+func TestAuditServerVersion(t *testing.T) {
+	db := openDB(t)
+	records := func() []database.AuditLog {
+		t.Helper()
+		logs, _, err := db.AuditLogs(context.Background(), database.AuditLogFilter{ResourceType: string(codersdk.AuditResourceDeployment)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return logs
+	}
+	last := ""
+	for _, v := range []string{"v2.1.0", "v2.1.0", "v2.2.0", "v2.2.0", "v2.1.0"} {
+		before := len(records())
+		stop := runAPI(t, db, coderd.Options{Version: v})
+		if v == last {
+			// Nothing to wait for: give Run time to have looked.
+			time.Sleep(500 * time.Millisecond)
+		} else {
+			deadline := time.Now().Add(10 * time.Second)
+			for len(records()) == before {
+				if time.Now().After(deadline) {
+					t.Fatalf("starting %s after %q: no record within 10s", v, last)
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+		}
+		stop()
+		last = v
+	}
+	logs := records()
+	var got []string
+	for _, l := range logs {
+		got = append(got, l.Action+" "+l.Description)
+		if l.UserID != "" || l.IP != "" || l.StatusCode != http.StatusOK || !l.Success {
+			t.Errorf("record %q: got user %q ip %q status %d success %v, want the deployment's own success", l.Description, l.UserID, l.IP, l.StatusCode, l.Success)
+		}
+	}
+	want := []string{
+		"upgrade server started version v2.1.0 (previous v2.2.0)",
+		"upgrade server started version v2.2.0 (previous v2.1.0)",
+		"install server started version v2.1.0 (first start)",
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("got %q, want %q", got, want)
+	}
+}
+
+// TestAuditTransactional: a transactional action and its record commit
+// together or not at all. A trigger fails the transaction at COMMIT, after
+// the audit record was inserted in it, as a crash before the commit would.
+func TestAuditTransactional(t *testing.T) {
+	ctx := context.Background()
+	const psk = "audit-psk"
+	d := coderdtest.New(t, coderdtest.Options{ProvisionerPSK: psk})
+	owner, _ := d.CreateFirstUser(t)
+	pskClient := d.Client()
+	pskClient.ProvisionerPSK = psk
+	daemon := coderdtest.NewDaemon(t, pskClient, "audit-daemon", nil)
+	tpl := coderdtest.CreateTemplate(t, owner, daemon, "base", coderdtest.MinimalTemplate, nil)
+	ws, err := owner.CreateWorkspace(ctx, codersdk.Me, codersdk.CreateWorkspaceRequest{TemplateID: tpl.ID, Name: "dev"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	daemon.RunOne(t)
+	exec := func(sql string) {
+		t.Helper()
+		if _, err := d.DB.Pool().Exec(ctx, sql); err != nil {
+			t.Fatalf("%s: %v", sql, err)
+		}
+	}
+	exec(`CREATE FUNCTION fail_at_commit() RETURNS trigger LANGUAGE plpgsql AS $$
+		BEGIN RAISE EXCEPTION 'simulated failure after the audit record was written'; END $$`)
+	count := func(sql string, args ...any) int {
+		t.Helper()
+		var n int
+		if err := d.DB.Pool().QueryRow(ctx, sql, args...).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	builds := func() int { return count(`SELECT count(*) FROM workspace_builds WHERE workspace_id = $1`, ws.ID) }
+	stopRecords := func(success bool) int {
+		return count(`SELECT count(*) FROM audit_logs WHERE action = 'stop' AND workspace_name = 'dev' AND success = $1`, success)
+	}
+
+	t.Run("ActionFailsAtCommit", func(t *testing.T) {
+		exec(`CREATE CONSTRAINT TRIGGER fail_builds AFTER INSERT ON workspace_builds
+			DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION fail_at_commit()`)
+		defer exec(`DROP TRIGGER fail_builds ON workspace_builds`)
+		before := builds()
+		_, err := owner.CreateWorkspaceBuild(ctx, ws.ID, codersdk.CreateWorkspaceBuildRequest{Transition: codersdk.WorkspaceTransitionStop})
+		if !codersdk.IsStatus(err, http.StatusInternalServerError) {
+			t.Fatalf("build: got %v, want 500", err)
+		}
+		if got := builds(); got != before {
+			t.Errorf("builds: got %d, want %d (the failed build rolled back)", got, before)
+		}
+		if n := stopRecords(true); n != 0 {
+			t.Errorf("success records of the stop: got %d, want 0 (rolled back with the build)", n)
+		}
+		// The attempt itself is recorded, as a failure, outside the
+		// rolled-back transaction.
+		if n := stopRecords(false); n != 1 {
+			t.Errorf("failure records of the stop: got %d, want 1", n)
+		}
+	})
+
+	t.Run("AuditInsertFails", func(t *testing.T) {
+		exec(`CREATE TRIGGER fail_audit BEFORE INSERT ON audit_logs FOR EACH ROW EXECUTE FUNCTION fail_at_commit()`)
+		defer exec(`DROP TRIGGER fail_audit ON audit_logs`)
+		before := builds()
+		_, err := owner.CreateWorkspaceBuild(ctx, ws.ID, codersdk.CreateWorkspaceBuildRequest{Transition: codersdk.WorkspaceTransitionStop})
+		if !codersdk.IsStatus(err, http.StatusInternalServerError) {
+			t.Fatalf("build: got %v, want 500", err)
+		}
+		if got := builds(); got != before {
+			t.Errorf("builds: got %d, want %d (an action whose record cannot be written does not happen)", got, before)
+		}
+	})
+
+	t.Run("BothCommit", func(t *testing.T) {
+		before := builds()
+		b, err := owner.CreateWorkspaceBuild(ctx, ws.ID, codersdk.CreateWorkspaceBuildRequest{Transition: codersdk.WorkspaceTransitionStop})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := builds(); got != before+1 {
+			t.Errorf("builds: got %d, want %d", got, before+1)
+		}
+		if n := count(`SELECT count(*) FROM audit_logs WHERE action = 'stop' AND resource_id = $1 AND success`, b.ID); n != 1 {
+			t.Errorf("records of build %s: got %d, want 1", b.ID, n)
+		}
+	})
+}

@@ -1,0 +1,285 @@
+package coderd
+
+import (
+	"fmt"
+	"math"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/gin-gonic/gin"
+)
+
+// Rate limits
+//
+// coderd bounds two things, each with sliding windows kept in this
+// replica's memory (nothing is shared through PostgreSQL: with N replicas
+// behind a load balancer a client may get up to N times a limit):
+//
+//   - password logins (ratelimit_login.go): failed attempts per account and
+//     per source IP; once either is used up, POST /api/v2/users/login answers
+//     429 without checking the password, right or wrong;
+//   - the API as a whole (this file): requests per session token, or per
+//     source IP for requests without one. Agents (/api/v2/workspaceagents/me/),
+//     provisioner daemons (/api/v2/provisionerdaemons/...), relay WebSockets
+//     (.../connect) and everything outside /api/v2 (/healthz, /bin/, dev URLs)
+//     are not counted.
+//
+// A refused request gets 429 Too Many Requests, a Retry-After header (whole
+// seconds until the oldest counted event leaves the window) and the error
+// envelope. The source IP is the TCP peer's address: X-Forwarded-For is not
+// trusted, so behind a reverse proxy every anonymous client shares the
+// proxy's address.
+
+// RateLimits configure coderd's request limits. Zero values mean the
+// defaults; a negative limit turns that limit off.
+type RateLimits struct {
+	// API is the number of requests per APIWindow allowed per session token,
+	// or per source IP for requests without a token (default 512, as Coder).
+	API int
+	// APIWindow is the API limit's window (default one minute).
+	APIWindow time.Duration
+	// LoginPerAccount is the number of failed password logins per
+	// LoginWindow allowed for one account (default 5).
+	LoginPerAccount int
+	// LoginPerIP is the number of failed password logins per LoginWindow
+	// allowed from one source IP, over all accounts (default 20).
+	LoginPerIP int
+	// LoginWindow is the login limits' window (default one minute).
+	LoginWindow time.Duration
+}
+
+// Default rate limits.
+const (
+	DefaultAPIRateLimit        = 512
+	DefaultLoginRateLimit      = 5
+	DefaultLoginRateLimitPerIP = 20
+)
+
+func (l RateLimits) withDefaults() RateLimits {
+	def := func(v *int, d int) {
+		if *v == 0 {
+			*v = d
+		}
+	}
+	def(&l.API, DefaultAPIRateLimit)
+	def(&l.LoginPerAccount, DefaultLoginRateLimit)
+	def(&l.LoginPerIP, DefaultLoginRateLimitPerIP)
+	if l.APIWindow <= 0 {
+		l.APIWindow = time.Minute
+	}
+	if l.LoginWindow <= 0 {
+		l.LoginWindow = time.Minute
+	}
+	return l
+}
+
+// rateLimiters are the API's limiters; a nil window is a limit turned off.
+type rateLimiters struct {
+	api             *slidingWindow
+	loginPerAccount *slidingWindow
+	loginPerIP      *slidingWindow
+	// logged lets each key's refusals be logged once a minute, not once
+	// per refused request.
+	logged *slidingWindow
+}
+
+func newRateLimiters(l RateLimits, now func() time.Time) *rateLimiters {
+	l = l.withDefaults()
+	return &rateLimiters{
+		api:             newSlidingWindow(l.API, l.APIWindow, now),
+		loginPerAccount: newSlidingWindow(l.LoginPerAccount, l.LoginWindow, now),
+		loginPerIP:      newSlidingWindow(l.LoginPerIP, l.LoginWindow, now),
+		logged:          newSlidingWindow(1, time.Minute, now),
+	}
+}
+
+// firstRefusal reports whether a refusal for key should be logged.
+func (r *rateLimiters) firstRefusal(key string) bool {
+	_, ok := r.logged.take(key)
+	return ok
+}
+
+// slidingWindow counts events per key over the last window: an exact log
+// of each key's event times, oldest first, holding only those still inside
+// the window (so memory is bounded by the events of one window). Keys whose
+// events have all expired are dropped, every key on a sweep once a window.
+// A nil *slidingWindow (a limit turned off) allows everything.
+type slidingWindow struct {
+	limit  int
+	window time.Duration
+	now    func() time.Time
+
+	mu        sync.Mutex
+	events    map[string][]time.Time
+	nextSweep time.Time
+}
+
+func newSlidingWindow(limit int, window time.Duration, now func() time.Time) *slidingWindow {
+	if limit <= 0 {
+		return nil
+	}
+	return &slidingWindow{limit: limit, window: window, now: now, events: map[string][]time.Time{}}
+}
+
+// live returns key's events inside the window at now, dropping older ones.
+// The caller holds mu.
+func (s *slidingWindow) live(key string, now time.Time) []time.Time {
+	if !now.Before(s.nextSweep) {
+		for k, ev := range s.events {
+			if len(ev) == 0 || !now.Before(ev[len(ev)-1].Add(s.window)) {
+				delete(s.events, k)
+			}
+		}
+		s.nextSweep = now.Add(s.window)
+	}
+	ev := s.events[key]
+	i := 0
+	for i < len(ev) && !now.Before(ev[i].Add(s.window)) {
+		i++
+	}
+	ev = ev[i:]
+	if len(ev) == 0 {
+		delete(s.events, key)
+		return nil
+	}
+	s.events[key] = ev
+	return ev
+}
+
+// wait is how long key must wait for room for one more event (0: room now).
+// The caller holds mu.
+func (s *slidingWindow) wait(key string, now time.Time) time.Duration {
+	ev := s.live(key, now)
+	if len(ev) < s.limit {
+		return 0
+	}
+	return ev[len(ev)-s.limit].Add(s.window).Sub(now)
+}
+
+// add records an event at now. The caller holds mu.
+func (s *slidingWindow) add(key string, now time.Time) {
+	s.events[key] = append(s.live(key, now), now)
+}
+
+// take records an event for key when there is room, and otherwise returns
+// how long to wait.
+func (s *slidingWindow) take(key string) (time.Duration, bool) {
+	if s == nil {
+		return 0, true
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := s.now()
+	if d := s.wait(key, now); d > 0 {
+		return d, false
+	}
+	s.add(key, now)
+	return 0, true
+}
+
+// remove forgets one event of key recorded at t (a refund).
+func (s *slidingWindow) remove(key string, t time.Time) {
+	if s == nil {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ev := s.events[key]
+	for i := len(ev) - 1; i >= 0; i-- {
+		if ev[i].Equal(t) {
+			s.events[key] = append(ev[:i:i], ev[i+1:]...)
+			return
+		}
+	}
+}
+
+// len is the number of keys held (for tests).
+func (s *slidingWindow) len() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.events)
+}
+
+// tooManyRequests is the 429 answer: Retry-After in whole seconds (at least
+// one) and the error envelope.
+func tooManyRequests(c *gin.Context, wait time.Duration, detail, format string, args ...any) error {
+	secs := max(int(math.Ceil(wait.Seconds())), 1)
+	c.Header("Retry-After", strconv.Itoa(secs))
+	return errorf(http.StatusTooManyRequests, detail, "%s; retry in %ds", fmt.Sprintf(format, args...), secs)
+}
+
+// windowName is "minute" for a minute, else the duration.
+func windowName(d time.Duration) string {
+	if d == time.Minute {
+		return "minute"
+	}
+	return d.String()
+}
+
+// peerIP is the request's TCP peer address, without the port.
+func peerIP(r *http.Request) string {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		return r.RemoteAddr
+	}
+	return host
+}
+
+// rateLimitExempt reports whether a request is outside the API limit:
+// anything not under /api/v2, and the agent, provisioner daemon and relay
+// WebSocket endpoints, whose callers are machines that coderd itself
+// schedules.
+func rateLimitExempt(r *http.Request) bool {
+	p := r.URL.Path
+	switch {
+	case !strings.HasPrefix(p, "/api/v2/"):
+		return true
+	case strings.HasPrefix(p, "/api/v2/workspaceagents/me/"):
+		return true
+	case strings.HasPrefix(p, "/api/v2/provisionerdaemons/"),
+		p == "/api/v2/provisionerdaemons" && r.Method == http.MethodPost:
+		return true
+	case strings.HasPrefix(p, "/api/v2/workspaceagents/") && strings.HasSuffix(p, "/connect"):
+		return true
+	}
+	return false
+}
+
+// apiRateLimitKey is who a request counts against: its session token (by
+// the token's public id; a token that fails authentication is refused with
+// 401 anyway), else its source IP.
+func apiRateLimitKey(r *http.Request) (key, who string) {
+	if id, _, ok := strings.Cut(tokenFromRequest(r), "-"); ok && len(id) == keyIDLength {
+		return "token:" + id, "session token"
+	}
+	return "ip:" + peerIP(r), "IP address"
+}
+
+// rateLimitAPI is middleware that answers 429 once a token (or an
+// anonymous IP) has used up the API limit.
+func (api *API) rateLimitAPI() gin.HandlerFunc {
+	lim := api.limits.api
+	if lim == nil {
+		return func(*gin.Context) {}
+	}
+	return api.handleMiddleware(func(c *gin.Context) error {
+		if rateLimitExempt(c.Request) {
+			return nil
+		}
+		key, who := apiRateLimitKey(c.Request)
+		wait, ok := lim.take(key)
+		if ok {
+			return nil
+		}
+		if api.limits.firstRefusal(key) {
+			api.log.Warn("api rate limit reached", "key", key, "ip", peerIP(c.Request), "method", c.Request.Method, "path", c.Request.URL.Path,
+				"limit", lim.limit, "window", lim.window)
+		}
+		return tooManyRequests(c, wait, "The server's --api-rate-limit sets this limit (0 turns it off).",
+			"Too many requests: at most %d per %s per %s", lim.limit, windowName(lim.window), who)
+	})
+}
