@@ -3,7 +3,6 @@ package coderd
 import (
 	"fmt"
 	"math"
-	"net"
 	"net/http"
 	"strconv"
 	"strings"
@@ -220,15 +219,6 @@ func windowName(d time.Duration) string {
 	return d.String()
 }
 
-// peerIP is the request's TCP peer address, without the port.
-func peerIP(r *http.Request) string {
-	host, _, err := net.SplitHostPort(r.RemoteAddr)
-	if err != nil {
-		return r.RemoteAddr
-	}
-	return host
-}
-
 // rateLimitExempt reports whether a request is outside the API limit:
 // anything not under /api/v2, and the agent, provisioner daemon and relay
 // WebSocket endpoints, whose callers are machines that coderd itself
@@ -256,7 +246,7 @@ func apiRateLimitKey(r *http.Request) (key, who string) {
 	if id, _, ok := strings.Cut(tokenFromRequest(r), "-"); ok && len(id) == keyIDLength {
 		return "token:" + id, "session token"
 	}
-	return "ip:" + peerIP(r), "IP address"
+	return "ip:" + sourceIP(r), "IP address"
 }
 
 // rateLimitAPI is middleware that answers 429 once a token (or an
@@ -276,7 +266,7 @@ func (api *API) rateLimitAPI() gin.HandlerFunc {
 			return nil
 		}
 		if api.limits.firstRefusal(key) {
-			api.log.Warn("api rate limit reached", "key", key, "ip", peerIP(c.Request), "method", c.Request.Method, "path", c.Request.URL.Path,
+			api.log.Warn("api rate limit reached", "key", key, "ip", sourceIP(c.Request), "method", c.Request.Method, "path", c.Request.URL.Path,
 				"limit", lim.limit, "window", lim.window)
 		}
 		return tooManyRequests(c, wait, "The server's --api-rate-limit sets this limit (0 turns it off).",

@@ -46,7 +46,7 @@ func (api *API) limitLogin(h handler) handler {
 				return err
 			}
 		}
-		ip := peerIP(c.Request)
+		ip := sourceIP(c.Request)
 		at, wait, which := l.takeLogin(account, ip)
 		if wait > 0 {
 			if l.firstRefusal("login:" + which + ":" + account + ":" + ip) {
