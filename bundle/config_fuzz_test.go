@@ -13,36 +13,6 @@ import (
 	"go.yaml.in/yaml/v3"
 )
 
-// fuzzConfigDir makes the folder the bundle.yaml seeds point at, with the
-// same files configDir makes.
-func fuzzConfigDir(tb testing.TB) string {
-	tb.Helper()
-	dir := tb.TempDir()
-	for _, d := range []string{"templates/docker", "templates/empty", "other/docker", "providers", "pg"} {
-		if err := os.MkdirAll(filepath.Join(dir, d), 0o755); err != nil {
-			tb.Fatal(err)
-		}
-	}
-	for name, content := range map[string]string{
-		"templates/docker/main.tf": "terraform {}\n",
-		"other/docker/main.tf":     "terraform {}\n",
-		"ca.pem":                   "not checked when parsing\n",
-		"notes.txt":                "x",
-	} {
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {
-			tb.Fatal(err)
-		}
-	}
-	exe, err := os.Executable()
-	if err != nil {
-		tb.Fatal(err)
-	}
-	if err := os.Symlink(exe, filepath.Join(dir, "coder-host")); err != nil {
-		tb.Fatal(err)
-	}
-	return dir
-}
-
 // canonicalConfig writes cfg back as bundle.yaml: every path absolute,
 // every image by its full name, every default spelled out.
 func canonicalConfig(tb testing.TB, cfg *Config) []byte {
@@ -229,7 +199,7 @@ registries:
 		f.Add([]byte(s))
 	}
 
-	dir := fuzzConfigDir(f)
+	dir := configDir(f)
 	f.Fuzz(func(t *testing.T, data []byte) {
 		if len(data) > 64<<10 {
 			t.Skip("input over the size cap")

@@ -12,7 +12,7 @@ import (
 )
 
 // configDir makes a folder with the files bundle.yaml examples point at.
-func configDir(t *testing.T) string {
+func configDir(t testing.TB) string {
 	t.Helper()
 	dir := t.TempDir()
 	for _, d := range []string{"templates/docker", "templates/empty", "other/docker", "providers", "pg"} {
