@@ -151,31 +151,7 @@ func comparableConfig(cfg *Config) Config {
 func FuzzParseConfig(f *testing.F) {
 	plat := slashPlatform(hostPlatform())
 	head := "version: 1\nname: acme\nrelease: \"1\"\nplatforms: [" + plat + "]\n"
-	f.Add([]byte(`version: 1
-name: acme-coder
-release: 2026.11.1
-platforms: [` + plat + `]
-coder: {binary: self}
-terraform: {version: 1.11.4}
-postgres: {version: 16.9.0}
-providers:
-  - source: registry.terraform.io/coder/coder
-    versions: ["2.1.0", "2.2.0-rc.1"]
-  - source: hashicorp/null
-    versions: ["3.2.1"]
-  - {path: ./providers}
-images:
-  - ghcr.io/coder/envbuilder:1.0.0
-  - alpine
-  - alpine:3.20@sha256:0000000000000000000000000000000000000000000000000000000000000000
-templates:
-  - ./templates/docker
-certs:
-  - ./ca.pem
-registries:
-  registry.terraform.io: https://artifactory.corp/api/terraform/tf-remote
-  Docker.io: https://mirror.corp/
-`))
+	f.Add([]byte(exampleConfig(plat)))
 	for _, s := range []string{
 		head + "coder:\n  - {path: ./coder-host, platform: " + plat + "}\npostgres:\n  version: 16.9.0\n  repository_url: https://maven.corp/m2\n",
 		head + "postgres: {path: ./pg}\nterraform: {version: 1.11.4, path: ./coder-host}\n",

@@ -43,12 +43,13 @@ func configDir(t testing.TB) string {
 
 func hostSlash() string { return runtime.GOOS + "/" + runtime.GOARCH }
 
-func TestParseConfigExample(t *testing.T) {
-	dir := configDir(t)
-	yaml := `version: 1
+// exampleConfig is CONTRACT.md's bundle.yaml for platform, with the files
+// configDir makes.
+func exampleConfig(platform string) string {
+	return `version: 1
 name: acme-coder
 release: 2026.11.1
-platforms: [` + hostSlash() + `]
+platforms: [` + platform + `]
 coder: {binary: self}
 terraform: {version: 1.11.4}
 postgres: {version: 16.9.0}
@@ -70,6 +71,11 @@ registries:
   registry.terraform.io: https://artifactory.corp/api/terraform/tf-remote
   Docker.io: https://mirror.corp/
 `
+}
+
+func TestParseConfigExample(t *testing.T) {
+	dir := configDir(t)
+	yaml := exampleConfig(hostSlash())
 	cfg, err := ParseConfig([]byte(yaml), "bundle.yaml", dir)
 	if err != nil {
 		t.Fatal(err)
