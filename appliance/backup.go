@@ -9,10 +9,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
 	"airgapcoder/bundle"
+	"airgapcoder/coderd/codersdk"
 	"airgapcoder/coderd/database/postgres"
 
 	"airgapcoder/internal/atomicfile"
@@ -148,9 +150,29 @@ func Restore(ctx context.Context, dir, file string, log *slog.Logger) error {
 	if _, err := os.Stat(file); err != nil {
 		return fmt.Errorf("restore: %w", err)
 	}
+	l := Layout{Dir: dir}
+	if abs, err := filepath.Abs(dir); err == nil {
+		l.Dir = abs
+	}
+	op := newOperation(codersdk.AuditActionRestore, "").set("backup_file", file)
+	ran := false
 	err := withDatabase(ctx, dir, log, true, func(info pgInfo) error {
+		ran = true
+		// The audit log outlives the restore: the backup's copy of it is
+		// older, and the next start copies back what it lacks.
+		n, err := exportAuditLog(ctx, info.URL, l)
+		if err != nil {
+			return err
+		}
+		op.set("audit_records_kept", strconv.Itoa(n))
 		return pgTool(ctx, info, "pg_restore", "--clean", "--if-exists", "--no-owner", "--single-transaction", "--dbname="+info.URL, file)
 	})
+	if ran {
+		if current, cerr := l.CurrentRelease(); cerr == nil {
+			op.release = current
+		}
+		op.record(l, log, "restore of the database from "+filepath.Base(file), err)
+	}
 	if err != nil {
 		return fmt.Errorf("restore: %w", err)
 	}

@@ -15,6 +15,7 @@ import (
 
 	"airgapcoder/bundle"
 	"airgapcoder/certs"
+	"airgapcoder/coderd/codersdk"
 
 	"airgapcoder/internal/atomicfile"
 )
@@ -49,17 +50,49 @@ const headroom = 1 << 30
 // makes it current. Nothing outside a staging folder is written until every
 // file's hash has been checked; a bad bundle, an interruption at any point
 // or a full disk leaves DIR as it was, and running install again succeeds.
+//
+// An install is recorded in the audit journal, and so is a refused one on
+// a host that already runs a release.
 func Install(ctx context.Context, opts InstallOptions) (InstallResult, error) {
-	return install(ctx, opts, true)
+	l := Layout{Dir: opts.Dir}
+	if dir, err := filepath.Abs(opts.Dir); err == nil {
+		l.Dir = dir
+	}
+	current, _ := l.CurrentRelease()
+	res, err := install(ctx, opts, true)
+	if err != nil && current == "" {
+		return res, err
+	}
+	op := newOperation(codersdk.AuditActionInstall, res.Release).
+		set("bundle", res.Manifest.Name).set("bundle_file", opts.Bundle).set("previous_release", current)
+	if opts.PublicKey != nil {
+		op.set("signed_by", bundle.KeyID(opts.PublicKey))
+	} else {
+		op.set("signature", "not checked (--allow-unsigned)")
+	}
+	op.record(l, opts.logger(), "install of "+bundleDescription(opts.Bundle, res.Release), err)
+	return res, err
+}
+
+// bundleDescription names a bundle file and, once read, its release.
+func bundleDescription(file, release string) string {
+	if release == "" {
+		return filepath.Base(file)
+	}
+	return fmt.Sprintf("release %s from %s", release, filepath.Base(file))
+}
+
+func (o InstallOptions) logger() *slog.Logger {
+	if o.Logger == nil {
+		return slog.New(slog.DiscardHandler)
+	}
+	return o.Logger
 }
 
 // install unpacks a release and, with activate, makes it current.
 func install(ctx context.Context, opts InstallOptions, activate bool) (InstallResult, error) {
 	var res InstallResult
-	log := opts.Logger
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
+	log := opts.logger()
 	now := opts.Now
 	if now == nil {
 		now = time.Now

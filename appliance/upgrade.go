@@ -19,6 +19,7 @@ import (
 
 	"airgapcoder/bundle"
 	"airgapcoder/certs"
+	"airgapcoder/coderd/codersdk"
 )
 
 // UpgradeOptions configure Upgrade.
@@ -37,8 +38,12 @@ type UpgradeOptions struct {
 
 // UpgradeResult says what happened.
 type UpgradeResult struct {
-	From, To   string
-	RolledBack bool
+	From, To string
+	// RolledBack says the new release failed and a rollback was tried;
+	// RollbackErr is why that rollback failed (nil: the previous release
+	// serves again).
+	RolledBack  bool
+	RollbackErr error
 	// Backup is the copy of the database taken before the switch.
 	Backup string
 }
@@ -50,7 +55,41 @@ type UpgradeResult struct {
 // made current again and started to check it serves. The appliance must be
 // stopped while upgrading; run `coder appliance up` (or start the service)
 // afterwards.
-func Upgrade(ctx context.Context, opts UpgradeOptions) (UpgradeResult, error) {
+//
+// The upgrade, its outcome and a rollback are recorded in the audit
+// journal.
+func Upgrade(ctx context.Context, opts UpgradeOptions) (res UpgradeResult, err error) {
+	l := Layout{Dir: opts.Dir}
+	if dir, err := filepath.Abs(opts.Dir); err == nil {
+		l.Dir = dir
+	}
+	defer func() {
+		if res.From == "" {
+			return // nothing installed: no deployment to record it for
+		}
+		log := opts.Logger
+		if log == nil {
+			log = slog.New(slog.DiscardHandler)
+		}
+		op := newOperation(codersdk.AuditActionUpgrade, res.To).set("previous_release", res.From).
+			set("bundle_file", opts.Bundle).set("database_copy", res.Backup)
+		if opts.PublicKey != nil {
+			op.set("signed_by", bundle.KeyID(opts.PublicKey))
+		}
+		if opts.Force {
+			op.set("forced", "true")
+		}
+		op.record(l, log, fmt.Sprintf("upgrade from %s to %s", res.From, bundleDescription(opts.Bundle, res.To)), err)
+		if !res.RolledBack {
+			return
+		}
+		rb := newOperation(codersdk.AuditActionRollback, res.From).set("failed_release", res.To).set("database_copy", res.Backup)
+		rb.record(l, log, fmt.Sprintf("rollback from %s to %s and its database", res.To, res.From), res.RollbackErr)
+	}()
+	return upgrade(ctx, opts)
+}
+
+func upgrade(ctx context.Context, opts UpgradeOptions) (UpgradeResult, error) {
 	var res UpgradeResult
 	log := opts.Logger
 	if log == nil {
@@ -116,22 +155,26 @@ func Upgrade(ctx context.Context, opts UpgradeOptions) (UpgradeResult, error) {
 	// Roll back: the database as it was, the previous release current.
 	log.Error("the new release did not come up healthy; rolling back", "release", res.To, "err", startErr)
 	res.RolledBack = true
+	fail := func(err error) (UpgradeResult, error) {
+		res.RollbackErr = err
+		return res, err
+	}
 	if res.Backup != "" {
 		if err := os.RemoveAll(l.Postgres()); err != nil {
-			return res, fmt.Errorf("roll back: %w (the database copy is in %s)", err, res.Backup)
+			return fail(fmt.Errorf("roll back: %w (the database copy is in %s)", err, res.Backup))
 		}
 		if out, err := exec.CommandContext(ctx, "cp", "-a", filepath.Join(res.Backup, "postgres"), l.Data()).CombinedOutput(); err != nil {
-			return res, fmt.Errorf("roll back: restore the database: %v: %s (the copy is in %s)", err, bytes.TrimSpace(out), res.Backup)
+			return fail(fmt.Errorf("roll back: restore the database: %v: %s (the copy is in %s)", err, bytes.TrimSpace(out), res.Backup))
 		}
 	}
 	if err := l.switchLink(l.Current(), res.From); err != nil {
-		return res, fmt.Errorf("roll back: %w", err)
+		return fail(fmt.Errorf("roll back: %w", err))
 	}
 	if err := l.switchLink(l.Previous(), res.To); err != nil {
-		return res, fmt.Errorf("roll back: %w", err)
+		return fail(fmt.Errorf("roll back: %w", err))
 	}
 	if err := tryStart(ctx, l, cfg, res.From, opts.HealthTimeout, log); err != nil {
-		return res, fmt.Errorf("release %s failed (%v) and the rolled-back release %s does not start either: %w", res.To, startErr, res.From, err)
+		return fail(fmt.Errorf("release %s failed (%v) and the rolled-back release %s does not start either: %w", res.To, startErr, res.From, err))
 	}
 	return res, fmt.Errorf("release %s did not come up healthy: %v; rolled back to %s, which serves again", res.To, startErr, res.From)
 }

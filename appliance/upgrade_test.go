@@ -2,12 +2,14 @@ package appliance_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net"
 	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -88,7 +90,17 @@ func (e *upgradeEnv) up() func() {
 			break
 		}
 		if time.Now().After(deadline) {
-			_ = cmd.Process.Kill()
+			// SIGQUIT first: the Go runtime writes every goroutine's stack
+			// to the log, which says where start-up hangs.
+			_ = cmd.Process.Signal(syscall.SIGQUIT)
+			done := make(chan struct{})
+			go func() { _ = cmd.Wait(); close(done) }()
+			select {
+			case <-done:
+			case <-time.After(10 * time.Second):
+				_ = cmd.Process.Kill()
+				<-done
+			}
 			b, _ := os.ReadFile(filepath.Join(e.work, "up.log"))
 			e.t.Fatalf("appliance not healthy:\n%s", b)
 		}
@@ -262,5 +274,43 @@ func TestUpgradeAndRollback(t *testing.T) {
 	out, err = e.coder("appliance", "upgrade", a, "--dir", e.dir, "--public-key", pub)
 	if err == nil || !strings.Contains(out, "refusing to downgrade") {
 		t.Fatalf("downgrade: %v\n%s", err, out)
+	}
+
+	// The audit log holds what the appliance did while the server was
+	// down, and the restore lost none of it: the user created after the
+	// backup is gone, the record of its creation is not.
+	stop = e.up()
+	defer stop()
+	audit, err := login().AuditLogs(ctx, codersdk.AuditLogsRequest{Limit: 500})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	createdLater := false
+	for _, l := range slices.Backward(audit.AuditLogs) {
+		if strings.HasPrefix(l.UserAgent, "coder appliance") {
+			var fields map[string]string
+			if err := json.Unmarshal(l.AdditionalFields, &fields); err != nil || fields["os_user"] == "" || fields["host"] == "" {
+				t.Errorf("%s record without who and where: %s", l.Action, l.AdditionalFields)
+			}
+			got = append(got, fmt.Sprintf("%s %s %s", l.Action, l.ResourceTarget, l.Outcome))
+		}
+		if l.Action == codersdk.AuditActionCreate && l.ResourceTarget == "later" {
+			createdLater = true
+		}
+	}
+	want := []string{
+		"install 2026.11.1 success",
+		"upgrade 2026.11.2 success",
+		"upgrade 2026.11.3 failure",
+		"rollback 2026.11.2 success",
+		"restore 2026.11.2 success",
+		"upgrade 2026.11.1 failure",
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("appliance audit records, oldest first:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	if !createdLater {
+		t.Error("the audit record of the user created after the backup was lost by the restore")
 	}
 }

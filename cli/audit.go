@@ -62,7 +62,7 @@ UTC) or a duration back from now (24h).`,
 	}
 	f := cmd.Flags()
 	f.StringVar(&cfg.user, "user", "", "Only records of this actor (username)")
-	f.StringVar(&cfg.action, "action", "", "Only this action: login, logout, create, write, delete, start, stop, connect, install, upgrade")
+	f.StringVar(&cfg.action, "action", "", "Only this action: login, logout, create, write, delete, start, stop, connect, install, upgrade, rollback, restore")
 	f.StringVar(&cfg.resourceType, "resource-type", "", "Only this resource type: user, api_key, template, template_version, workspace, workspace_build, workspace_agent, deployment")
 	f.StringVar(&cfg.workspace, "workspace", "", "Only records about this workspace (NAME or OWNER/NAME)")
 	f.StringVar(&cfg.outcome, "outcome", "", "Only success or failure")

@@ -11,6 +11,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"airgapcoder/coderd/auditjournal"
 	"airgapcoder/coderd/codersdk"
 	"airgapcoder/coderd/database"
 )
@@ -180,5 +181,23 @@ func (api *API) recordVersion(ctx context.Context) {
 	})
 	if err != nil && ctx.Err() == nil {
 		api.log.Error("record the server version in the audit log", "version", v, "err", err)
+	}
+}
+
+// ingestAuditJournal copies the audit journal's new records (what the
+// appliance did while the server was down) into the audit log.
+func (api *API) ingestAuditJournal(ctx context.Context) {
+	if api.opts.AuditJournal == "" {
+		return
+	}
+	n, err := auditjournal.Ingest(ctx, api.db, api.opts.AuditJournal, api.log)
+	if err != nil {
+		if ctx.Err() == nil {
+			api.log.Error("copy the audit journal into the audit log", "err", err)
+		}
+		return
+	}
+	if n > 0 {
+		api.log.Info("copied audit journal records into the audit log", "count", n, "journal", api.opts.AuditJournal)
 	}
 }

@@ -55,6 +55,9 @@ type Options struct {
 	// AuditRetention deletes audit records older than this, hourly; 0
 	// keeps them forever.
 	AuditRetention time.Duration
+	// AuditJournal, when set, is an audit journal (see package
+	// auditjournal) whose new records Run copies into the audit log.
+	AuditJournal string
 	// Telemetry and UpdateCheck are reported in buildinfo; UpdateChecker is
 	// the running checker when the update check is on.
 	Telemetry     bool
@@ -160,9 +163,10 @@ func New(ctx context.Context, opts Options) (*API, error) {
 func (api *API) ServeHTTP(w http.ResponseWriter, r *http.Request) { api.router.ServeHTTP(w, r) }
 
 // Run runs the background loops (the job heartbeat reaper, the audit
-// retention) until ctx ends. It first records a new server version in the
-// audit log.
+// retention) until ctx ends. It first copies the audit journal's new
+// records into the audit log and records a new server version there.
 func (api *API) Run(ctx context.Context) error {
+	api.ingestAuditJournal(ctx)
 	api.recordVersion(ctx)
 	var retention <-chan time.Time
 	if api.opts.AuditRetention > 0 {

@@ -75,6 +75,9 @@ type ServerConfig struct {
 	RateLimits RateLimits
 	// AuditRetention deletes audit records older than this (0 keeps them).
 	AuditRetention time.Duration
+	// AuditJournal is an audit journal to copy into the audit log at start
+	// (the appliance's; see package auditjournal).
+	AuditJournal string
 
 	Version string
 	Logger  *slog.Logger
@@ -317,7 +320,7 @@ func (s *Server) Run(ctx context.Context) (err error) {
 		DB: db, Pubsub: ps, Logger: log.With("component", "api"), AccessURL: accessURL, Version: s.cfg.Version,
 		ProvisionerPSK: s.cfg.ProvisionerPSK, BuiltinProvisionerKey: builtinKey, JobHeartbeatTimeout: s.cfg.JobHeartbeatTimeout,
 		Telemetry: s.cfg.Telemetry, UpdateCheck: s.cfg.UpdateCheck, UpdateChecker: checker, Registerer: reg,
-		AuditRetention:   s.cfg.AuditRetention,
+		AuditRetention:   s.cfg.AuditRetention, AuditJournal: s.cfg.AuditJournal,
 		AgentBinariesDir: s.cfg.AgentBinariesDir, HealthChecks: s.cfg.HealthChecks, OnFirstUser: s.cfg.OnFirstUser, RateLimits: s.cfg.RateLimits,
 	})
 	if err != nil {

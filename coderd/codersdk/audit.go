@@ -31,8 +31,14 @@ const (
 	// AuditActionUpgrade is a deployment starting on a version other than
 	// the one it last ran (the appliance's upgrade or rollback).
 	AuditActionUpgrade AuditAction = "upgrade"
-	// AuditActionInstall is a deployment's first start.
+	// AuditActionInstall is a deployment's first start, or the appliance
+	// installing a release.
 	AuditActionInstall AuditAction = "install"
+	// AuditActionRollback is the appliance putting the previous release
+	// and its database back after an upgrade failed.
+	AuditActionRollback AuditAction = "rollback"
+	// AuditActionRestore is the appliance restoring a database backup.
+	AuditActionRestore AuditAction = "restore"
 )
 
 // AuditResourceType is the kind of thing an audit record is about.

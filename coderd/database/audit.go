@@ -2,6 +2,7 @@ package database
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -54,6 +55,25 @@ func scanAuditLog(row pgx.Row) (AuditLog, error) {
 // UUID, the database clock). Inside InTx the record commits or rolls back
 // with the action it describes.
 func (db *DB) InsertAuditLog(ctx context.Context, l AuditLog) (AuditLog, error) {
+	return db.insertAuditLog(ctx, l, "")
+}
+
+// ImportAuditLog stores a record written elsewhere first (the audit
+// journal, an export made before a restore): one whose ID is already
+// stored is left as it is, so importing twice stores it once. It reports
+// whether the record was new.
+func (db *DB) ImportAuditLog(ctx context.Context, l AuditLog) (bool, error) {
+	if l.ID == "" || l.Time.IsZero() {
+		return false, errors.New("import audit log: the record has no id or time")
+	}
+	_, err := db.insertAuditLog(ctx, l, " ON CONFLICT (id) DO NOTHING")
+	if errors.Is(err, ErrNotFound) {
+		return false, nil
+	}
+	return err == nil, err
+}
+
+func (db *DB) insertAuditLog(ctx context.Context, l AuditLog, onConflict string) (AuditLog, error) {
 	if l.ID == "" {
 		l.ID = uuid.NewString()
 	}
@@ -69,7 +89,7 @@ func (db *DB) InsertAuditLog(ctx context.Context, l AuditLog) (AuditLog, error) 
 	}
 	return scanAuditLog(db.q().QueryRow(ctx, `INSERT INTO audit_logs (id, time, user_id, username, ip, user_agent, action, resource_type,
 		resource_id, resource_target, workspace_owner, workspace_name, status_code, success, additional_fields, description)
-		VALUES ($1, $2, $3, $4, NULLIF($5, '')::inet, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16) RETURNING `+auditColumns,
+		VALUES ($1, $2, $3, $4, NULLIF($5, '')::inet, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)`+onConflict+` RETURNING `+auditColumns,
 		l.ID, l.Time, userID, l.Username, l.IP, l.UserAgent, l.Action, l.ResourceType,
 		l.ResourceID, l.ResourceTarget, l.WorkspaceOwner, l.WorkspaceName, l.StatusCode, l.Success, l.AdditionalFields, l.Description))
 }
@@ -188,18 +208,58 @@ func (db *DB) DeleteAuditLogsBefore(ctx context.Context, before time.Time) (int6
 // together with the same value, exactly one sees a change.
 func (db *DB) SwapDeploymentValue(ctx context.Context, key, value string) (previous string, changed bool, err error) {
 	err = db.InTx(ctx, func(tx *DB) error {
-		if _, err := tx.q().Exec(ctx, `INSERT INTO deployment (key, value) VALUES ($1, '') ON CONFLICT (key) DO NOTHING`, key); err != nil {
+		if previous, err = tx.LockDeploymentValue(ctx, key); err != nil || previous == value {
 			return err
 		}
-		if err := tx.q().QueryRow(ctx, `SELECT value FROM deployment WHERE key = $1 FOR UPDATE`, key).Scan(&previous); err != nil {
-			return mapErr(err)
-		}
-		if previous == value {
-			return nil
-		}
 		changed = true
-		_, err := tx.q().Exec(ctx, `UPDATE deployment SET value = $2 WHERE key = $1`, key, value)
-		return err
+		return tx.SetDeploymentValue(ctx, key, value)
 	})
 	return previous, changed, err
+}
+
+// LockDeploymentValue returns a deployment-wide setting ("" when it does
+// not exist) and locks it until the transaction ends: call it inside InTx.
+func (db *DB) LockDeploymentValue(ctx context.Context, key string) (string, error) {
+	if db.tx == nil {
+		return "", errors.New("lock deployment value: not in a transaction")
+	}
+	if _, err := db.q().Exec(ctx, `INSERT INTO deployment (key, value) VALUES ($1, '') ON CONFLICT (key) DO NOTHING`, key); err != nil {
+		return "", err
+	}
+	var v string
+	err := db.q().QueryRow(ctx, `SELECT value FROM deployment WHERE key = $1 FOR UPDATE`, key).Scan(&v)
+	return v, mapErr(err)
+}
+
+// SetDeploymentValue sets a deployment-wide setting.
+func (db *DB) SetDeploymentValue(ctx context.Context, key, value string) error {
+	_, err := db.q().Exec(ctx, `INSERT INTO deployment (key, value) VALUES ($1, $2) ON CONFLICT (key) DO UPDATE SET value = excluded.value`, key, value)
+	return err
+}
+
+// HasAuditLog reports whether the audit log exists (the migrations ran).
+func (db *DB) HasAuditLog(ctx context.Context) (bool, error) {
+	var ok bool
+	err := db.q().QueryRow(ctx, `SELECT to_regclass('audit_logs') IS NOT NULL`).Scan(&ok)
+	return ok, err
+}
+
+// EachAuditLog calls fn with every record, oldest first, reading them as
+// fn goes (an export of the whole log does not hold it in memory).
+func (db *DB) EachAuditLog(ctx context.Context, fn func(AuditLog) error) error {
+	rows, err := db.q().Query(ctx, `SELECT `+auditColumns+` FROM audit_logs ORDER BY time, id`)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		l, err := scanAuditLog(rows)
+		if err != nil {
+			return err
+		}
+		if err := fn(l); err != nil {
+			return err
+		}
+	}
+	return rows.Err()
 }
