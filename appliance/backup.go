@@ -15,7 +15,7 @@ import (
 
 	"airgapcoder/bundle"
 	"airgapcoder/coderd/codersdk"
-	"airgapcoder/coderd/database/postgres"
+	"airgapcoder/postgres"
 
 	"airgapcoder/internal/atomicfile"
 )

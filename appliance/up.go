@@ -24,7 +24,7 @@ import (
 	"airgapcoder/internal/egress"
 	"airgapcoder/internal/templatetar"
 	"airgapcoder/mirror"
-	"airgapcoder/provisionerd"
+	"airgapcoder/terraform"
 
 	"airgapcoder/internal/atomicfile"
 )
@@ -174,7 +174,7 @@ func Up(ctx context.Context, opts UpOptions) error {
 
 	// 4. coderd with its built-in provisioners.
 	tf := ""
-	tfVersion := provisionerd.DefaultTerraformVersion
+	tfVersion := terraform.DefaultVersion
 	if m.Components.Terraform != nil {
 		tfVersion = m.Components.Terraform.Version
 		tf = filepath.Join(rel, bundle.TerraformPath(platform))
@@ -197,7 +197,7 @@ func Up(ctx context.Context, opts UpOptions) error {
 		ConfigDir: l.Data(), CacheDir: l.Cache(),
 		ProvisionerDaemons: cfg.ProvisionerDaemons,
 		Provisioner: coderd.ProvisionerConfig{
-			Terraform:       provisionerd.TerraformOptions{Path: tf, Version: tfVersion},
+			Terraform:       terraform.Options{Path: tf, Version: tfVersion},
 			ProviderMirror:  filepath.Join(rel, bundle.DirProviders),
 			CACertFile:      trust.CertFile(),
 			AgentCACertFile: agentCA,

@@ -18,6 +18,7 @@ import (
 	"airgapcoder/coderd/codersdk"
 	"airgapcoder/internal/testprovider"
 	"airgapcoder/provisionerd"
+	"airgapcoder/terraform"
 )
 
 // provisionerFleet is a deployment with n real provisioner daemons waiting.
@@ -25,7 +26,7 @@ func provisionerFleet(b *testing.B, n int) (owner *codersdk.Client, stop func())
 	b.Helper()
 	d := coderdtest.New(b, coderdtest.Options{ProvisionerPSK: "psk", AgentBinariesDir: testprovider.FakeAgentDir(b)})
 	owner, _ = d.CreateFirstUser(b)
-	tf, err := provisionerd.FindTerraform(context.Background(), provisionerd.TerraformOptions{})
+	tf, err := terraform.Find(context.Background(), terraform.Options{})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -93,7 +94,7 @@ func BenchmarkProcessWorkspaceBuild(b *testing.B) {
 		b.Fatal(err)
 	}
 	base := b.TempDir()
-	tf, _ := provisionerd.FindTerraform(ctx, provisionerd.TerraformOptions{})
+	tf, _ := terraform.Find(ctx, terraform.Options{})
 	rc := filepath.Join(b.TempDir(), "terraformrc")
 	if err := os.WriteFile(rc, []byte(`provider_installation {
   filesystem_mirror {

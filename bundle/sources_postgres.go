@@ -14,7 +14,7 @@ import (
 	"slices"
 	"strings"
 
-	"airgapcoder/coderd/database/postgres"
+	"airgapcoder/postgres"
 	"airgapcoder/internal/buildinfo"
 	"airgapcoder/mirror"
 )

@@ -14,7 +14,7 @@ import (
 	"github.com/hashicorp/hc-install/releases"
 
 	"airgapcoder/mirror"
-	"airgapcoder/provisionerd"
+	"airgapcoder/terraform"
 )
 
 // releasesHost is HashiCorp's releases site; a registries: entry for it
@@ -41,7 +41,7 @@ func (b *builder) fetchTerraform(ctx context.Context) error {
 	tf := &Terraform{Version: src.Version}
 	var bin string
 	if src.Path != "" {
-		path, err := provisionerd.FindTerraform(ctx, provisionerd.TerraformOptions{Path: src.Path, Version: src.Version})
+		path, err := terraform.Find(ctx, terraform.Options{Path: src.Path, Version: src.Version})
 		if err != nil {
 			return fmt.Errorf("%s: %w", src.Origin, err)
 		}
@@ -143,6 +143,6 @@ func (b *builder) checkReleaseVersion(ctx context.Context, blob cachedBlob, want
 	if err := copyFileAtomic(blob.Path, exe, 0o755); err != nil {
 		return err
 	}
-	_, err = provisionerd.FindTerraform(ctx, provisionerd.TerraformOptions{Path: exe, Version: want})
+	_, err = terraform.Find(ctx, terraform.Options{Path: exe, Version: want})
 	return err
 }

@@ -16,6 +16,7 @@ import (
 	"airgapcoder/coderd/codersdk"
 	"airgapcoder/internal/testprovider"
 	"airgapcoder/provisionerd"
+	"airgapcoder/terraform"
 )
 
 // coderTemplate is written only against the official coder/coder provider,
@@ -247,9 +248,9 @@ resource "coder_metadata" "agent" {
 func TestCoderTemplateUnchanged(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	tf, err := provisionerd.FindTerraform(ctx, provisionerd.TerraformOptions{})
+	tf, err := terraform.Find(ctx, terraform.Options{})
 	if err != nil {
-		t.Fatalf("the tests need terraform %s on the PATH: %v", provisionerd.DefaultTerraformVersion, err)
+		t.Fatalf("the tests need terraform %s on the PATH: %v", terraform.DefaultVersion, err)
 	}
 	bins := t.TempDir()
 	if err := os.Symlink(coderBinary(t), filepath.Join(bins, "coder-"+runtime.GOOS+"-"+runtime.GOARCH)); err != nil {

@@ -10,6 +10,7 @@ import (
 	"airgapcoder/coderd/codersdk"
 	"airgapcoder/internal/buildinfo"
 	"airgapcoder/provisionerd"
+	"airgapcoder/terraform"
 )
 
 var provisionerdOptions = options{
@@ -27,10 +28,10 @@ var provisionerdOptions = options{
 
 // terraformFlags declares the flags shared by coder server (for its built-in
 // daemons) and coder provisionerd start.
-func terraformFlags(cmd *cobra.Command, tf *provisionerd.TerraformOptions, mirror, caFile *string) {
+func terraformFlags(cmd *cobra.Command, tf *terraform.Options, mirror, caFile *string) {
 	f := cmd.Flags()
 	f.StringVar(&tf.Path, "terraform-path", "", "terraform binary of the pinned version (default: search the PATH)")
-	f.StringVar(&tf.Version, "terraform-version", provisionerd.DefaultTerraformVersion, "Exact terraform version required")
+	f.StringVar(&tf.Version, "terraform-version", terraform.DefaultVersion, "Exact terraform version required")
 	f.BoolVar(&tf.AllowDownload, "terraform-download", false, "On a connected host, download the pinned terraform (GPG-verified) when it is missing")
 	f.StringVar(mirror, "provider-mirror", "", "Provider mirror: a folder (filesystem_mirror) or an https URL (network_mirror); the only provider source terraform gets")
 	f.StringVar(caFile, "ca-cert-file", "", "PEM bundle trusted by terraform and carried in agent init scripts")
@@ -58,7 +59,7 @@ func (inv *invocation) provisionerdCmd() *cobra.Command {
 	var (
 		psk, name, mirror, caFile, cacheDir string
 		tags                                []string
-		tf                                  provisionerd.TerraformOptions
+		tf                                  terraform.Options
 	)
 	start := &cobra.Command{
 		Use:   "start",
@@ -97,7 +98,7 @@ for organization daemons; any user with --tag scope=user).`,
 			tf.InstallDir = filepath.Join(cacheDir, "terraform")
 			logger := inv.loggerFor(cmd)
 			tf.Logger = logger
-			path, err := provisionerd.FindTerraform(ctx, tf)
+			path, err := terraform.Find(ctx, tf)
 			if err != nil {
 				return err
 			}

@@ -15,6 +15,7 @@ import (
 	"airgapcoder/coderd/codersdk"
 	"airgapcoder/internal/testprovider"
 	"airgapcoder/provisionerd"
+	"airgapcoder/terraform"
 )
 
 // TestProcessTemplateRealAgent is the whole path with nothing stubbed:
@@ -24,9 +25,9 @@ import (
 // ends the agent, which reports off on its way out.
 func TestProcessTemplateRealAgent(t *testing.T) {
 	t.Parallel()
-	tf, err := provisionerd.FindTerraform(context.Background(), provisionerd.TerraformOptions{})
+	tf, err := terraform.Find(context.Background(), terraform.Options{})
 	if err != nil {
-		t.Fatalf("the tests need terraform %s on the PATH: %v", provisionerd.DefaultTerraformVersion, err)
+		t.Fatalf("the tests need terraform %s on the PATH: %v", terraform.DefaultVersion, err)
 	}
 	bins := t.TempDir()
 	if err := os.Symlink(coderBinary(t), filepath.Join(bins, "coder-"+runtime.GOOS+"-"+runtime.GOARCH)); err != nil {

@@ -20,10 +20,11 @@ import (
 
 	"airgapcoder/coderd/codersdk"
 	"airgapcoder/coderd/database"
-	"airgapcoder/coderd/database/postgres"
 	"airgapcoder/coderd/telemetry"
 	"airgapcoder/coderd/updatecheck"
+	"airgapcoder/postgres"
 	"airgapcoder/provisionerd"
+	"airgapcoder/terraform"
 )
 
 // ServerConfig is `coder server`'s configuration, filled from flags,
@@ -88,7 +89,7 @@ type ServerConfig struct {
 // ProvisionerConfig is what built-in provisioner daemons run with.
 type ProvisionerConfig struct {
 	// Terraform locates the pinned terraform binary.
-	Terraform provisionerd.TerraformOptions
+	Terraform terraform.Options
 	// ProviderMirror is a folder or https URL: the only provider source.
 	ProviderMirror string
 	// CACertFile is handed to terraform (SSL_CERT_FILE).
@@ -217,7 +218,7 @@ func (s *Server) Run(ctx context.Context) (err error) {
 		if tfOpts.InstallDir == "" {
 			tfOpts.InstallDir = filepath.Join(s.cacheDir(), "terraform")
 		}
-		if terraformPath, err = provisionerd.FindTerraform(ctx, tfOpts); err != nil {
+		if terraformPath, err = terraform.Find(ctx, tfOpts); err != nil {
 			return fmt.Errorf("built-in provisioners: %w (or run with --provisioner-daemons=0)", err)
 		}
 	}
@@ -320,7 +321,7 @@ func (s *Server) Run(ctx context.Context) (err error) {
 		DB: db, Pubsub: ps, Logger: log.With("component", "api"), AccessURL: accessURL, Version: s.cfg.Version,
 		ProvisionerPSK: s.cfg.ProvisionerPSK, BuiltinProvisionerKey: builtinKey, JobHeartbeatTimeout: s.cfg.JobHeartbeatTimeout,
 		Telemetry: s.cfg.Telemetry, UpdateCheck: s.cfg.UpdateCheck, UpdateChecker: checker, Registerer: reg,
-		AuditRetention:   s.cfg.AuditRetention, AuditJournal: s.cfg.AuditJournal,
+		AuditRetention: s.cfg.AuditRetention, AuditJournal: s.cfg.AuditJournal,
 		AgentBinariesDir: s.cfg.AgentBinariesDir, HealthChecks: s.cfg.HealthChecks, OnFirstUser: s.cfg.OnFirstUser, RateLimits: s.cfg.RateLimits,
 	})
 	if err != nil {

@@ -24,6 +24,7 @@ import (
 	"airgapcoder/internal/templatetar"
 	"airgapcoder/internal/testprovider"
 	"airgapcoder/provisionerd"
+	"airgapcoder/terraform"
 )
 
 // fakeCoderd speaks the provisioner protocol over HTTPS with a certificate
@@ -300,9 +301,9 @@ func stateOutputs(t *testing.T, state []byte) map[string]json.RawMessage {
 
 func terraformPath(t *testing.T) string {
 	t.Helper()
-	p, err := provisionerd.FindTerraform(context.Background(), provisionerd.TerraformOptions{})
+	p, err := terraform.Find(context.Background(), terraform.Options{})
 	if err != nil {
-		t.Fatalf("the tests need terraform %s on the PATH (make test installs nothing for it: it is part of the machine): %v", provisionerd.DefaultTerraformVersion, err)
+		t.Fatalf("the tests need terraform %s on the PATH (make test installs nothing for it: it is part of the machine): %v", terraform.DefaultVersion, err)
 	}
 	return p
 }

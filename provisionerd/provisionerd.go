@@ -134,7 +134,7 @@ func New(opts Options) (*Daemon, error) {
 		return nil, errors.New("provisionerd: a client is required")
 	}
 	if opts.TerraformPath == "" {
-		return nil, errors.New("provisionerd: a terraform path is required (see FindTerraform)")
+		return nil, errors.New("provisionerd: a terraform path is required (see terraform.Find)")
 	}
 	if opts.Name == "" {
 		host, _ := os.Hostname()

@@ -7,7 +7,7 @@ import (
 	"os"
 
 	"airgapcoder/cli"
-	"airgapcoder/coderd/database/postgres"
+	"airgapcoder/postgres"
 )
 
 func main() {

@@ -30,7 +30,7 @@ import (
 	"airgapcoder/coderd"
 	"airgapcoder/coderd/codersdk"
 	"airgapcoder/coderd/database"
-	"airgapcoder/coderd/database/postgres"
+	"airgapcoder/postgres"
 )
 
 // EnvPostgresURL names an external PostgreSQL for tests (a superuser URL).

@@ -1,4 +1,4 @@
-package provisionerd_test
+package terraform_test
 
 import (
 	"context"
@@ -7,12 +7,12 @@ import (
 	"strings"
 	"testing"
 
-	"airgapcoder/provisionerd"
+	"airgapcoder/terraform"
 )
 
-// TestFindTerraform: a missing or wrong-version terraform is an error that
+// TestFind: a missing or wrong-version terraform is an error that
 // names the path and the version expected; the pinned one is found.
-func TestFindTerraform(t *testing.T) {
+func TestFind(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
 	wrong := filepath.Join(dir, "terraform-old")
@@ -25,16 +25,16 @@ func TestFindTerraform(t *testing.T) {
 	}
 	for _, tc := range []struct {
 		name string
-		opts provisionerd.TerraformOptions
+		opts terraform.Options
 		want []string
 	}{
-		{"WrongVersion", provisionerd.TerraformOptions{Path: wrong}, []string{wrong, "1.5.7", "1.11.4"}},
-		{"NotTerraform", provisionerd.TerraformOptions{Path: broken}, []string{broken, "1.11.4"}},
-		{"Missing", provisionerd.TerraformOptions{Path: filepath.Join(dir, "nope")}, []string{filepath.Join(dir, "nope"), "1.11.4"}},
-		{"OtherPinnedVersion", provisionerd.TerraformOptions{Version: "1.9.0"}, []string{"no terraform 1.9.0 found", "downloading is off"}},
+		{"WrongVersion", terraform.Options{Path: wrong}, []string{wrong, "1.5.7", "1.11.4"}},
+		{"NotTerraform", terraform.Options{Path: broken}, []string{broken, "1.11.4"}},
+		{"Missing", terraform.Options{Path: filepath.Join(dir, "nope")}, []string{filepath.Join(dir, "nope"), "1.11.4"}},
+		{"OtherPinnedVersion", terraform.Options{Version: "1.9.0"}, []string{"no terraform 1.9.0 found", "downloading is off"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := provisionerd.FindTerraform(ctx, tc.opts)
+			_, err := terraform.Find(ctx, tc.opts)
 			if err == nil {
 				t.Fatal("got no error")
 			}
@@ -46,11 +46,11 @@ func TestFindTerraform(t *testing.T) {
 		})
 	}
 	// The pinned version on the PATH, and by explicit path.
-	p, err := provisionerd.FindTerraform(ctx, provisionerd.TerraformOptions{})
+	p, err := terraform.Find(ctx, terraform.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, err := provisionerd.FindTerraform(ctx, provisionerd.TerraformOptions{Path: p}); err != nil || got != p {
+	if got, err := terraform.Find(ctx, terraform.Options{Path: p}); err != nil || got != p {
 		t.Fatalf("explicit path: got %q, %v", got, err)
 	}
 }
