@@ -18,6 +18,7 @@ import (
 	"airgapcoder/coderd/codersdk"
 
 	"airgapcoder/internal/atomicfile"
+	"airgapcoder/internal/bytesize"
 )
 
 // InstallOptions configure Install.
@@ -211,7 +212,7 @@ func preflightInstall(l Layout, m bundle.Manifest, info bundle.Info, now time.Ti
 	}
 	if free < need {
 		return fmt.Errorf("not enough free space at %s: %s free, %s needed (unpacked bundle %s + 1 GiB for the database)",
-			l.Dir, humanBytes(free), humanBytes(need), humanBytes(uint64(unpacked)))
+			l.Dir, bytesize.Format(int64(free)), bytesize.Format(int64(need)), bytesize.Format(unpacked))
 	}
 	if !m.BuildTime.IsZero() && now.Before(m.BuildTime.Add(-24*time.Hour)) {
 		return fmt.Errorf("this host's clock (%s) is more than a day behind the bundle's build time (%s): fix the clock, or certificates will not validate",
@@ -280,17 +281,4 @@ func sameFiles(a, b bundle.Manifest) bool {
 func fileExists(p string) bool {
 	_, err := os.Stat(p)
 	return err == nil
-}
-
-func humanBytes(n uint64) string {
-	const unit = 1024
-	if n < unit {
-		return fmt.Sprintf("%d B", n)
-	}
-	div, exp := uint64(unit), 0
-	for v := n / unit; v >= unit; v /= unit {
-		div *= unit
-		exp++
-	}
-	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
 }

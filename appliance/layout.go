@@ -1,6 +1,7 @@
 package appliance
 
 import (
+	"airgapcoder/internal/atomicfile"
 	"errors"
 	"fmt"
 	"os"
@@ -56,7 +57,7 @@ func (l Layout) switchLink(link, release string) error {
 	if err := os.Rename(tmp, link); err != nil {
 		return err
 	}
-	return syncDir(l.Dir)
+	return atomicfile.SyncDir(l.Dir)
 }
 
 // Activate makes release current and remembers the old current as
@@ -75,15 +76,6 @@ func (l Layout) Activate(release string) error {
 		return fmt.Errorf("switch to release %s: %w", release, err)
 	}
 	return nil
-}
-
-func syncDir(dir string) error {
-	f, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	return f.Sync()
 }
 
 // serviceAccount is the unprivileged user PostgreSQL runs as.

@@ -22,6 +22,7 @@ import (
 	"golang.org/x/sync/semaphore"
 
 	"airgapcoder/internal/buildinfo"
+	"airgapcoder/internal/bytesize"
 )
 
 // Building a bundle (coder bundle build) runs on a connected host:
@@ -451,7 +452,7 @@ func (p *buildProgress) drawLocked() {
 		fmt.Fprintf(p.w, "\r\x1b[Kwriting the bundle: %d%%, %s", 100*p.written.Load()/total, elapsed)
 		return
 	}
-	fmt.Fprintf(p.w, "\r\x1b[K%s downloaded, %s", formatBytes(p.bytes.Load()), elapsed)
+	fmt.Fprintf(p.w, "\r\x1b[K%s downloaded, %s", bytesize.Format(p.bytes.Load()), elapsed)
 }
 
 // writing is Write's progress callback.
@@ -485,18 +486,6 @@ func (p *buildProgress) close() {
 		<-p.done
 		p.stop = nil
 	}
-}
-
-func formatBytes(n int64) string {
-	switch {
-	case n >= 1<<30:
-		return fmt.Sprintf("%.1f GiB", float64(n)/(1<<30))
-	case n >= 1<<20:
-		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
-	case n >= 1<<10:
-		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
-	}
-	return fmt.Sprintf("%d B", n)
 }
 
 // group runs functions concurrently; the first error cancels the others'

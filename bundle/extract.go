@@ -1,6 +1,7 @@
 package bundle
 
 import (
+	"airgapcoder/internal/atomicfile"
 	"context"
 	"crypto/ed25519"
 	"errors"
@@ -73,7 +74,7 @@ func Extract(ctx context.Context, path, dir string, pub ed25519.PublicKey, allow
 		return Manifest{}, fmt.Errorf("bundle: extract: move the verified files into %s: %w", dir, err)
 	}
 	done = true
-	if err := fsyncDir(parent); err != nil {
+	if err := atomicfile.SyncDir(parent); err != nil {
 		return Manifest{}, fmt.Errorf("bundle: extract: %w", err)
 	}
 	return m, nil
@@ -160,7 +161,7 @@ func (u *unpacker) syncDirs() error {
 	}
 	sort.Sort(sort.Reverse(sort.StringSlice(dirs)))
 	for _, d := range dirs {
-		if err := fsyncDir(d); err != nil {
+		if err := atomicfile.SyncDir(d); err != nil {
 			return err
 		}
 	}

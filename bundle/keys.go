@@ -1,6 +1,7 @@
 package bundle
 
 import (
+	"airgapcoder/internal/atomicfile"
 	"crypto/ed25519"
 	"crypto/rand"
 	"crypto/sha256"
@@ -84,7 +85,7 @@ func writeNew(path string, data []byte, mode os.FileMode) error {
 		}
 		return err
 	}
-	return fsyncDir(filepath.Dir(path))
+	return atomicfile.SyncDir(filepath.Dir(path))
 }
 
 // LoadPrivateKey reads a PKCS#8 PEM ed25519 private key (bundle.key).
@@ -147,13 +148,4 @@ func KeyID(pub ed25519.PublicKey) string {
 	}
 	sum := sha256.Sum256(der)
 	return "sha256:" + hex.EncodeToString(sum[:])
-}
-
-func fsyncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
 }

@@ -23,6 +23,7 @@ import (
 
 	"github.com/klauspost/compress/zstd"
 
+	"airgapcoder/internal/atomicfile"
 	"airgapcoder/internal/buildinfo"
 )
 
@@ -165,7 +166,7 @@ func Write(ctx context.Context, opts WriteOptions) (Result, error) {
 		res.Files = append(res.Files, p.final)
 	}
 	committed = true
-	if err := fsyncDir(opts.OutputDir); err != nil {
+	if err := atomicfile.SyncDir(opts.OutputDir); err != nil {
 		return Result{}, fmt.Errorf("bundle: sync %s: %w", opts.OutputDir, err)
 	}
 	return res, nil

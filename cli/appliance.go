@@ -11,6 +11,7 @@ import (
 
 	"airgapcoder/appliance"
 	"airgapcoder/bundle"
+	"airgapcoder/internal/bytesize"
 )
 
 func (inv *invocation) applianceCmd() *cobra.Command {
@@ -110,7 +111,7 @@ func (inv *invocation) applianceStatusCmd() *cobra.Command {
 				{"providers", strconv.Itoa(st.Providers), ""},
 				{"images", strconv.Itoa(st.Images), ""},
 				{"templates", strconv.Itoa(st.Templates), ""},
-				{"disk", humanize(st.DiskUsed) + " used", humanize(st.DiskFree) + " free"},
+				{"disk", bytesize.Format(st.DiskUsed) + " used", bytesize.Format(st.DiskFree) + " free"},
 			}
 			for _, c := range st.Components {
 				rows = append(rows, []string{c.Name, c.State, c.Detail})
@@ -127,19 +128,6 @@ func orDash(s string) string {
 		return "-"
 	}
 	return s
-}
-
-func humanize(n int64) string {
-	const unit = 1024
-	if n < unit {
-		return fmt.Sprintf("%d B", n)
-	}
-	div, exp := int64(unit), 0
-	for v := n / unit; v >= unit; v /= unit {
-		div *= unit
-		exp++
-	}
-	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
 }
 
 func (inv *invocation) applianceUpgradeCmd() *cobra.Command {

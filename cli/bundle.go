@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"airgapcoder/bundle"
+	"airgapcoder/internal/bytesize"
 )
 
 // bundleSubcommands are the children of `coder bundle`. bundle_build.go adds
@@ -120,12 +121,12 @@ func printBundleSummary(w io.Writer, m *bundle.Manifest, info *bundle.Info) {
 		signed = "yes, key " + m.KeyID + " (not checked by inspect: run coder bundle verify)"
 	}
 	fmt.Fprintf(tw, "Signed:\t%s\n", signed)
-	size := humanBytes(info.TotalSize)
+	size := bytesize.Format(info.TotalSize)
 	if len(info.Parts) > 0 {
 		size += " in " + plural(len(info.Parts), "part")
 	}
 	fmt.Fprintf(tw, "Size:\t%s\n", size)
-	fmt.Fprintf(tw, "Payload:\t%d files, %s unpacked\n", len(m.Files), humanBytes(m.PayloadSize()))
+	fmt.Fprintf(tw, "Payload:\t%d files, %s unpacked\n", len(m.Files), bytesize.Format(m.PayloadSize()))
 	tw.Flush()
 }
 
@@ -143,7 +144,7 @@ func componentRows(m *bundle.Manifest) [][]string {
 		if !found {
 			return "-"
 		}
-		return humanBytes(n)
+		return bytesize.Format(n)
 	}
 	orDash := func(s string) string {
 		if s == "" {
@@ -242,7 +243,7 @@ unsigned bundle fails unless --allow-unsigned is given.`,
 				return err
 			}
 			fmt.Fprintf(inv.stdout, "OK: %s %s: %d files (%s) and %s match the manifest; %s\n",
-				m.Name, m.Release, len(m.Files), humanBytes(m.PayloadSize()), partsPhrase(&info), note)
+				m.Name, m.Release, len(m.Files), bytesize.Format(m.PayloadSize()), partsPhrase(&info), note)
 			return nil
 		},
 	}
@@ -308,7 +309,7 @@ bundle.pub) or --allow-unsigned (check hashes only) is required.`,
 				how = "hashes checked, signature not checked (--allow-unsigned)"
 			}
 			fmt.Fprintf(inv.stdout, "Extracted %s %s into %s: %d files, %s (%s)\n",
-				m.Name, m.Release, dir, len(m.Files), humanBytes(m.PayloadSize()), how)
+				m.Name, m.Release, dir, len(m.Files), bytesize.Format(m.PayloadSize()), how)
 			return nil
 		},
 	}
@@ -365,7 +366,7 @@ func (p *progressLine) update(done, total int64) {
 		pct = 100 * float64(done) / float64(total)
 	}
 	rate := float64(done) / now.Sub(p.start).Seconds()
-	line := fmt.Sprintf("%s: %s of %s (%.0f%%, %s/s)", p.verb, humanBytes(done), humanBytes(total), pct, humanBytes(int64(rate)))
+	line := fmt.Sprintf("%s: %s of %s (%.0f%%, %s/s)", p.verb, bytesize.Format(done), bytesize.Format(total), pct, bytesize.Format(int64(rate)))
 	if p.tty {
 		fmt.Fprintf(p.w, "\r\033[K%s", line)
 		p.drawn = true
@@ -385,18 +386,4 @@ func (p *progressLine) finish() {
 func writerIsTerminal(w io.Writer) bool {
 	f, ok := w.(*os.File)
 	return ok && isTerminal(f)
-}
-
-// humanBytes formats n in binary units: "512 B", "1.5 KiB", "4.0 GiB".
-func humanBytes(n int64) string {
-	const unit = 1024
-	if n < unit {
-		return fmt.Sprintf("%d B", n)
-	}
-	div, exp := int64(unit), 0
-	for m := n / unit; m >= unit && exp < 5; m /= unit {
-		div *= unit
-		exp++
-	}
-	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"airgapcoder/bundle"
+	"airgapcoder/internal/bytesize"
 )
 
 func init() { bundleSubcommands = append(bundleSubcommands, (*invocation).bundleBuildCmd) }
@@ -114,6 +115,6 @@ func (inv *invocation) bundleBuild(cmd *cobra.Command, cfg bundleBuildConfig) er
 		fmt.Fprintf(inv.stdout, "  %s\n", p)
 	}
 	fmt.Fprintf(inv.stdout, "sha256 %s  (%s, %d files; %s downloaded, %d from the cache)\n",
-		res.SHA256, humanBytes(res.Size), len(res.Manifest.Files), humanBytes(res.Downloaded), res.CacheHits)
+		res.SHA256, bytesize.Format(res.Size), len(res.Manifest.Files), bytesize.Format(res.Downloaded), res.CacheHits)
 	return nil
 }

@@ -1,6 +1,7 @@
 package mirror
 
 import (
+	"airgapcoder/internal/atomicfile"
 	"archive/zip"
 	"crypto/sha256"
 	"encoding/hex"
@@ -333,15 +334,6 @@ func writeAtomic(path string, write func(*os.File) error) (err error) {
 	if err := os.Rename(f.Name(), path); err != nil {
 		return err
 	}
-	syncDir(filepath.Dir(path))
+	_ = atomicfile.SyncDir(filepath.Dir(path)) // best effort: the file is already in place
 	return nil
-}
-
-// syncDir makes a rename in dir durable where the platform allows it; it is
-// best effort (some file systems and Windows refuse to sync a folder).
-func syncDir(dir string) {
-	if d, err := os.Open(dir); err == nil {
-		d.Sync()
-		d.Close()
-	}
 }

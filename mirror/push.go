@@ -1,6 +1,7 @@
 package mirror
 
 import (
+	"airgapcoder/internal/bytesize"
 	"context"
 	"errors"
 	"fmt"
@@ -338,7 +339,7 @@ func (p *pushProgress) report(out io.Writer, interval time.Duration) (stop func(
 			case <-quit:
 				return
 			case <-tick.C:
-				fmt.Fprintf(out, "  %s of %s checked or uploaded\n", formatBytes(min(p.done.Load(), p.total)), formatBytes(p.total))
+				fmt.Fprintf(out, "  %s of %s checked or uploaded\n", bytesize.Format(min(p.done.Load(), p.total)), bytesize.Format(p.total))
 			}
 		}
 	}()
@@ -577,19 +578,6 @@ func (b *watchedBody) Close() error {
 		b.once.Do(b.done)
 	}
 	return err
-}
-
-func formatBytes(n int64) string {
-	const unit = 1024
-	if n < unit {
-		return fmt.Sprintf("%d B", n)
-	}
-	div, exp := int64(unit), 0
-	for m := n / unit; m >= unit; m /= unit {
-		div *= unit
-		exp++
-	}
-	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
 }
 
 // ParsePushTarget checks "REGISTRY[/PREFIX]" (an "https://" in front is

@@ -1,6 +1,7 @@
 package postgres
 
 import (
+	"airgapcoder/internal/atomicfile"
 	"archive/tar"
 	"context"
 	"errors"
@@ -244,7 +245,7 @@ func repack(ctx context.Context, inst installation, dest string) (err error) {
 	if err := os.Rename(tmp.Name(), dest); err != nil {
 		return err
 	}
-	return syncDir(filepath.Dir(dest))
+	return atomicfile.SyncDir(filepath.Dir(dest))
 }
 
 func writeRepack(w io.Writer, inst installation) error {
@@ -418,7 +419,7 @@ func unpack(archive, binariesDir string, log *slog.Logger) (string, error) {
 		}
 		return "", fmt.Errorf("postgres: unpack %s: %w", archive, err)
 	}
-	if err := syncDir(binariesDir); err != nil {
+	if err := atomicfile.SyncDir(binariesDir); err != nil {
 		return "", fmt.Errorf("postgres: unpack %s: %w", archive, err)
 	}
 	log.Info("unpacked PostgreSQL", "archive", archive, "dir", final, "took", time.Since(start).Round(time.Millisecond))
@@ -536,17 +537,4 @@ func memberName(name string) (string, error) {
 		return "", fmt.Errorf("unsafe member name %q", name)
 	}
 	return filepath.FromSlash(clean), nil
-}
-
-// syncDir makes a rename in dir durable.
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil && !errors.Is(err, errors.ErrUnsupported) {
-		return err
-	}
-	return nil
 }

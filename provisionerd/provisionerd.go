@@ -83,7 +83,7 @@ type Options struct {
 	Tags    map[string]string
 	Version string
 	// TerraformPath is a terraform binary of the pinned version (see
-	// FindTerraform, which callers run at start-up to fail early).
+	// terraform.Find, which callers run at start-up to fail early).
 	TerraformPath string
 	// ProviderMirror is a folder (filesystem mirror) or https URL (network
 	// mirror): the only place terraform may install providers from.

@@ -5,6 +5,7 @@ package atomicfile
 
 import (
 	"bytes"
+	"errors"
 	"io"
 	"os"
 	"path/filepath"
@@ -47,9 +48,21 @@ func WriteFunc(path string, mode os.FileMode, write func(io.Writer) error) (err 
 	if err = os.Rename(tmp.Name(), path); err != nil {
 		return err
 	}
-	if d, derr := os.Open(dir); derr == nil {
-		_ = d.Sync()
-		d.Close()
+	_ = SyncDir(dir)
+	return nil
+}
+
+// SyncDir makes the creations, renames and removals in dir durable: it
+// fsyncs the folder. A file system that cannot sync a folder is not an
+// error.
+func SyncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	if err := d.Sync(); err != nil && !errors.Is(err, errors.ErrUnsupported) {
+		return err
 	}
 	return nil
 }
