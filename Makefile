@@ -67,7 +67,7 @@ bench: deps
 FUZZTIME         ?= 10m
 FUZZMINIMIZETIME ?= 100x
 FUZZ_TARGETS := \
-	./bundle/:FuzzReadBundle ./bundle/:FuzzReadPartIndex ./bundle/:FuzzParseManifest ./bundle/:FuzzParseConfig \
+	./bundle/:FuzzReadBundle ./bundle/:FuzzReadPartIndex ./bundle/:FuzzParseManifest ./bundle/builder/:FuzzParseConfig \
 	./internal/templatetar/:FuzzValidate ./internal/templatetar/:FuzzExtract \
 	./appliance/:FuzzLoadConfig ./coderd/codersdk/:FuzzReadRelayFrame \
 	./mirror/:FuzzParseImageRef ./coderd/:FuzzParseDevURL

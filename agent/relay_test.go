@@ -28,6 +28,8 @@ import (
 	"airgapcoder/agent"
 	"airgapcoder/coderd/coderdtest"
 	"airgapcoder/coderd/codersdk"
+	"airgapcoder/internal/syncbuf"
+	"airgapcoder/internal/testport"
 )
 
 // relayEnv is a deployment with users, a workspace of alice's whose agent
@@ -308,7 +310,7 @@ func TestRelay(t *testing.T) {
 			t.Fatal(err)
 		}
 		stdin, _ := sess.StdinPipe()
-		var out syncBuffer
+		var out syncbuf.Buffer
 		sess.Stdout = &out
 		if err := sess.Shell(); err != nil {
 			t.Fatal(err)
@@ -593,27 +595,5 @@ func TestAgentReconnects(t *testing.T) {
 
 func freePort(t testing.TB) int {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
-}
-
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
+	return testport.Port(t)
 }

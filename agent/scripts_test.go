@@ -19,6 +19,7 @@ import (
 	"airgapcoder/agent"
 	"airgapcoder/coderd/coderdtest"
 	"airgapcoder/coderd/codersdk"
+	"airgapcoder/internal/syncbuf"
 )
 
 // scriptEnv is a deployment whose admin owns workspaces built with the
@@ -171,7 +172,7 @@ func TestScriptsAndMetadata(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var stdout, stderr syncBuffer
+	var stdout, stderr syncbuf.Buffer
 	sess.Stdout, sess.Stderr = &stdout, &stderr
 	if err := sess.Start("cat tool"); err != nil {
 		t.Fatal(err)

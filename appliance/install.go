@@ -10,6 +10,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"time"
 
@@ -29,7 +30,8 @@ type InstallOptions struct {
 	// bundle without one (and no key).
 	PublicKey     ed25519.PublicKey
 	AllowUnsigned bool
-	// Binary is the coder binary the systemd unit runs (default: this one).
+	// Binary is the coder binary the systemd unit runs (default: the
+	// current release's, else this one).
 	Binary string
 	Logger *slog.Logger
 	// Now is the clock for the preflight (default time.Now).
@@ -192,6 +194,11 @@ func finishInstall(l Layout, m bundle.Manifest, opts InstallOptions, log *slog.L
 		}
 	}
 	binary := opts.Binary
+	if rel := bundle.CoderPath(runtime.GOOS + "/" + runtime.GOARCH); binary == "" && fileExists(filepath.Join(l.Release(m.Release), rel)) {
+		// The release's own coder through the current link: the service
+		// follows upgrades and rollbacks.
+		binary = filepath.Join(l.Current(), rel)
+	}
 	if binary == "" {
 		if binary, err = os.Executable(); err != nil {
 			return err

@@ -90,6 +90,23 @@ func checkConsistent(t *testing.T, dir string) (installed bool) {
 			t.Fatalf("current release %s is half-installed: %s: %v", rel, f.Path, err)
 		}
 	}
+	// The service runs the current release's own coder, so it follows
+	// upgrades.
+	unit, err := os.ReadFile(filepath.Join(dir, "coder-appliance.service"))
+	if err != nil {
+		t.Fatalf("current release %s without its systemd unit: %v", rel, err)
+	}
+	for line := range strings.Lines(string(unit)) {
+		if exec, ok := strings.CutPrefix(line, "ExecStart="); ok {
+			bin := strings.Fields(exec)[0]
+			if bin != filepath.Join(l.Current(), "bin", "coder-linux-amd64") {
+				t.Fatalf("the unit runs %s, want the current release's coder", bin)
+			}
+			if _, err := os.Stat(bin); err != nil {
+				t.Fatalf("the unit's binary: %v", err)
+			}
+		}
+	}
 	return true
 }
 

@@ -121,7 +121,9 @@ func freeBytes(path string) (uint64, error) {
 	}
 }
 
-// systemdUnit is the unit file install writes for the appliance.
+// systemdUnit is the unit file install writes for the appliance. binary
+// is normally the current release's own coder (through the current link),
+// so the service runs what upgrade and rollback switched to.
 func systemdUnit(binary, dir string) string {
 	return fmt.Sprintf(`[Unit]
 Description=Coder appliance (offline remote development)
@@ -136,5 +138,16 @@ LimitNOFILE=65536
 
 [Install]
 WantedBy=multi-user.target
-`, binary, dir)
+`, systemdQuote(binary), systemdQuote(dir))
+}
+
+// systemdQuote makes s one word of a unit's command line: quoted when it
+// holds spaces or quotes, with systemd's specifiers (%) and variables ($)
+// escaped.
+func systemdQuote(s string) string {
+	s = strings.NewReplacer("%", "%%", "$", "$$").Replace(s)
+	if !strings.ContainsAny(s, " \t\"'\\") {
+		return s
+	}
+	return `"` + strings.NewReplacer(`\`, `\\`, `"`, `\"`).Replace(s) + `"`
 }

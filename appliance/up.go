@@ -18,8 +18,8 @@ import (
 
 	"airgapcoder/bundle"
 	"airgapcoder/certs"
-	"airgapcoder/coderd"
 	"airgapcoder/coderd/codersdk"
+	"airgapcoder/controlplane"
 	"airgapcoder/internal/buildinfo"
 	"airgapcoder/internal/egress"
 	"airgapcoder/internal/templatetar"
@@ -41,10 +41,10 @@ type UpOptions struct {
 
 // Up runs the current release as one supervised process tree until ctx is
 // canceled: the bundled PostgreSQL (as the service user, data in DIR/data),
-// the certificates, the mirror (providers + registry over HTTPS), coderd
-// with telemetry and update checks off and direct connections blocked, and
-// the built-in provisioners running the bundled terraform against the
-// bundled providers. Components start in that order, each waiting for the
+// the certificates, the mirror (providers + registry over HTTPS), the
+// control plane (package controlplane: coderd with telemetry and update
+// checks off, every workspace connection relayed) and its built-in
+// provisioners running the bundled terraform against the bundled providers. Components start in that order, each waiting for the
 // one before to be ready, and stop in reverse.
 func Up(ctx context.Context, opts UpOptions) error {
 	log := opts.Logger
@@ -139,24 +139,36 @@ func Up(ctx context.Context, opts UpOptions) error {
 	}
 
 	// 3. The mirror: the release's providers and images over HTTPS.
+	mirrorCert, err := certs.LoadServerCertificate(dir)
+	if err != nil {
+		return fmt.Errorf("mirror: %w", err)
+	}
 	mir, err := mirror.NewServer(mirror.ServerOptions{
-		Dir: dir, ProvidersDir: filepath.Join(rel, bundle.DirProviders), ImagesDir: filepath.Join(rel, bundle.DirImages),
+		Dir: dir, Certificate: mirrorCert, ProvidersDir: filepath.Join(rel, bundle.DirProviders), ImagesDir: filepath.Join(rel, bundle.DirImages),
 		Address: cfg.MirrorAddress, Logger: log.With("component", "mirror"),
 	})
 	if err != nil {
 		return err
 	}
 	mirCtx, stopMirror := context.WithCancel(context.WithoutCancel(ctx))
-	mirDone := make(chan error, 1)
-	go func() { mirDone <- mir.Run(mirCtx) }()
+	// mirDone is closed (not sent on) when Run returns, so that both the
+	// wait for readiness and the deferred stop can see it: a mirror that
+	// cannot listen used to leave the stop waiting for a value already
+	// taken, and up hung with nothing logged.
+	var mirErr error
+	mirDone := make(chan struct{})
+	go func() {
+		defer close(mirDone)
+		mirErr = mir.Run(mirCtx)
+	}()
 	defer func() {
 		stopMirror()
 		<-mirDone
 	}()
 	select {
 	case <-mir.Ready():
-	case err := <-mirDone:
-		return fmt.Errorf("mirror: %w", err)
+	case <-mirDone:
+		return mirErr
 	case <-ctx.Done():
 		return nil
 	}
@@ -186,17 +198,17 @@ func Up(ctx context.Context, opts UpOptions) error {
 		ready       = make(chan struct{})
 		localClient *codersdk.Client
 	)
-	srv, err := coderd.NewServer(coderd.ServerConfig{
+	srv, err := controlplane.New(controlplane.Config{
 		HTTPAddress: cfg.HTTPAddress, AccessURL: cfg.AccessURL, PostgresURL: pgURL,
 		AdvertiseHost: cfg.AdvertisedHost(cfg.TLSAddress),
-		TLS: coderd.TLSConfig{
+		TLS: controlplane.TLSConfig{
 			Enable: true, Address: cfg.TLSAddress,
 			CertFile: filepath.Join(certs.CertsDir(dir), "server.pem"), KeyFile: filepath.Join(certs.CertsDir(dir), "server-key.pem"),
 			StrictTransportSecurity: 365 * 24 * 3600,
 		},
 		ConfigDir: l.Data(), CacheDir: l.Cache(),
 		ProvisionerDaemons: cfg.ProvisionerDaemons,
-		Provisioner: coderd.ProvisionerConfig{
+		Provisioner: controlplane.ProvisionerConfig{
 			Terraform:       terraform.Options{Path: tf, Version: tfVersion},
 			ProviderMirror:  filepath.Join(rel, bundle.DirProviders),
 			CACertFile:      trust.CertFile(),
@@ -204,7 +216,7 @@ func Up(ctx context.Context, opts UpOptions) error {
 			WorkDir:         filepath.Join(l.Cache(), "provisionerd"),
 		},
 		AuditJournal: l.AuditJournal(),
-		Telemetry:    false, UpdateCheck: false, BlockDirectConnections: true,
+		Telemetry:    false, UpdateCheck: false,
 		AgentBinariesDir: filepath.Join(rel, bundle.DirBin),
 		Version:          buildinfo.Version(),
 		Logger:           log.With("component", "coderd"),

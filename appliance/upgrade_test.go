@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net"
 	"net/url"
 	"os"
 	"os/exec"
@@ -18,16 +17,13 @@ import (
 	"airgapcoder/appliance"
 	"airgapcoder/coderd/codersdk"
 	"airgapcoder/internal/testbin"
+	"airgapcoder/internal/testport"
 	"airgapcoder/internal/testprovider"
 )
 
 func freePort(t *testing.T) string {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
+	t.Helper()
+	return testport.Addr(t)
 }
 
 type upgradeEnv struct {

@@ -1,7 +1,6 @@
 package bundle
 
 import (
-	"airgapcoder/internal/atomicfile"
 	"context"
 	"crypto/ed25519"
 	"errors"
@@ -10,6 +9,8 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+
+	"airgapcoder/internal/atomicfile"
 )
 
 // ErrNotEmpty is returned by Extract when the target folder exists and is
@@ -119,24 +120,11 @@ func (u *unpacker) file(f File, r io.Reader) error {
 	if err := u.mkdirs(filepath.Dir(dst)); err != nil {
 		return err
 	}
-	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-	if err != nil {
+	return atomicfile.CreateNew(dst, os.FileMode(f.Mode), func(w io.Writer) error {
+		// A plain Writer, so the copy uses buf rather than os.File's fallback.
+		_, err := io.CopyBuffer(struct{ io.Writer }{w}, r, u.buf)
 		return err
-	}
-	// A plain Writer, so the copy uses buf rather than os.File's fallback.
-	if _, err := io.CopyBuffer(struct{ io.Writer }{out}, r, u.buf); err != nil {
-		out.Close()
-		return err
-	}
-	if err := out.Chmod(os.FileMode(f.Mode)); err != nil {
-		out.Close()
-		return err
-	}
-	if err := out.Sync(); err != nil {
-		out.Close()
-		return err
-	}
-	return out.Close()
+	})
 }
 
 func (u *unpacker) mkdirs(dir string) error {

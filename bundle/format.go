@@ -2,9 +2,11 @@
 // deployment across the gap: how a connected host packs a payload folder into
 // one signed, reproducible file (or parts of it that fit removable media), and
 // how the offline side inspects, verifies and unpacks it. It does not know
-// where the payload came from (the build sources fill the payload folder and
-// the manifest's Components) nor how the appliance uses it, and it never
-// touches the network.
+// where the payload came from (package bundle/builder fetches the sources
+// into the payload folder and fills the manifest's Components) nor how the
+// appliance uses it. It never touches the network and links no HTTP client,
+// registry or database code, so that the offline side (appliance install)
+// carries none through it; it must not import bundle/builder.
 //
 // # Trust chain
 //

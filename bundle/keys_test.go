@@ -3,6 +3,13 @@ package bundle_test
 import (
 	"bytes"
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"encoding/pem"
+	"errors"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -80,5 +87,71 @@ func TestKeys(t *testing.T) {
 	}
 	if got, want := "sha256:"+sum(der), bundle.KeyID(pub); got != want || res.Manifest.KeyID != want {
 		t.Errorf("key ID: openssl gives %s, KeyID %s, manifest %s", got, want, res.Manifest.KeyID)
+	}
+}
+
+// TestLoadKeyErrors: a key file that cannot be used is a *KeyError that
+// names the file, says what is wrong and what to pass instead.
+func TestLoadKeyErrors(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	pubPath, keyPath, err := bundle.GenerateKey(filepath.Join(dir, "keys"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ec, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ecPubDER, _ := x509.MarshalPKIXPublicKey(&ec.PublicKey)
+	ecPrivDER, _ := x509.MarshalPKCS8PrivateKey(ec)
+	write := func(name string, data []byte) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	pemOf := func(typ string, der []byte) []byte { return pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der}) }
+	missing := filepath.Join(dir, "nope.pub")
+	text := write("notes.txt", []byte("not a key\n"))
+	cert := write("ca.pem", pemOf("CERTIFICATE", []byte("x")))
+	ecPub := write("ec.pub", pemOf("PUBLIC KEY", ecPubDER))
+	ecKey := write("ec.key", pemOf("PRIVATE KEY", ecPrivDER))
+	garbage := write("garbage.pub", pemOf("PUBLIC KEY", []byte("x")))
+	tests := []struct {
+		name   string
+		public bool
+		path   string
+		want   string
+	}{
+		{"PublicMissing", true, missing, "bundle: public key " + missing + ": no such file (coder bundle keygen writes bundle.pub)"},
+		{"PublicNotPEM", true, text, "bundle: public key " + text + `: not a PEM file (want a "PUBLIC KEY" block): pass the bundle.pub that coder bundle keygen wrote`},
+		{"PublicIsPrivate", true, keyPath, "bundle: public key " + keyPath + ": holds a PRIVATE KEY, want a PUBLIC KEY: pass bundle.pub, not bundle.key"},
+		{"PublicIsCertificate", true, cert, "bundle: public key " + cert + `: holds a "CERTIFICATE" PEM block, want a "PUBLIC KEY": pass the bundle.pub that coder bundle keygen wrote`},
+		{"PublicNotEd25519", true, ecPub, "bundle: public key " + ecPub + ": an ECDSA key, want an ed25519 key"},
+		{"PublicGarbage", true, garbage, "bundle: public key " + garbage + ": not a PKIX public key"},
+		{"PrivateIsPublic", false, pubPath, "bundle: private key " + pubPath + ": holds a PUBLIC KEY, want a PRIVATE KEY: pass bundle.key, not bundle.pub"},
+		{"PrivateNotEd25519", false, ecKey, "bundle: private key " + ecKey + ": an ECDSA key, want an ed25519 key"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var err error
+			if tt.public {
+				_, err = bundle.LoadPublicKey(tt.path)
+			} else {
+				_, err = bundle.LoadPrivateKey(tt.path)
+			}
+			var ke *bundle.KeyError
+			if !errors.As(err, &ke) || ke.Path != tt.path || ke.Public != tt.public {
+				t.Fatalf("got %v (%T), want a *KeyError for %s", err, err, tt.path)
+			}
+			if !strings.HasPrefix(err.Error(), tt.want) {
+				t.Errorf("got  %s\nwant %s…", err, tt.want)
+			}
+		})
+	}
+	if _, err := bundle.LoadPublicKey(missing); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("missing file: got %v, want fs.ErrNotExist", err)
 	}
 }

@@ -11,7 +11,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-
 	"io"
 	"io/fs"
 	"os"
@@ -82,17 +81,30 @@ const copyBufSize = 1 << 20
 const memSpoolMax = 16 << 20
 
 // DefaultBuildTime returns the time a bundle built now should carry:
-// SOURCE_DATE_EPOCH (seconds since 1970, UTC) when set, else the clock,
-// truncated to whole seconds.
-func DefaultBuildTime() (time.Time, error) {
-	if s, ok := os.LookupEnv("SOURCE_DATE_EPOCH"); ok && s != "" {
-		sec, err := strconv.ParseInt(s, 10, 64)
-		if err != nil || sec < 0 {
-			return time.Time{}, fmt.Errorf("bundle: SOURCE_DATE_EPOCH=%q is not a number of seconds", s)
-		}
-		return time.Unix(sec, 0).UTC(), nil
+// SOURCE_DATE_EPOCH (seconds since 1970, UTC) when environ sets it to a
+// non-empty value, else the clock, truncated to whole seconds. environ is in
+// the form of os.Environ ("KEY=value"); nil means the process's environment.
+// It is the one place a bundle's build time is read from the environment:
+// Write uses it when the manifest has no BuildTime, and so does the builder.
+func DefaultBuildTime(environ []string) (time.Time, error) {
+	if environ == nil {
+		environ = os.Environ()
 	}
-	return time.Now().UTC().Truncate(time.Second), nil
+	var s string
+	for _, kv := range environ {
+		if v, ok := strings.CutPrefix(kv, "SOURCE_DATE_EPOCH="); ok {
+			s = v // the first one counts, as with os.Getenv
+			break
+		}
+	}
+	if s == "" {
+		return time.Now().UTC().Truncate(time.Second), nil
+	}
+	sec, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || sec < 0 {
+		return time.Time{}, fmt.Errorf("bundle: SOURCE_DATE_EPOCH=%q is not a whole number of seconds since 1970: set it to one (such as the last commit's time, git log -1 --format=%%ct) or unset it to use the clock", s)
+	}
+	return time.Unix(sec, 0).UTC(), nil
 }
 
 // payloadFile is one file found in PayloadDir.
@@ -235,7 +247,7 @@ func prepareWrite(ctx context.Context, opts *WriteOptions) (Manifest, []payloadF
 
 	m.Schema = SchemaVersion
 	if m.BuildTime.IsZero() {
-		if m.BuildTime, err = DefaultBuildTime(); err != nil {
+		if m.BuildTime, err = DefaultBuildTime(nil); err != nil {
 			return Manifest{}, nil, nil, err
 		}
 	}

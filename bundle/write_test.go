@@ -131,6 +131,40 @@ func TestSourceDateEpoch(t *testing.T) {
 	})
 }
 
+// TestDefaultBuildTime: the one reader of SOURCE_DATE_EPOCH, for Write and
+// the builder alike, from the environment it is given.
+func TestDefaultBuildTime(t *testing.T) {
+	t.Parallel()
+	now := func(got time.Time) bool { return time.Since(got) < time.Minute && got.Location() == time.UTC }
+	tests := []struct {
+		name    string
+		environ []string
+		check   func(time.Time) bool
+		wantErr string
+	}{
+		{"Set", []string{"PATH=/bin", "SOURCE_DATE_EPOCH=1700000000"}, func(got time.Time) bool { return got.Equal(time.Unix(1700000000, 0)) }, ""},
+		{"FirstCounts", []string{"SOURCE_DATE_EPOCH=1", "SOURCE_DATE_EPOCH=2"}, func(got time.Time) bool { return got.Equal(time.Unix(1, 0)) }, ""},
+		{"Unset", []string{"PATH=/bin"}, now, ""},
+		{"Empty", []string{"SOURCE_DATE_EPOCH="}, now, ""},
+		{"NotANumber", []string{"SOURCE_DATE_EPOCH=yesterday"}, nil, `bundle: SOURCE_DATE_EPOCH="yesterday" is not a whole number of seconds since 1970`},
+		{"Negative", []string{"SOURCE_DATE_EPOCH=-5"}, nil, `bundle: SOURCE_DATE_EPOCH="-5" is not a whole number`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := bundle.DefaultBuildTime(tt.environ)
+			if tt.wantErr != "" {
+				if err == nil || !strings.HasPrefix(err.Error(), tt.wantErr) {
+					t.Fatalf("got %v, want an error starting %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil || !tt.check(got) || got.Nanosecond() != 0 {
+				t.Fatalf("got %v, %v", got, err)
+			}
+		})
+	}
+}
+
 // TestStorage: already-compressed files are stored raw, others as zstd, and
 // the tar headers are the fixed ones.
 func TestStorage(t *testing.T) {

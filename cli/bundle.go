@@ -214,9 +214,12 @@ unsigned bundle fails unless --allow-unsigned is given.`,
 			if err := bundleKeyOptions.resolve(cmd, "", inv.environ); err != nil {
 				return err
 			}
-			pub, err := loadBundlePublicKey(keyPath)
-			if err != nil {
-				return err
+			var pub ed25519.PublicKey
+			if keyPath != "" {
+				var err error
+				if pub, err = bundle.LoadPublicKey(keyPath); err != nil {
+					return err
+				}
 			}
 			m, info, err := bundle.Inspect(args[0])
 			if err != nil {
@@ -293,9 +296,12 @@ bundle.pub) or --allow-unsigned (check hashes only) is required.`,
 			case keyPath != "" && allowUnsigned:
 				return usageErrorf("--public-key and --allow-unsigned exclude each other")
 			}
-			pub, err := loadBundlePublicKey(keyPath)
-			if err != nil {
-				return err
+			var pub ed25519.PublicKey
+			if keyPath != "" {
+				var err error
+				if pub, err = bundle.LoadPublicKey(keyPath); err != nil {
+					return err
+				}
 			}
 			m, err := bundle.Extract(cmd.Context(), args[0], dir, pub, allowUnsigned)
 			if errors.Is(err, bundle.ErrNotEmpty) {
@@ -318,19 +324,6 @@ bundle.pub) or --allow-unsigned (check hashes only) is required.`,
 	f.StringVar(&keyPath, "public-key", "", "The builder's bundle.pub (CODER_BUNDLE_PUBLIC_KEY)")
 	f.BoolVar(&allowUnsigned, "allow-unsigned", false, "Accept a bundle without checking its signature (hashes are still checked)")
 	return cmd
-}
-
-// loadBundlePublicKey loads --public-key; "" gives nil. A bad key file is a
-// usage error: it is the flag's value that is wrong.
-func loadBundlePublicKey(path string) (ed25519.PublicKey, error) {
-	if path == "" {
-		return nil, nil
-	}
-	pub, err := bundle.LoadPublicKey(path)
-	if err != nil {
-		return nil, usageErrorf("--public-key %s: %v", path, strings.TrimPrefix(err.Error(), "bundle: "))
-	}
-	return pub, nil
 }
 
 // progressLine shows a long operation's progress on stderr: one redrawn line

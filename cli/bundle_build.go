@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"airgapcoder/bundle"
+	"airgapcoder/bundle/builder"
 	"airgapcoder/internal/bytesize"
 )
 
@@ -77,8 +78,8 @@ func (inv *invocation) bundleBuild(cmd *cobra.Command, cfg bundleBuildConfig) er
 		}
 		split = n
 	}
-	conf, err := bundle.LoadConfig(cfg.file)
-	var cerr *bundle.ConfigError
+	conf, err := builder.LoadConfig(cfg.file)
+	var cerr *builder.ConfigError
 	switch {
 	case errors.As(err, &cerr):
 		return usageErrorf("%v", err)
@@ -87,7 +88,7 @@ func (inv *invocation) bundleBuild(cmd *cobra.Command, cfg bundleBuildConfig) er
 	case err != nil:
 		return err
 	}
-	opts := bundle.BuildOptions{
+	opts := builder.Options{
 		Config:    conf,
 		OutputDir: cfg.output,
 		Split:     split,
@@ -100,13 +101,13 @@ func (inv *invocation) bundleBuild(cmd *cobra.Command, cfg bundleBuildConfig) er
 	if cfg.signKey != "" {
 		key, err := bundle.LoadPrivateKey(cfg.signKey)
 		if err != nil {
-			return usageErrorf("--sign-key %s: %v", cfg.signKey, strings.TrimPrefix(err.Error(), "bundle: "))
+			return err // a *bundle.KeyError: a usage error, see Main
 		}
 		opts.Key = key
 	} else {
 		fmt.Fprintln(inv.stderr, "warning: no --sign-key: the bundle will be unsigned, and installing it will need --allow-unsigned")
 	}
-	res, err := bundle.Build(cmd.Context(), opts)
+	res, err := builder.Build(cmd.Context(), opts)
 	if err != nil {
 		return err
 	}

@@ -47,6 +47,12 @@ func TestBundleBuild(t *testing.T) {
 	if code, out, stderr := runMain(t, nil, "bundle", "keygen", "--output", filepath.Join(dir, "keys")); code != 0 {
 		t.Fatalf("keygen: exit %d\n%s%s", code, out, stderr)
 	}
+	// The public half as --sign-key is a usage error that says which file to pass.
+	pub := filepath.Join(dir, "keys", "bundle.pub")
+	code, _, stderr = runMain(t, nil, "bundle", "build", "-f", good, "--sign-key", pub, "--cache-dir", t.TempDir())
+	if code != 2 || !strings.Contains(stderr, "private key "+pub+": holds a PUBLIC KEY, want a PRIVATE KEY: pass bundle.key, not bundle.pub") {
+		t.Errorf("bundle.pub as --sign-key: exit %d, stderr %q; want 2 naming the file and what to pass", code, stderr)
+	}
 	out := filepath.Join(dir, "out")
 	code, stdout, stderr := runMain(t, nil, "bundle", "build", "-f", good, "--output", out,
 		"--sign-key", filepath.Join(dir, "keys", "bundle.key"), "--split", "4MiB", "--cache-dir", t.TempDir())

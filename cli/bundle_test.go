@@ -156,8 +156,8 @@ func TestBundleCommands(t *testing.T) {
 		{name: "VerifyUnsignedWithKey", args: []string{"bundle", "verify", f.unsigned, "--public-key", f.pub}, code: 1, wantErr: []string{"not signed"}},
 		{name: "VerifyUnsignedAllowed", args: []string{"bundle", "verify", f.unsigned, "--public-key", f.pub, "--allow-unsigned"}, code: 0,
 			wantOut: []string{"OK", "unsigned"}, wantErr: []string{"unsigned"}},
-		{name: "VerifyBadKeyFile", args: []string{"bundle", "verify", f.signed, "--public-key", filepath.Join(f.dir, "nope.pub")}, code: 2, wantErr: []string{"--public-key"}},
-		{name: "VerifyPrivateKeyAsPublic", args: []string{"bundle", "verify", f.signed, "--public-key", f.key}, code: 2, wantErr: []string{"--public-key", "PUBLIC KEY"}},
+		{name: "VerifyBadKeyFile", args: []string{"bundle", "verify", f.signed, "--public-key", filepath.Join(f.dir, "nope.pub")}, code: 2, wantErr: []string{"public key " + filepath.Join(f.dir, "nope.pub") + ": no such file"}},
+		{name: "VerifyPrivateKeyAsPublic", args: []string{"bundle", "verify", f.signed, "--public-key", f.key}, code: 2, wantErr: []string{"public key " + f.key + ": holds a PRIVATE KEY, want a PUBLIC KEY: pass bundle.pub, not bundle.key"}},
 
 		{name: "ExtractNoKey", args: []string{"bundle", "extract", f.signed, "--dir", fresh()}, code: 2, wantErr: []string{"--public-key", "--allow-unsigned"}},
 		{name: "ExtractBoth", args: []string{"bundle", "extract", f.signed, "--dir", fresh(), "--public-key", f.pub, "--allow-unsigned"}, code: 2, wantErr: []string{"exclude"}},

@@ -13,6 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"airgapcoder/coderd/coderdtest"
+	"airgapcoder/internal/syncbuf"
 )
 
 // TestServerLogFormatOnTerminal: with its stderr on a terminal, coder server
@@ -36,7 +37,7 @@ func TestServerLogFormatOnTerminal(t *testing.T) {
 		t.Fatalf("open pty: %v", err)
 	}
 	defer tty.Close()
-	screen := &syncBuffer{}
+	screen := &syncbuf.Buffer{}
 	go func() {
 		buf := make([]byte, 4096)
 		for {
@@ -53,7 +54,7 @@ func TestServerLogFormatOnTerminal(t *testing.T) {
 	cmd := exec.Command(coderBinary(t), "server", "--http-address", addr, "--postgres-url", coderdtest.NewDatabase(t),
 		"--provisioner-daemons", "0", "--global-config", filepath.Join(dir, "config"), "--cache-dir", filepath.Join(dir, "cache"))
 	cmd.Env = baseEnv(t)
-	cmd.Stdout, cmd.Stderr = &syncBuffer{}, tty
+	cmd.Stdout, cmd.Stderr = &syncbuf.Buffer{}, tty
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -16,6 +15,8 @@ import (
 	"time"
 
 	"airgapcoder/coderd/coderdtest"
+	"airgapcoder/internal/syncbuf"
+	"airgapcoder/internal/testport"
 )
 
 func TestMain(m *testing.M) {
@@ -62,29 +63,11 @@ func coderBinary(t testing.TB) string {
 	return binPath
 }
 
-// syncBuffer is a bytes.Buffer safe for a process writing and a test reading.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // proc is a running coder binary.
 type proc struct {
 	cmd            *exec.Cmd
 	args           []string
-	stdout, stderr *syncBuffer
+	stdout, stderr *syncbuf.Buffer
 	done           chan struct{}
 	code           int
 }
@@ -102,7 +85,7 @@ func baseEnv(t testing.TB, kv ...string) []string {
 // killed when the test ends if it is still running.
 func start(t testing.TB, env []string, args ...string) *proc {
 	t.Helper()
-	p := &proc{args: args, stdout: &syncBuffer{}, stderr: &syncBuffer{}, done: make(chan struct{})}
+	p := &proc{args: args, stdout: &syncbuf.Buffer{}, stderr: &syncbuf.Buffer{}, done: make(chan struct{})}
 	p.cmd = exec.Command(coderBinary(t), args...)
 	p.cmd.Env = env
 	p.cmd.Stdin = strings.NewReader("")
@@ -191,13 +174,7 @@ func mustRun(t testing.TB, env []string, args ...string) string {
 // freeAddr returns a loopback address nobody listens on right now.
 func freeAddr(t testing.TB) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
-	return addr
+	return testport.Addr(t)
 }
 
 // waitHealthy polls baseURL/healthz until it answers 200 "OK", failing early

@@ -73,9 +73,13 @@ certificate for the address's host, localhost and 127.0.0.1 are generated first
 				return err
 			}
 			inv.printGenerated(dir, res)
+			cert, err := certs.LoadServerCertificate(dir)
+			if err != nil {
+				return err
+			}
 			content := bundleContent(dir)
 			srv, err := mirror.NewServer(mirror.ServerOptions{
-				Dir: dir, Address: address, Logger: inv.logger(),
+				Dir: dir, Certificate: cert, Address: address, Logger: inv.logger(),
 				ProvidersDir: filepath.Join(content, mirror.ProvidersDir), ImagesDir: filepath.Join(content, mirror.ImagesDir),
 			})
 			if err != nil {

@@ -19,6 +19,7 @@ import (
 	"airgapcoder/cli"
 	"airgapcoder/coderd/coderdtest"
 	"airgapcoder/coderd/codersdk"
+	"airgapcoder/internal/syncbuf"
 )
 
 func int32p(v int32) *int32 { return &v }
@@ -112,7 +113,7 @@ func (p *paramsDeployment) noBuild(t *testing.T) {
 // cliRun is one cli.Main run in this process.
 type cliRun struct {
 	args           []string
-	stdout, stderr *syncBuffer
+	stdout, stderr *syncbuf.Buffer
 	done           chan int
 }
 
@@ -121,7 +122,7 @@ type cliRun struct {
 func (p *paramsDeployment) runCLI(t *testing.T, stdin io.Reader, args ...string) *cliRun {
 	t.Helper()
 	args = append(args, "--url", p.d.URL.String(), "--token", p.admin.SessionToken, "--global-config", t.TempDir())
-	r := &cliRun{args: args, stdout: &syncBuffer{}, stderr: &syncBuffer{}, done: make(chan int, 1)}
+	r := &cliRun{args: args, stdout: &syncbuf.Buffer{}, stderr: &syncbuf.Buffer{}, done: make(chan int, 1)}
 	go func() { r.done <- cli.Main(args, stdin, r.stdout, r.stderr) }()
 	return r
 }
@@ -404,7 +405,7 @@ func TestTemplatePushVariables(t *testing.T) {
 	if err := os.WriteFile(vars, []byte("image: ubuntu:22.04\nreplicas: 2\nlabels:\n  team: infra\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	var stdout, stderr syncBuffer
+	var stdout, stderr syncbuf.Buffer
 	done := make(chan int, 1)
 	go func() {
 		done <- cli.Main([]string{"templates", "create", "vars", "--directory", dir, "--variables-file", vars, "--variable", "replicas=3", "--var", "zone=a",

@@ -21,6 +21,7 @@ import (
 
 	"airgapcoder/coderd/coderdtest"
 	"airgapcoder/coderd/codersdk"
+	"airgapcoder/internal/testport"
 )
 
 // relayCLI is a deployment with a workspace "dev" of alice's whose agent
@@ -113,12 +114,7 @@ func (r *relayCLI) waitReady(t *testing.T, c *codersdk.Client) {
 
 func freePort(t *testing.T) int {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
+	return testport.Port(t)
 }
 
 // tool runs a program that is not ours (ssh, scp, curl, script) with env

@@ -20,6 +20,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"airgapcoder/bundle"
 	"airgapcoder/coderd/codersdk"
 	"airgapcoder/internal/buildinfo"
 )
@@ -34,7 +35,8 @@ func usageErrorf(format string, args ...any) error {
 }
 
 // Main runs the CLI and returns the exit code: 0 on success, 1 on failure,
-// 2 on usage errors.
+// 2 on usage errors (a key file that cannot be used is one: the flag that
+// named it is wrong).
 func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -51,7 +53,8 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 	fmt.Fprintf(stderr, "error: %s\n", oneLine(certificateHint(err)))
 	var ue *usageError
-	if errors.As(err, &ue) {
+	var ke *bundle.KeyError // a key file named by --public-key or --sign-key
+	if errors.As(err, &ue) || errors.As(err, &ke) {
 		return 2
 	}
 	return 1

@@ -6,6 +6,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"airgapcoder/coderd"
+	"airgapcoder/controlplane"
 	"airgapcoder/internal/buildinfo"
 )
 
@@ -47,8 +48,9 @@ func defaultCacheDir() string {
 
 func (inv *invocation) serverCmd() *cobra.Command {
 	var (
-		cfg        coderd.ServerConfig
-		configPath string
+		cfg         controlplane.Config
+		configPath  string
+		blockDirect bool
 	)
 	cmd := &cobra.Command{
 		Use:   "server",
@@ -74,7 +76,10 @@ off by default and, when on, go only to the URLs you configure.`,
 					*limit = -1
 				}
 			}
-			srv, err := coderd.NewServer(cfg)
+			if blockDirect {
+				cfg.Logger.Warn("--block-direct-connections (CODER_BLOCK_DIRECT) has no effect: every workspace connection is relayed through coderd already")
+			}
+			srv, err := controlplane.New(cfg)
 			if err != nil {
 				return usageErrorf("%v", err)
 			}
@@ -93,7 +98,10 @@ off by default and, when on, go only to the URLs you configure.`,
 	f.StringVar(&cfg.TelemetryURL, "telemetry-url", "", "Telemetry collector URL (required with --telemetry)")
 	f.BoolVar(&cfg.UpdateCheck, "update-check", false, "Check --update-check-url for new releases (off by default)")
 	f.StringVar(&cfg.UpdateCheckURL, "update-check-url", "", "Release feed URL returning {\"version\",\"url\"} (required with --update-check)")
-	f.BoolVar(&cfg.BlockDirectConnections, "block-direct-connections", false, "Relay every workspace connection through coderd")
+	// Accepted for scripts written for Coder; hidden because it changes
+	// nothing here (docs/relay.md).
+	f.BoolVar(&blockDirect, "block-direct-connections", false, "No effect: every workspace connection is relayed through coderd")
+	_ = f.MarkHidden("block-direct-connections")
 	f.BoolVar(&cfg.TLS.Enable, "tls-enable", false, "Serve HTTPS on --tls-address")
 	f.StringVar(&cfg.TLS.Address, "tls-address", "127.0.0.1:3443", "HTTPS bind address")
 	f.StringVar(&cfg.TLS.CertFile, "tls-cert-file", "", "PEM certificate (chain) for HTTPS")

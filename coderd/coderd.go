@@ -1,11 +1,15 @@
-// Package coderd is the control plane: the HTTP API under /api/v2 (users,
-// templates, workspaces, builds, the provisioner job queue), health and
-// metrics, and the Server that runs it on built-in or external PostgreSQL.
+// Package coderd is the control plane's API and its state: the HTTP API
+// under /api/v2 (users, templates, workspaces, builds, the provisioner job
+// queue, the workspace relay, dev URLs), /healthz, the API's metrics and its
+// background loops (API.Run).
 //
 // State lives only in PostgreSQL, through package database, so any number of
 // replicas can share one database. coderd must not run Terraform or reach
 // into a workspace itself: provisioner daemons and agents do that and talk to
-// coderd over the network through codersdk.
+// coderd over the network through codersdk. It starts no PostgreSQL, opens
+// no listener and links neither provisionerd nor terraform: package
+// controlplane composes a whole server from the API, the database, the
+// listeners and the built-in provisioner daemons.
 package coderd
 
 import (

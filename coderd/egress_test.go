@@ -14,31 +14,13 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"airgapcoder/coderd/codersdk"
+	"airgapcoder/internal/syncbuf"
 )
-
-// lockedBuffer collects a process's output for failure messages.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
 
 // buildCoder builds cmd/coder into dir.
 func buildCoder(t *testing.T, dir string) string {
@@ -163,7 +145,7 @@ func TestEgressNone(t *testing.T) {
 	env := []string{"PATH=" + os.Getenv("PATH"), "HOME=" + filepath.Join(dir, "home")}
 
 	traceFile := filepath.Join(t.TempDir(), "connect.trace")
-	var serverOut lockedBuffer
+	var serverOut syncbuf.Buffer
 	cmd := exec.Command("strace", "-f", "--seccomp-bpf", "-qq", "-e", "trace=connect", "-e", "signal=none", "-o", traceFile, "--",
 		bin, "server", "--http-address", addr, "--global-config", filepath.Join(dir, "config"),
 		"--cache-dir", filepath.Join(dir, "cache"))

@@ -17,6 +17,7 @@ import (
 	"airgapcoder/coderd"
 	"airgapcoder/coderd/coderdtest"
 	"airgapcoder/coderd/codersdk"
+	"airgapcoder/internal/syncbuf"
 )
 
 // answer is a raw API answer.
@@ -84,24 +85,6 @@ func wantTooMany(t *testing.T, what string, a answer, maxWait int, message strin
 	return secs
 }
 
-// logBuffer collects a deployment's log lines.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *logBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *logBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // testClock is a clock that moves only when the test says.
 type testClock struct {
 	base   time.Time
@@ -121,7 +104,7 @@ func (c *testClock) advance(d time.Duration) { c.offset.Add(int64(d)) }
 // right password works.
 func TestLoginRateLimitPerAccount(t *testing.T) {
 	t.Parallel()
-	logs := &logBuffer{}
+	logs := &syncbuf.Buffer{}
 	clock := newTestClock()
 	d := coderdtest.New(t, coderdtest.Options{
 		Logger: slog.New(slog.NewTextHandler(logs, nil)),

@@ -7,9 +7,11 @@
 //
 // # Served URLs
 //
-// Server serves a bundle folder DIR over HTTPS, with the certificate in
-// DIR/certs (package certs); ServerOptions can point the two trees elsewhere
-// (an installed appliance's current release):
+// Server serves a bundle folder DIR over HTTPS, with the serving
+// certificate its caller hands it (an appliance's DIR/certs/server.pem,
+// which package certs loads; the mirror never reads certificate files);
+// ServerOptions can point the two trees elsewhere (an installed appliance's
+// current release):
 //
 //	/terraform/providers/…   the provider network mirror over DIR/providers
 //	/v2/…                    the OCI distribution registry over DIR/images

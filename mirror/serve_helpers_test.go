@@ -68,11 +68,15 @@ func startMirror(t testing.TB, dir string) *testMirror {
 	if err != nil {
 		t.Fatal(err)
 	}
+	cert, err := certs.LoadServerCertificate(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := NewServer(ServerOptions{Dir: dir, Listener: ln, ShutdownTimeout: 5 * time.Second})
+	srv, err := NewServer(ServerOptions{Dir: dir, Certificate: cert, Listener: ln, ShutdownTimeout: 5 * time.Second})
 	if err != nil {
 		ln.Close()
 		t.Fatal(err)

@@ -11,8 +11,6 @@ import (
 	"path/filepath"
 	"sync"
 	"time"
-
-	"airgapcoder/certs"
 )
 
 // URL paths of the mirror's two services.
@@ -33,10 +31,12 @@ const (
 
 // ServerOptions configure a Server.
 type ServerOptions struct {
-	// Dir is the appliance folder: the provider tree at Dir/providers, the
-	// OCI layout at Dir/images and the serving certificate in Dir/certs
-	// (server.pem, server-key.pem; see package certs). Required.
+	// Dir is the bundle folder: the provider tree at Dir/providers and the
+	// OCI layout at Dir/images. Required.
 	Dir string
+	// Certificate is the serving certificate (chain and key). Required:
+	// the caller loads it (an appliance's, with certs.LoadServerCertificate).
+	Certificate tls.Certificate
 	// ProvidersDir and ImagesDir override where the provider tree and the
 	// OCI layout are read from (an installed appliance keeps them in its
 	// current release); empty means Dir/providers and Dir/images.
@@ -68,19 +68,18 @@ type Server struct {
 	addr  net.Addr
 }
 
-// NewServer reads the image layout (see NewRegistry) and the serving
-// certificate. It neither listens nor starts goroutines: Run does.
+// NewServer reads the image layout (see NewRegistry). It neither listens
+// nor starts goroutines: Run does.
 func NewServer(opts ServerOptions) (*Server, error) {
 	if opts.Dir == "" {
 		return nil, errors.New("mirror: server: no folder given")
 	}
+	if len(opts.Certificate.Certificate) == 0 || opts.Certificate.PrivateKey == nil {
+		return nil, errors.New("mirror: server: no serving certificate given")
+	}
 	log := opts.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
-	}
-	cert, err := certs.LoadServerCertificate(opts.Dir)
-	if err != nil {
-		return nil, fmt.Errorf("mirror: server: %w", err)
 	}
 	if opts.ProvidersDir == "" {
 		opts.ProvidersDir = filepath.Join(opts.Dir, ProvidersDir)
@@ -100,7 +99,7 @@ func NewServer(opts ServerOptions) (*Server, error) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		w.Write([]byte("OK"))
 	})
-	return &Server{opts: opts, log: log, handler: logRequests(log, mux), registry: reg, cert: cert, ready: make(chan struct{})}, nil
+	return &Server{opts: opts, log: log, handler: logRequests(log, mux), registry: reg, cert: opts.Certificate, ready: make(chan struct{})}, nil
 }
 
 // logRequests logs every request at debug level (coder mirror serve -v):

@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"airgapcoder/coderd/codersdk"
+	"airgapcoder/internal/syncbuf"
 	"airgapcoder/internal/templatetar"
 	"airgapcoder/internal/testprovider"
 	"airgapcoder/provisionerd"
@@ -176,30 +177,12 @@ func (f *fakeCoderd) client() *codersdk.Client {
 	return c
 }
 
-// syncBuffer collects a daemon's own log output.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // startDaemon runs a daemon against the fake with the official provider's
 // mirror until the test ends; edit adjusts its options. It returns the
 // daemon's own log.
-func (f *fakeCoderd) startDaemon(t *testing.T, edit func(*provisionerd.Options)) *syncBuffer {
+func (f *fakeCoderd) startDaemon(t *testing.T, edit func(*provisionerd.Options)) *syncbuf.Buffer {
 	t.Helper()
-	out := &syncBuffer{}
+	out := &syncbuf.Buffer{}
 	opts := provisionerd.Options{
 		Client: f.client(), Name: "fake", TerraformPath: terraformPath(t), ProviderMirror: testprovider.Mirror(t),
 		WorkDir: t.TempDir(), AcquireWait: time.Second, HeartbeatInterval: 500 * time.Millisecond, CancelGrace: 5 * time.Second,

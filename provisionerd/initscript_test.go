@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"airgapcoder/coderd/codersdk"
+	"airgapcoder/internal/syncbuf"
 	"airgapcoder/provisionerd"
 )
 
@@ -107,7 +108,7 @@ func TestAgentCAOptions(t *testing.T) {
 		{"trust bundle carried", provisionerd.Options{CACertFile: f.CAFile}, "", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			var logs syncBuffer
+			var logs syncbuf.Buffer
 			tc.opts.Client, tc.opts.TerraformPath = f.client(), "terraform"
 			tc.opts.Logger = slog.New(slog.NewTextHandler(&logs, nil))
 			_, err := provisionerd.New(tc.opts)

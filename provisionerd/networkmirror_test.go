@@ -28,7 +28,11 @@ func TestNetworkMirror(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := mirror.NewServer(mirror.ServerOptions{Dir: dir, ProvidersDir: testprovider.Mirror(t), Address: "127.0.0.1:0"})
+	cert, err := certs.LoadServerCertificate(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := mirror.NewServer(mirror.ServerOptions{Dir: dir, Certificate: cert, ProvidersDir: testprovider.Mirror(t), Address: "127.0.0.1:0"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,45 +1,35 @@
 package provisionerd_test
 
 import (
-	"bytes"
 	"context"
-	"net"
 	"net/http"
 	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"airgapcoder/coderd/coderdtest"
 	"airgapcoder/coderd/codersdk"
+	"airgapcoder/internal/syncbuf"
 	"airgapcoder/internal/testbin"
+	"airgapcoder/internal/testport"
 	"airgapcoder/internal/testprovider"
 )
 
 // proc is a coder process the test started.
 type proc struct {
 	cmd    *exec.Cmd
-	mu     sync.Mutex
-	output bytes.Buffer
+	output syncbuf.Buffer
 	done   chan error
 }
 
-func (p *proc) Write(b []byte) (int, error) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.output.Write(b)
-}
+func (p *proc) Write(b []byte) (int, error) { return p.output.Write(b) }
 
-func (p *proc) Output() string {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.output.String()
-}
+func (p *proc) Output() string { return p.output.String() }
 
 type seedEnv struct {
 	t      *testing.T
@@ -85,12 +75,8 @@ func (e *seedEnv) run(ctx context.Context, extraEnv []string, args ...string) (i
 }
 
 func freeAddr(t *testing.T) string {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
+	t.Helper()
+	return testport.Addr(t)
 }
 
 func waitFor(t *testing.T, what string, timeout time.Duration, ok func() bool) {

@@ -21,36 +21,28 @@
 // workspaces, or other identifying data are collected. The receiving end of
 // course sees the address the request comes from.
 //
-// The package never builds its own HTTP transport: every request goes
+// The HTTP exchange and the loop are [periodic]'s: every request goes
 // through the *http.Client given in [Options], which carries the appliance's
-// trust store and proxy settings.
+// trust store and proxy settings; the package never builds a transport.
 package telemetry
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"net/url"
 	"runtime"
 	"time"
+
+	"airgapcoder/internal/periodic"
 )
 
 // DefaultInterval is the time between two snapshots when
 // [Options.Interval] is zero.
 const DefaultInterval = 30 * time.Minute
-
-const (
-	// requestTimeout bounds one request, response included.
-	requestTimeout = 10 * time.Second
-	// maxResponseBody is how much of a response body is read (and discarded)
-	// so that the connection can be reused.
-	maxResponseBody = 64 << 10
-)
 
 // Snapshot is the body of one telemetry report. See the package comment for
 // the meaning of each field.
@@ -92,74 +84,52 @@ type Options struct {
 // Reporter sends telemetry snapshots. Create it with [New]; its methods are
 // safe for concurrent use.
 type Reporter struct {
-	endpoint *url.URL
-	opts     Options
+	client *periodic.Client
+	opts   Options
 }
 
 // New checks opts and returns a Reporter. It starts nothing and makes no
 // request; call [Reporter.Run] for that.
 func New(opts Options) (*Reporter, error) {
-	if err := validateURL(opts.URL); err != nil {
-		return nil, err
+	// The base URL is checked here so that an error quotes the URL the
+	// operator configured, not the /snapshot endpoint made from it.
+	if opts.URL == nil {
+		return nil, errors.New("telemetry: URL is required")
 	}
-	if opts.Client == nil {
-		return nil, errors.New("telemetry: Client is required")
+	if err := periodic.CheckURL(opts.URL); err != nil {
+		return nil, fmt.Errorf("telemetry: URL %w", err)
 	}
 	if opts.Collect == nil {
 		return nil, errors.New("telemetry: Collect is required")
 	}
-	switch {
-	case opts.Interval < 0:
-		return nil, fmt.Errorf("telemetry: negative interval %s", opts.Interval)
-	case opts.Interval == 0:
+	if opts.Interval == 0 {
 		opts.Interval = DefaultInterval
-	}
-	if opts.Logger == nil {
-		opts.Logger = slog.New(slog.DiscardHandler)
 	}
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	return &Reporter{
-		endpoint: opts.URL.JoinPath("snapshot"),
-		opts:     opts,
-	}, nil
-}
-
-func validateURL(u *url.URL) error {
-	if u == nil {
-		return errors.New("telemetry: URL is required")
+	popts := periodic.Options{
+		URL:      opts.URL.JoinPath("snapshot"),
+		Client:   opts.Client,
+		Interval: opts.Interval,
+		Action:   "send telemetry snapshot",
+		Logger:   opts.Logger,
 	}
-	if u.Scheme != "http" && u.Scheme != "https" {
-		return fmt.Errorf("telemetry: URL %q: scheme must be http or https", u.Redacted())
+	if opts.Version != "" {
+		popts.UserAgent = "coder/" + opts.Version
 	}
-	if u.Host == "" {
-		return fmt.Errorf("telemetry: URL %q: missing host", u.Redacted())
+	client, err := periodic.New(popts)
+	if err != nil {
+		return nil, fmt.Errorf("telemetry: %w", err)
 	}
-	return nil
+	return &Reporter{client: client, opts: opts}, nil
 }
 
 // Run sends one snapshot right away and then one every interval until ctx
 // is cancelled. A failed send is logged and the next tick tries again. Run
 // returns nil when ctx is cancelled.
 func (r *Reporter) Run(ctx context.Context) error {
-	ticker := time.NewTicker(r.opts.Interval)
-	defer ticker.Stop()
-	for {
-		if ctx.Err() != nil {
-			return nil
-		}
-		if err := r.Report(ctx); err != nil && ctx.Err() == nil {
-			r.opts.Logger.WarnContext(ctx, "send telemetry snapshot",
-				slog.String("url", r.endpoint.Redacted()),
-				slog.Any("error", err))
-		}
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-ticker.C:
-		}
-	}
+	return r.client.Run(ctx, r.Report)
 }
 
 // Report collects and sends one snapshot. A response status outside 2xx is
@@ -179,27 +149,8 @@ func (r *Reporter) Report(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("encode snapshot: %w", err)
 	}
-
-	ctx, cancel := context.WithTimeout(ctx, requestTimeout)
-	defer cancel()
-	target := r.endpoint.Redacted()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, r.endpoint.String(), bytes.NewReader(body))
-	if err != nil {
-		return fmt.Errorf("build request for %s: %w", target, err)
-	}
-	req.Header.Set("Content-Type", "application/json")
-	if r.opts.Version != "" {
-		req.Header.Set("User-Agent", "coder/"+r.opts.Version)
-	}
-	resp, err := r.opts.Client.Do(req)
-	if err != nil {
-		// The client's error already names the method and URL.
-		return fmt.Errorf("post snapshot: %w", err)
-	}
-	defer resp.Body.Close()
-	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxResponseBody))
-	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		return fmt.Errorf("post snapshot to %s: unexpected status %s", target, resp.Status)
+	if err := r.client.Do(ctx, http.MethodPost, body, nil); err != nil {
+		return fmt.Errorf("send snapshot: %w", err)
 	}
 	return nil
 }

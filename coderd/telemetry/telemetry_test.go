@@ -11,6 +11,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -26,9 +27,9 @@ func collectCounts(ctx context.Context) (Snapshot, error) {
 
 // received is what snapshotServer saw in one request.
 type received struct {
-	method, path, contentType string
-	snap                      Snapshot
-	decodeErr                 error
+	method, path, contentType, userAgent string
+	snap                                 Snapshot
+	decodeErr                            error
 }
 
 // snapshotServer serves the telemetry endpoint on loopback. Each request is
@@ -39,7 +40,7 @@ func snapshotServer(t *testing.T, statuses ...int) (*url.URL, <-chan received) {
 	ch := make(chan received, 16)
 	var mu sync.Mutex
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		got := received{method: r.Method, path: r.URL.Path, contentType: r.Header.Get("Content-Type")}
+		got := received{method: r.Method, path: r.URL.Path, contentType: r.Header.Get("Content-Type"), userAgent: r.Header.Get("User-Agent")}
 		got.decodeErr = json.NewDecoder(r.Body).Decode(&got.snap)
 		mu.Lock()
 		status := http.StatusOK
@@ -155,6 +156,32 @@ func TestNewRejectsBadOptions(t *testing.T) {
 	}
 }
 
+// TestNewSendsNothing: a Reporter that exists but is not run sends nothing,
+// and Run sends nothing once ctx is cancelled. (Off, the server does not
+// construct one at all.)
+func TestNewSendsNothing(t *testing.T) {
+	t.Parallel()
+	transport := &countingTransport{}
+	u, _ := url.Parse("http://127.0.0.1:1")
+	r := newReporter(t, Options{URL: u, Client: &http.Client{Transport: transport}, Interval: time.Millisecond})
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := r.Run(ctx); err != nil {
+		t.Errorf("Run with a cancelled context: got %v, want nil", err)
+	}
+	if n := transport.n.Load(); n != 0 {
+		t.Errorf("got %d requests, want 0", n)
+	}
+}
+
+// countingTransport counts the requests that reach it and answers none.
+type countingTransport struct{ n atomic.Int32 }
+
+func (c *countingTransport) RoundTrip(*http.Request) (*http.Response, error) {
+	c.n.Add(1)
+	return nil, errors.New("countingTransport sends nothing")
+}
+
 func TestNewDefaults(t *testing.T) {
 	t.Parallel()
 	u, _ := url.Parse("http://127.0.0.1:1")
@@ -192,6 +219,9 @@ func TestReportPostsSnapshot(t *testing.T) {
 	}
 	if got.contentType != "application/json" {
 		t.Errorf("got Content-Type %q, want application/json", got.contentType)
+	}
+	if got.userAgent != "coder/v1.2.3" {
+		t.Errorf("got User-Agent %q, want coder/v1.2.3", got.userAgent)
 	}
 	if got.decodeErr != nil {
 		t.Fatalf("decode body: %v", got.decodeErr)

@@ -28,9 +28,9 @@
 // ignored), except that a development build ("v0.0.0-devel") is older than
 // every other version.
 //
-// The package never builds its own HTTP transport: every request goes
+// The HTTP exchange and the loop are [periodic]'s: every request goes
 // through the *http.Client given in [Options], which carries the appliance's
-// trust store and proxy settings.
+// trust store and proxy settings; the package never builds a transport.
 package updatecheck
 
 import (
@@ -44,18 +44,13 @@ import (
 	"net/url"
 	"sync"
 	"time"
+
+	"airgapcoder/internal/periodic"
 )
 
 // DefaultInterval is the time between two checks when [Options.Interval] is
 // zero.
 const DefaultInterval = 24 * time.Hour
-
-const (
-	// requestTimeout bounds one request, response included.
-	requestTimeout = 10 * time.Second
-	// maxResponseBody is the most of a response body that is read.
-	maxResponseBody = 64 << 10
-)
 
 // Result is the outcome of one successful check.
 type Result struct {
@@ -95,6 +90,7 @@ type Options struct {
 // Checker checks for updates. Create it with [New]; its methods are safe
 // for concurrent use.
 type Checker struct {
+	client  *periodic.Client
 	opts    Options
 	current version
 
@@ -106,23 +102,11 @@ type Checker struct {
 // New checks opts and returns a Checker. It starts nothing and makes no
 // request; call [Checker.Run] for that.
 func New(opts Options) (*Checker, error) {
-	if opts.URL == nil {
-		return nil, errors.New("updatecheck: URL is required")
-	}
-	if err := checkHTTPURL(opts.URL); err != nil {
-		return nil, fmt.Errorf("updatecheck: URL %w", err)
-	}
-	if opts.Client == nil {
-		return nil, errors.New("updatecheck: Client is required")
-	}
 	current, err := parseVersion(opts.CurrentVersion)
 	if err != nil {
 		return nil, fmt.Errorf("updatecheck: current version: %w", err)
 	}
-	switch {
-	case opts.Interval < 0:
-		return nil, fmt.Errorf("updatecheck: negative interval %s", opts.Interval)
-	case opts.Interval == 0:
+	if opts.Interval == 0 {
 		opts.Interval = DefaultInterval
 	}
 	if opts.Logger == nil {
@@ -131,52 +115,41 @@ func New(opts Options) (*Checker, error) {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	return &Checker{opts: opts, current: current}, nil
-}
-
-// checkHTTPURL reports an error unless u is an absolute http or https URL.
-func checkHTTPURL(u *url.URL) error {
-	if u.Scheme != "http" && u.Scheme != "https" {
-		return fmt.Errorf("%q: scheme must be http or https", u.Redacted())
+	client, err := periodic.New(periodic.Options{
+		URL:       opts.URL,
+		Client:    opts.Client,
+		Interval:  opts.Interval,
+		UserAgent: "coder/" + opts.CurrentVersion,
+		Action:    "check for updates",
+		Logger:    opts.Logger,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("updatecheck: %w", err)
 	}
-	if u.Host == "" {
-		return fmt.Errorf("%q: missing host", u.Redacted())
-	}
-	return nil
+	return &Checker{client: client, opts: opts, current: current}, nil
 }
 
 // Run checks right away and then once every interval until ctx is
 // cancelled. A failed check is logged, keeps the previous result, and the
 // next tick tries again. Run returns nil when ctx is cancelled.
 func (c *Checker) Run(ctx context.Context) error {
-	ticker := time.NewTicker(c.opts.Interval)
-	defer ticker.Stop()
-	for {
-		if ctx.Err() != nil {
-			return nil
-		}
+	return c.client.Run(ctx, func(ctx context.Context) error {
 		res, err := c.Check(ctx)
 		switch {
-		case err != nil && ctx.Err() == nil:
-			c.opts.Logger.WarnContext(ctx, "check for updates",
-				slog.String("url", c.opts.URL.Redacted()),
-				slog.Any("error", err))
-		case err == nil && res.UpdateAvailable:
+		case err != nil:
+			return err
+		case res.UpdateAvailable:
 			c.opts.Logger.InfoContext(ctx, "update available",
 				slog.String("current", res.Current),
 				slog.String("latest", res.Latest),
 				slog.String("url", res.URL))
-		case err == nil:
+		default:
 			c.opts.Logger.DebugContext(ctx, "up to date",
 				slog.String("current", res.Current),
 				slog.String("latest", res.Latest))
 		}
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-ticker.C:
-		}
-	}
+		return nil
+	})
 }
 
 // Check fetches the latest-release document once, compares it with the
@@ -184,9 +157,9 @@ func (c *Checker) Run(ctx context.Context) error {
 // [Checker.Latest]. A response status outside 2xx is an error naming the
 // status and the URL.
 func (c *Checker) Check(ctx context.Context) (Result, error) {
-	info, err := c.fetch(ctx)
-	if err != nil {
-		return Result{}, err
+	var info releaseInfo
+	if err := c.client.Do(ctx, http.MethodGet, nil, info.decode); err != nil {
+		return Result{}, fmt.Errorf("check for updates: %w", err)
 	}
 	latest, err := parseVersion(info.Version)
 	if err != nil {
@@ -197,7 +170,7 @@ func (c *Checker) Check(ctx context.Context) (Result, error) {
 		if err != nil {
 			return Result{}, fmt.Errorf("check %s: release url: %w", c.opts.URL.Redacted(), err)
 		}
-		if err := checkHTTPURL(u); err != nil {
+		if err := periodic.CheckURL(u); err != nil {
 			return Result{}, fmt.Errorf("check %s: release url %w", c.opts.URL.Redacted(), err)
 		}
 	}
@@ -228,37 +201,17 @@ type releaseInfo struct {
 	URL     string `json:"url"`
 }
 
-func (c *Checker) fetch(ctx context.Context) (releaseInfo, error) {
-	ctx, cancel := context.WithTimeout(ctx, requestTimeout)
-	defer cancel()
-	target := c.opts.URL.Redacted()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.opts.URL.String(), nil)
-	if err != nil {
-		return releaseInfo{}, fmt.Errorf("build request for %s: %w", target, err)
-	}
-	req.Header.Set("Accept", "application/json")
-	req.Header.Set("User-Agent", "coder/"+c.opts.CurrentVersion)
-	resp, err := c.opts.Client.Do(req)
-	if err != nil {
-		// The client's error already names the method and URL.
-		return releaseInfo{}, fmt.Errorf("check for updates: %w", err)
-	}
-	defer resp.Body.Close()
-	body := io.LimitReader(resp.Body, maxResponseBody)
-	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		_, _ = io.Copy(io.Discard, body)
-		return releaseInfo{}, fmt.Errorf("get %s: unexpected status %s", target, resp.Status)
-	}
-	var info releaseInfo
-	dec := json.NewDecoder(body)
-	if err := dec.Decode(&info); err != nil {
-		return releaseInfo{}, fmt.Errorf("decode response from %s: %w", target, err)
+// decode reads the document from r: exactly one JSON object with a version.
+func (info *releaseInfo) decode(r io.Reader) error {
+	dec := json.NewDecoder(r)
+	if err := dec.Decode(info); err != nil {
+		return err
 	}
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return releaseInfo{}, fmt.Errorf("decode response from %s: trailing data after JSON object", target)
+		return errors.New("trailing data after JSON object")
 	}
 	if info.Version == "" {
-		return releaseInfo{}, fmt.Errorf("decode response from %s: missing \"version\"", target)
+		return errors.New(`missing "version"`)
 	}
-	return info, nil
+	return nil
 }

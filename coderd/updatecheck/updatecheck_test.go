@@ -2,13 +2,17 @@ package updatecheck
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"airgapcoder/internal/periodic"
 )
 
 // waitTimeout only guards against a hung test; no assertion depends on it.
@@ -99,6 +103,35 @@ func TestNewRejectsBadOptions(t *testing.T) {
 	}
 }
 
+// TestNewSendsNothing: a Checker that exists but is not run sends nothing,
+// and Run sends nothing once ctx is cancelled. (Off, the server does not
+// construct one at all.)
+func TestNewSendsNothing(t *testing.T) {
+	t.Parallel()
+	transport := &countingTransport{}
+	u, _ := url.Parse("http://127.0.0.1:1/latest.json")
+	c := newChecker(t, Options{URL: u, Client: &http.Client{Transport: transport}, CurrentVersion: "v1.2.3", Interval: time.Millisecond})
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := c.Run(ctx); err != nil {
+		t.Errorf("Run with a cancelled context: got %v, want nil", err)
+	}
+	if n := transport.n.Load(); n != 0 {
+		t.Errorf("got %d requests, want 0", n)
+	}
+	if res, ok := c.Latest(); ok {
+		t.Errorf("Latest without a check: got %+v, true; want false", res)
+	}
+}
+
+// countingTransport counts the requests that reach it and answers none.
+type countingTransport struct{ n atomic.Int32 }
+
+func (c *countingTransport) RoundTrip(*http.Request) (*http.Response, error) {
+	c.n.Add(1)
+	return nil, errors.New("countingTransport sends nothing")
+}
+
 func TestNewDefaults(t *testing.T) {
 	t.Parallel()
 	u, _ := url.Parse("http://127.0.0.1:1/latest.json")
@@ -160,7 +193,7 @@ func TestCheck(t *testing.T) {
 		{name: "missing version", current: "v1.2.3", body: `{"url":"https://x/"}`, wantError: true},
 		{name: "bad version", current: "v1.2.3", body: `{"version":"latest"}`, wantError: true},
 		{name: "non-http release url", current: "v1.2.3", body: `{"version":"v1.3.0","url":"javascript:alert(1)"}`, wantError: true},
-		{name: "oversized body", current: "v1.2.3", body: `{"version":"v1.3.0","pad":"` + strings.Repeat("x", maxResponseBody) + `"}`, wantError: true},
+		{name: "oversized body", current: "v1.2.3", body: `{"version":"v1.3.0","pad":"` + strings.Repeat("x", periodic.MaxResponseBody) + `"}`, wantError: true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -217,14 +250,25 @@ func TestCheckNon2xx(t *testing.T) {
 
 func TestLatestKeepsLastSuccess(t *testing.T) {
 	t.Parallel()
-	good, _ := releaseServer(t, http.StatusOK, `{"version":"v1.3.0"}`)
-	bad, _ := releaseServer(t, http.StatusBadGateway, ``)
-	c := newChecker(t, Options{URL: good, CurrentVersion: "v1.2.3"})
+	// The feed answers once and then fails with 502.
+	var calls atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if calls.Add(1) > 1 {
+			w.WriteHeader(http.StatusBadGateway)
+			return
+		}
+		_, _ = w.Write([]byte(`{"version":"v1.3.0"}`))
+	}))
+	t.Cleanup(srv.Close)
+	u, err := url.Parse(srv.URL + "/coder/latest.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := newChecker(t, Options{URL: u, CurrentVersion: "v1.2.3"})
 	want, err := c.Check(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
-	c.opts.URL = bad // only this test reaches into the Checker
 	if _, err := c.Check(context.Background()); err == nil {
 		t.Fatal("Check against a 502: got nil, want an error")
 	}

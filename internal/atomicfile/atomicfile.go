@@ -1,6 +1,11 @@
 // Package atomicfile writes files so that readers see the old content or
 // the new, never a mix: a temp file in the same folder, fsync, rename, and an
 // fsync of the folder so the rename survives a crash.
+//
+// CreateNew is the other half, for staging folders that are renamed into
+// place as a whole once complete (an unpacked bundle, a build's payload):
+// it creates a file that must not exist yet, and removes it again when
+// writing fails.
 package atomicfile
 
 import (
@@ -50,6 +55,36 @@ func WriteFunc(path string, mode os.FileMode, write func(io.Writer) error) (err 
 	}
 	_ = SyncDir(dir)
 	return nil
+}
+
+// CreateNew creates path, which must not exist (an existing file is never
+// touched: the error then satisfies errors.Is(err, fs.ErrExist)), fills it
+// with what write writes, gives it exactly mode (the umask does not apply),
+// and fsyncs it. On any error the new file is removed. Unlike Write, the file
+// is visible under its name while it is written, so it belongs in a folder
+// that nobody reads before it is complete. The folder itself is not synced:
+// the caller syncs it (SyncDir) once it has created what it creates there.
+func CreateNew(path string, mode os.FileMode, write func(io.Writer) error) (err error) {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err != nil {
+			f.Close()
+			os.Remove(path)
+		}
+	}()
+	if err = write(f); err != nil {
+		return err
+	}
+	if err = f.Chmod(mode); err != nil {
+		return err
+	}
+	if err = f.Sync(); err != nil {
+		return err
+	}
+	return f.Close()
 }
 
 // SyncDir makes the creations, renames and removals in dir durable: it

@@ -1,7 +1,6 @@
 package egress
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"io"
@@ -12,33 +11,16 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"airgapcoder/internal/syncbuf"
 )
 
-// syncBuffer collects log output written from any goroutine.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // newGuard returns a guard logging into the returned buffer.
-func newGuard(t *testing.T, allow ...string) (*Guard, *syncBuffer) {
+func newGuard(t *testing.T, allow ...string) (*Guard, *syncbuf.Buffer) {
 	t.Helper()
-	var logs syncBuffer
+	var logs syncbuf.Buffer
 	g, err := New(allow, slog.New(slog.NewTextHandler(&logs, nil)))
 	if err != nil {
 		t.Fatalf("New(%q): %v", allow, err)

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"airgapcoder/internal/logformat"
+	"airgapcoder/internal/syncbuf"
 )
 
 func TestTextHandler(t *testing.T) {
@@ -116,7 +117,7 @@ func TestFormatFlagValue(t *testing.T) {
 
 func TestTextHandlerConcurrentLines(t *testing.T) {
 	t.Parallel()
-	var buf lockedBuffer
+	var buf syncbuf.Buffer
 	l := slog.New(logformat.NewTextHandler(&buf, nil)).With("component", "x")
 	var wg sync.WaitGroup
 	for i := range 50 {
@@ -133,23 +134,4 @@ func TestTextHandlerConcurrentLines(t *testing.T) {
 			t.Errorf("torn line %q", line)
 		}
 	}
-}
-
-// lockedBuffer is a bytes.Buffer safe for concurrent writers; a torn line
-// would show as a line without its prefix.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }

@@ -1,0 +1,164 @@
+package controlplane
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// listen opens the plain HTTP and the HTTPS listener (whichever are on)
+// and registers each for closing as soon as it is open.
+func (st *startup) listen(context.Context) error {
+	s := st.s
+	if s.cfg.HTTPAddress != "" {
+		ln, err := net.Listen("tcp", s.cfg.HTTPAddress)
+		if err != nil {
+			return fmt.Errorf("listen on --http-address %s: %w", s.cfg.HTTPAddress, err)
+		}
+		st.stop.push("HTTP listener", closeListener(ln))
+		st.httpLn = ln
+	}
+	if s.cfg.TLS.Enable {
+		ln, err := net.Listen("tcp", s.cfg.TLS.Address)
+		if err != nil {
+			return fmt.Errorf("listen on --tls-address %s: %w", s.cfg.TLS.Address, err)
+		}
+		st.stop.push("HTTPS listener", closeListener(ln))
+		st.tlsLn = ln
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if st.httpLn != nil {
+		s.httpAddr = st.httpLn.Addr()
+		s.urls = append(s.urls, "http://"+advertisedAddr(s.httpAddr, s.cfg.AdvertiseHost))
+	}
+	if st.tlsLn != nil {
+		s.tlsAddr = st.tlsLn.Addr()
+		s.urls = append(s.urls, "https://"+advertisedAddr(s.tlsAddr, s.cfg.AdvertiseHost))
+	}
+	return nil
+}
+
+// closeListener closes ln at shutdown. After a graceful shutdown the HTTP
+// server has closed it already; closing again does nothing.
+func closeListener(ln net.Listener) func(context.Context) error {
+	return func(context.Context) error {
+		_ = ln.Close()
+		return nil
+	}
+}
+
+// resolveAccessURL is the configured access URL, or one derived from the
+// listener (the HTTPS one when TLS is on).
+func (st *startup) resolveAccessURL(context.Context) error {
+	s := st.s
+	raw := s.cfg.AccessURL
+	if raw == "" {
+		ln, scheme := st.httpLn, "http://"
+		if st.tlsLn != nil {
+			ln, scheme = st.tlsLn, "https://"
+		}
+		raw = scheme + advertisedAddr(ln.Addr(), s.cfg.AdvertiseHost)
+		if host, _, _ := net.SplitHostPort(ln.Addr().String()); net.ParseIP(host).IsUnspecified() {
+			s.log.Warn("listening on every interface without --access-url: workspaces and redirects use "+raw+"; set --access-url to the name users reach this server by",
+				"listen", ln.Addr().String())
+		}
+	}
+	u, err := url.Parse(raw)
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	s.accessURL = u
+	s.mu.Unlock()
+	st.accessURL = u
+	return nil
+}
+
+// serveHTTP serves handler on ln (HTTPS when tlsCfg is set) in a goroutine
+// and registers its shutdown: long-polls are told to answer (API.Shutdown),
+// in-flight requests get until ctx ends, then connections are closed. A
+// server that stops by itself ends Run through st.failed.
+func (st *startup) serveHTTP(name string, ln net.Listener, handler http.Handler, tlsCfg *tls.Config) {
+	srv := &http.Server{
+		Handler: handler, TLSConfig: tlsCfg,
+		ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 120 * time.Second,
+		// No WriteTimeout: log streams and long-polls stay open by design.
+		ErrorLog: slog.NewLogLogger(st.log.Handler(), slog.LevelWarn),
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		var err error
+		if tlsCfg != nil {
+			err = srv.ServeTLS(ln, "", "")
+		} else {
+			err = srv.Serve(ln)
+		}
+		if err != nil && !errors.Is(err, http.ErrServerClosed) {
+			select {
+			case st.failed <- fmt.Errorf("serve %s on %s: %w", name, ln.Addr(), err):
+			default:
+			}
+		}
+	}()
+	st.stop.push(name+" server", func(ctx context.Context) error {
+		// Answer waiting job requests now rather than at their long-poll
+		// deadline.
+		st.api.Shutdown()
+		if err := srv.Shutdown(ctx); err != nil {
+			st.log.Warn("graceful shutdown timed out; closing connections", "server", name, "err", err)
+			_ = srv.Close()
+		}
+		<-done
+		return nil
+	})
+}
+
+// redirectToHTTPS answers every plain HTTP request with a permanent redirect
+// (308, which keeps the method and body) to the same path and query under
+// target, the https access URL. /healthz is the exception: load balancers
+// and scripts probe it on either listener.
+func redirectToHTTPS(target *url.URL, health http.Handler) http.Handler {
+	base := strings.TrimSuffix(target.String(), "/")
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/healthz" {
+			health.ServeHTTP(w, r)
+			return
+		}
+		http.Redirect(w, r, base+r.URL.RequestURI(), http.StatusPermanentRedirect)
+	})
+}
+
+// strictTransportSecurity adds the Strict-Transport-Security header to
+// every response: browsers then use only HTTPS for this host and refuse to
+// let a user click through a certificate warning.
+func strictTransportSecurity(maxAge int, next http.Handler) http.Handler {
+	value := "max-age=" + strconv.Itoa(maxAge)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Strict-Transport-Security", value)
+		next.ServeHTTP(w, r)
+	})
+}
+
+// advertisedAddr is addr with an unspecified host (0.0.0.0, ::) replaced
+// by host: a listener on every interface is reached by a name, never by
+// the wildcard.
+func advertisedAddr(addr net.Addr, host string) string {
+	h, port, err := net.SplitHostPort(addr.String())
+	if err != nil {
+		return addr.String()
+	}
+	if ip := net.ParseIP(h); ip != nil && ip.IsUnspecified() {
+		h = host
+	}
+	return net.JoinHostPort(h, port)
+}

@@ -1,0 +1,105 @@
+package controlplane
+
+import (
+	"context"
+	"crypto/rand"
+	"fmt"
+	"net"
+	"net/url"
+	"os"
+	"path/filepath"
+	"sync"
+
+	"airgapcoder/coderd/codersdk"
+	"airgapcoder/provisionerd"
+	"airgapcoder/terraform"
+)
+
+// findTerraform locates the pinned terraform when built-in provisioners
+// run: a missing or wrong one is a start-up error, found before anything
+// starts, not a failed build later.
+func (st *startup) findTerraform(ctx context.Context) error {
+	cfg := st.s.cfg
+	if cfg.ProvisionerDaemons == 0 {
+		return nil
+	}
+	opts := cfg.Provisioner.Terraform
+	if opts.InstallDir == "" {
+		opts.InstallDir = filepath.Join(cfg.CacheDir, "terraform")
+	}
+	if opts.Logger == nil {
+		opts.Logger = st.log.With("component", "terraform")
+	}
+	path, err := terraform.Find(ctx, opts)
+	if err != nil {
+		return fmt.Errorf("%w (or run with --provisioner-daemons=0)", err)
+	}
+	st.terraformPath = path
+	return nil
+}
+
+// startProvisioners starts the built-in provisioner daemons. They speak
+// the same protocol as external ones, over a private loopback listener,
+// authenticated by a key that lives only in this process. Each registers
+// before Run reports ready. They are the last part started, so on shutdown
+// they stop first, while the API can still hear them report the job they
+// were running.
+func (st *startup) startProvisioners(ctx context.Context) error {
+	cfg := st.s.cfg
+	if cfg.ProvisionerDaemons == 0 {
+		return nil
+	}
+	workDir := cfg.Provisioner.WorkDir
+	if workDir == "" {
+		workDir = filepath.Join(cfg.CacheDir, "provisionerd")
+	}
+	if err := os.MkdirAll(workDir, 0o700); err != nil {
+		return fmt.Errorf("create work dir: %w", err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return fmt.Errorf("listen on loopback: %w", err)
+	}
+	st.stop.push("built-in provisioners' listener", closeListener(ln))
+	internalURL := &url.URL{Scheme: "http", Host: ln.Addr().String()}
+	daemons := make([]*provisionerd.Daemon, cfg.ProvisionerDaemons)
+	for i := range daemons {
+		client := codersdk.New(internalURL)
+		client.ProvisionerPSK = st.builtinKey
+		d, err := provisionerd.New(provisionerd.Options{
+			Client: client, Name: fmt.Sprintf("built-in-%d", i+1), Version: cfg.Version,
+			TerraformPath: st.terraformPath, ProviderMirror: cfg.Provisioner.ProviderMirror,
+			CACertFile: cfg.Provisioner.CACertFile, AgentCACertFile: cfg.Provisioner.AgentCACertFile,
+			WorkDir: workDir, AccessURL: st.accessURL.String(), Logger: st.log.With("component", "provisionerd"),
+		})
+		if err != nil {
+			return err
+		}
+		daemons[i] = d
+	}
+	st.serveHTTP("built-in provisioners' API", ln, st.handler, nil)
+	for _, d := range daemons {
+		if err := d.Register(ctx); err != nil {
+			return err
+		}
+	}
+	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	var wg sync.WaitGroup
+	for _, d := range daemons {
+		wg.Go(func() {
+			if err := d.Run(runCtx); err != nil {
+				st.log.Error("built-in provisioner stopped", "err", err)
+			}
+		})
+	}
+	st.stop.push("built-in provisioners", func(context.Context) error {
+		cancel()
+		wg.Wait()
+		return nil
+	})
+	st.log.Info("built-in provisioners started", "count", cfg.ProvisionerDaemons, "terraform", st.terraformPath, "mirror", cfg.Provisioner.ProviderMirror)
+	return nil
+}
+
+// randomKey is a fresh secret for the built-in provisioners.
+func randomKey() string { return rand.Text() }

@@ -1,0 +1,183 @@
+package controlplane
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"airgapcoder/coderd"
+	"airgapcoder/coderd/database"
+	"airgapcoder/coderd/updatecheck"
+)
+
+// step is one part of the start-up. run starts its part and pushes its
+// stop on st.stop before returning; an error it returns is wrapped in the
+// step's name.
+type step struct {
+	name string
+	run  func(context.Context) error
+}
+
+// startup carries what the steps have built so far to the next steps.
+type startup struct {
+	s    *Server
+	log  *slog.Logger
+	stop shutdown
+	// failed receives the error of a server that stopped serving by itself.
+	failed chan error
+
+	tlsCert       tls.Certificate
+	terraformPath string
+	dbURL         string
+	db            *database.DB
+	pubsub        *database.Pubsub
+	httpLn, tlsLn net.Listener
+	accessURL     *url.URL
+	registry      *prometheus.Registry
+	outbound      *http.Client
+	checker       *updatecheck.Checker
+	builtinKey    string
+	api           *coderd.API
+	handler       http.Handler
+}
+
+// steps is the start-up, in order: what only reads files and checks
+// binaries first, then the database, the listeners, the API and its loops,
+// serving, and the built-in provisioners last (they are clients of the
+// API). Shutdown runs in reverse.
+func (st *startup) steps() []step {
+	return []step{
+		{"load TLS certificate", st.loadTLSCertificate},
+		{"find terraform for the built-in provisioners", st.findTerraform},
+		{"start built-in postgres", st.startBuiltinPostgres},
+		{"open database", st.openDatabase},
+		{"migrate database", st.migrate},
+		{"listen for database notifications", st.startPubsub},
+		{"open listeners", st.listen},
+		{"resolve access URL", st.resolveAccessURL},
+		{"start update check", st.startUpdateCheck},
+		{"create API", st.startAPI},
+		{"start telemetry", st.startTelemetry},
+		{"serve", st.serve},
+		{"start built-in provisioners", st.startProvisioners},
+	}
+}
+
+// Run starts the control plane, step by step (see steps), closes Ready
+// once it answers requests, and serves until ctx is canceled. Then it
+// shuts down: the built-in provisioners stop, long-polls answer, in-flight
+// requests finish within ShutdownTimeout, background loops stop, the
+// database pool closes and the built-in PostgreSQL stops. It returns nil
+// after a clean shutdown, also when ctx is canceled during start-up.
+//
+// A step that fails stops what the steps before it started, in reverse,
+// and Run returns its error wrapped in the step's name; so does a listener
+// that stops serving. Run may be called once.
+func (s *Server) Run(ctx context.Context) (err error) {
+	if !s.started.CompareAndSwap(false, true) {
+		return errors.New("controlplane: Run called twice")
+	}
+	st := &startup{s: s, log: s.log, stop: shutdown{log: s.log}, failed: make(chan error, 4)}
+	defer func() {
+		stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.ShutdownTimeout)
+		defer cancel()
+		err = errors.Join(err, st.stop.run(stopCtx))
+	}()
+	for _, step := range st.steps() {
+		if ctx.Err() != nil {
+			s.log.Info("start-up interrupted", "before", step.name)
+			return nil
+		}
+		s.log.Debug("start-up", "step", step.name)
+		if err := step.run(ctx); err != nil {
+			if ctx.Err() != nil {
+				s.log.Info("start-up interrupted", "step", step.name, "err", err)
+				return nil
+			}
+			return fmt.Errorf("%s: %w", step.name, err)
+		}
+	}
+	s.log.Info("coder server is ready", "access_url", st.accessURL.String(), "urls", s.URLs(),
+		"telemetry", s.cfg.Telemetry, "update_check", s.cfg.UpdateCheck)
+	close(s.ready)
+
+	select {
+	case <-ctx.Done():
+		s.log.Info("shutting down: waiting for in-flight requests", "timeout", s.cfg.ShutdownTimeout)
+		return nil
+	case err := <-st.failed:
+		return err
+	}
+}
+
+func (st *startup) loadTLSCertificate(context.Context) error {
+	if !st.s.cfg.TLS.Enable {
+		return nil
+	}
+	cert, err := loadCertificate(st.s.cfg.TLS.CertFile, st.s.cfg.TLS.KeyFile, time.Now())
+	if err != nil {
+		return err
+	}
+	st.tlsCert = cert
+	return nil
+}
+
+// startAPI builds the API over the migrated database, with the metrics
+// registry /metrics serves, and starts its background loops.
+func (st *startup) startAPI(ctx context.Context) error {
+	cfg := st.s.cfg
+	st.registry = prometheus.NewRegistry()
+	st.registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	if cfg.ProvisionerDaemons > 0 {
+		st.builtinKey = randomKey()
+	}
+	api, err := coderd.New(ctx, coderd.Options{
+		DB: st.db, Pubsub: st.pubsub, Logger: st.log.With("component", "api"), AccessURL: st.accessURL, Version: cfg.Version,
+		ProvisionerPSK: cfg.ProvisionerPSK, BuiltinProvisionerKey: st.builtinKey, JobHeartbeatTimeout: cfg.JobHeartbeatTimeout,
+		Telemetry: cfg.Telemetry, UpdateCheck: cfg.UpdateCheck, UpdateChecker: st.checker, Registerer: st.registry,
+		AuditRetention: cfg.AuditRetention, AuditJournal: cfg.AuditJournal,
+		AgentBinariesDir: cfg.AgentBinariesDir, HealthChecks: cfg.HealthChecks, OnFirstUser: cfg.OnFirstUser, RateLimits: cfg.RateLimits,
+	})
+	if err != nil {
+		return err
+	}
+	st.api = api
+	st.stop.goRun(ctx, "API background loops", api.Run)
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(st.registry, promhttp.HandlerOpts{}))
+	mux.Handle("/", api)
+	st.handler = mux
+	return nil
+}
+
+// serve serves the API on the public listeners: HTTPS with the certificate
+// (and Strict-Transport-Security), plain HTTP directly or, with TLS on, as
+// a redirect to the https access URL.
+func (st *startup) serve(context.Context) error {
+	cfg := st.s.cfg
+	if st.tlsLn != nil {
+		handler := st.handler
+		if cfg.TLS.StrictTransportSecurity > 0 {
+			handler = strictTransportSecurity(cfg.TLS.StrictTransportSecurity, handler)
+		}
+		st.serveHTTP("HTTPS", st.tlsLn, handler, &tls.Config{Certificates: []tls.Certificate{st.tlsCert}, MinVersion: tls.VersionTLS12})
+	}
+	if st.httpLn != nil {
+		handler := st.handler
+		if st.tlsLn != nil {
+			handler = redirectToHTTPS(st.accessURL, st.handler)
+		}
+		st.serveHTTP("HTTP", st.httpLn, handler, nil)
+	}
+	return nil
+}
