@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -305,56 +304,4 @@ func TestRunSendsImmediatelyAndRepeats(t *testing.T) {
 		}
 	}
 	stop()
-}
-
-func TestRunLogsFailureAndKeepsGoing(t *testing.T) {
-	t.Parallel()
-	u, ch := snapshotServer(t, http.StatusInternalServerError)
-	logs := &recordHandler{ch: make(chan slog.Record, 16)}
-	r := newReporter(t, Options{
-		URL:      u,
-		Client:   http.DefaultClient,
-		Interval: 5 * time.Millisecond,
-		Logger:   slog.New(logs),
-	})
-	stop := runInBackground(t, r)
-
-	next(t, ch) // answered with 500
-	select {
-	case rec := <-logs.ch:
-		if rec.Level != slog.LevelWarn {
-			t.Errorf("got log level %s, want %s", rec.Level, slog.LevelWarn)
-		}
-		var errText string
-		rec.Attrs(func(a slog.Attr) bool {
-			if a.Key == "error" {
-				errText = a.Value.String()
-			}
-			return true
-		})
-		if !strings.Contains(errText, "500") {
-			t.Errorf("got logged error %q, want it to name status 500", errText)
-		}
-	case <-time.After(waitTimeout):
-		t.Fatal("timed out waiting for the failure to be logged")
-	}
-
-	next(t, ch) // Run went on after the failure; answered with 200
-	stop()
-}
-
-// recordHandler is a slog.Handler that sends every record on ch.
-type recordHandler struct {
-	ch chan slog.Record
-}
-
-func (h *recordHandler) Enabled(context.Context, slog.Level) bool { return true }
-func (h *recordHandler) WithAttrs([]slog.Attr) slog.Handler       { return h }
-func (h *recordHandler) WithGroup(string) slog.Handler            { return h }
-func (h *recordHandler) Handle(_ context.Context, r slog.Record) error {
-	select {
-	case h.ch <- r.Clone():
-	default:
-	}
-	return nil
 }

@@ -340,47 +340,6 @@ func TestRunChecksImmediatelyAndRepeats(t *testing.T) {
 	}
 }
 
-func TestRunLogsFailureAndKeepsGoing(t *testing.T) {
-	t.Parallel()
-	u, requests := releaseServer(t, http.StatusInternalServerError, ``)
-	logs := &recordHandler{ch: make(chan slog.Record, 64)}
-	c := newChecker(t, Options{
-		URL:            u,
-		CurrentVersion: "v1.2.3",
-		Interval:       5 * time.Millisecond,
-		Logger:         slog.New(logs),
-	})
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	done := make(chan error, 1)
-	go func() { done <- c.Run(ctx) }()
-
-	select {
-	case rec := <-logs.ch:
-		if rec.Level != slog.LevelWarn {
-			t.Errorf("got log level %s, want %s", rec.Level, slog.LevelWarn)
-		}
-	case <-time.After(waitTimeout):
-		t.Fatal("timed out waiting for the failure to be logged")
-	}
-	for i := range 2 {
-		select {
-		case <-requests:
-		case <-time.After(waitTimeout):
-			t.Fatalf("timed out waiting for check %d", i)
-		}
-	}
-	cancel()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Errorf("Run returned %v, want nil", err)
-		}
-	case <-time.After(waitTimeout):
-		t.Fatal("Run did not return after cancel")
-	}
-}
-
 // recordHandler is a slog.Handler that sends every record on ch.
 type recordHandler struct {
 	ch chan slog.Record
