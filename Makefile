@@ -15,7 +15,7 @@ PROVIDER_VERSION ?= $(shell sed -n 's|^[[:space:]]*github.com/coder/terraform-pr
 PROVIDER_OS      ?= $(shell $(GO) env GOOS)
 PROVIDER_ARCH    ?= $(shell $(GO) env GOARCH)
 
-.PHONY: all deps build run run-server test test-e2e bench fuzz clean
+.PHONY: all deps build run run-server test test-e2e bench fuzz clean web-vendor
 
 all: build
 
@@ -90,6 +90,12 @@ fuzz:
 
 clean:
 	rm -rf build
+
+# The dashboard's vendored browser code (xterm.js): npm ci from
+# web/package-lock.json, then copy into coderd/site/static/vendor/ (committed;
+# the build and tests never run npm). Run after changing web/package.json.
+web-vendor:
+	./scripts/web-vendor.sh
 
 # The product end to end: a bundle built from local sources, installed and
 # run inside a network namespace with only a loopback interface (root).

@@ -4,7 +4,8 @@
 // network blips, in which coderd opens one stream per user connection. A
 // stream of kind ssh goes to the agent's SSH server (shells with a PTY,
 // exec with exit codes, SFTP, direct-tcpip), a stream of kind tcp to a port
-// inside the workspace. The agent also runs the workspace's scripts
+// inside the workspace, a stream of kind pty to a web terminal session that
+// outlives its connections (reconnectingpty.go). The agent also runs the workspace's scripts
 // (coder_script, startup_script, shutdown_script: on start, on a cron
 // schedule, on stop; scripts.go) and streams their output, runs the
 // metadata blocks and posts their results (metadata.go), reports its
@@ -76,6 +77,9 @@ type Options struct {
 	KeepAliveInterval time.Duration
 	// LogFlushInterval is how often script output is sent (default 250ms).
 	LogFlushInterval time.Duration
+	// ReconnectingPTYTimeout is how long a web terminal session with no
+	// client attached is kept before its process is killed (default 5m).
+	ReconnectingPTYTimeout time.Duration
 }
 
 // Agent is a workspace agent. Construct with New and run with Run.
@@ -84,6 +88,7 @@ type Agent struct {
 	log    *slog.Logger
 	client *codersdk.Client
 	ssh    *sshServer
+	ptys   *ptyManager
 
 	// exeDir is the folder of the agent's binary, added to PATH so that
 	// scripts can run `coder stat`.
@@ -133,6 +138,9 @@ func New(opts Options) (*Agent, error) {
 	if opts.MetadataFlushInterval <= 0 {
 		opts.MetadataFlushInterval = time.Second
 	}
+	if opts.ReconnectingPTYTimeout <= 0 {
+		opts.ReconnectingPTYTimeout = defaultPTYTimeout
+	}
 	if opts.LogDir == "" {
 		opts.LogDir = os.TempDir()
 	}
@@ -147,6 +155,7 @@ func New(opts Options) (*Agent, error) {
 	if a.ssh, err = newSSHServer(a); err != nil {
 		return nil, err
 	}
+	a.ptys = newPTYManager(a, opts.ReconnectingPTYTimeout)
 	a.lifecycle = newLifecycleReporter(a)
 	a.logs = newLogSender(a)
 	return a, nil
@@ -154,7 +163,8 @@ func New(opts Options) (*Agent, error) {
 
 // Run fetches the manifest, runs the start scripts, the cron scripts and
 // the metadata blocks, and keeps the connection to coderd up until ctx
-// ends. Then it reports shutting_down, ends the SSH sessions, runs the stop
+// ends. Then it reports shutting_down, ends the SSH sessions and the web
+// terminals, runs the stop
 // scripts, reports off and returns nil.
 func (a *Agent) Run(ctx context.Context) error {
 	// Reports outlive ctx a little, so that shutting_down, the stop
@@ -194,6 +204,7 @@ func (a *Agent) Run(ctx context.Context) error {
 
 	a.lifecycle.set(codersdk.AgentLifecycleShuttingDown)
 	a.ssh.closeAll()
+	a.ptys.closeAll()
 	scripts.stopCron()
 	if err := scripts.stop(reportCtx); err != nil {
 		a.log.Warn("shutdown scripts failed", "err", err)

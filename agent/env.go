@@ -109,6 +109,25 @@ func (e execEnv) command(script string, extra ...string) *exec.Cmd {
 	return cmd
 }
 
+// userCommand builds the process of a user's session (an SSH session, a
+// web terminal): the login shell itself when command is "" (a login shell,
+// by the argv[0] convention every shell knows), else `shell -c command`; in
+// the workspace's folder, with the workspace's environment, SHELL, and
+// extra variables last.
+func (a *Agent) userCommand(command string, extra ...string) *exec.Cmd {
+	m := a.currentManifest()
+	shell := loginShell()
+	var cmd *exec.Cmd
+	if command == "" {
+		cmd = &exec.Cmd{Path: shell, Args: []string{"-" + filepath.Base(shell)}}
+	} else {
+		cmd = &exec.Cmd{Path: shell, Args: []string{shell, "-c", command}}
+	}
+	cmd.Dir = a.workDir(m)
+	cmd.Env = append(append(a.environ(m), "SHELL="+shell), extra...)
+	return cmd
+}
+
 // loginShell returns the current user's shell from /etc/passwd, else $SHELL,
 // else /bin/sh.
 func loginShell() string {

@@ -307,28 +307,16 @@ func (sess *session) serveSFTP() {
 
 // command builds the process for a shell (command "") or an exec request.
 func (sess *session) command(command string) *exec.Cmd {
-	a := sess.srv.agent
-	m := a.currentManifest()
-	shell := loginShell()
-	var cmd *exec.Cmd
-	if command == "" {
-		// A login shell, by the argv[0] convention every shell knows.
-		cmd = &exec.Cmd{Path: shell, Args: []string{"-" + filepath.Base(shell)}}
-	} else {
-		cmd = &exec.Cmd{Path: shell, Args: []string{shell, "-c", command}}
-	}
-	cmd.Dir = a.workDir(m)
-	env := a.environ(m)
+	var extra []string
 	if sess.pty != nil {
 		term := sess.pty.Term
 		if term == "" {
 			term = "xterm-256color"
 		}
-		env = append(env, "TERM="+term)
+		extra = append(extra, "TERM="+term)
 	}
-	env = append(env, "SSH_CONNECTION=0.0.0.0 0 0.0.0.0 0", "SHELL="+shell)
-	cmd.Env = append(env, sess.env...)
-	return cmd
+	extra = append(extra, "SSH_CONNECTION=0.0.0.0 0 0.0.0.0 0")
+	return sess.srv.agent.userCommand(command, append(extra, sess.env...)...)
 }
 
 // run starts the process and returns its exit code.

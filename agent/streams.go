@@ -15,7 +15,8 @@ import (
 
 // handleStream serves one stream coderd opened: it reads the
 // codersdk.RelayHeader, answers with a codersdk.RelayReply, and hands the
-// stream to the SSH server or splices it to a TCP port.
+// stream to the SSH server or a web terminal session, or splices it to a
+// TCP port.
 func (a *Agent) handleStream(ctx context.Context, stream net.Conn) {
 	_ = stream.SetDeadline(time.Now().Add(15 * time.Second))
 	var hdr codersdk.RelayHeader
@@ -55,8 +56,10 @@ func (a *Agent) handleStream(ctx context.Context, stream net.Conn) {
 		}
 		log.Debug("tcp connection", "host", hdr.Host, "port", hdr.Port)
 		splice(stream, target)
+	case codersdk.RelayKindPTY:
+		a.ptys.serve(stream, hdr, reply, log)
 	default:
-		reply(errors.New("unknown stream kind " + strconv.Quote(hdr.Kind) + " (this agent speaks ssh and tcp)"))
+		reply(errors.New("unknown stream kind " + strconv.Quote(hdr.Kind) + " (this agent speaks ssh, tcp and pty)"))
 	}
 }
 

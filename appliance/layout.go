@@ -123,14 +123,20 @@ func freeBytes(path string) (uint64, error) {
 
 // systemdUnit is the unit file install writes for the appliance. binary
 // is normally the current release's own coder (through the current link),
-// so the service runs what upgrade and rollback switched to.
+// so the service runs what upgrade and rollback switched to. It is a
+// Type=notify service: systemd counts it started when `appliance up` says
+// READY=1, once every part serves (a first boot's initdb takes a while,
+// hence the start timeout).
 func systemdUnit(binary, dir string) string {
 	return fmt.Sprintf(`[Unit]
 Description=Coder appliance (offline remote development)
 After=network.target
 
 [Service]
+Type=notify
+NotifyAccess=main
 ExecStart=%s appliance up --dir %s
+TimeoutStartSec=300
 Restart=on-failure
 KillSignal=SIGTERM
 TimeoutStopSec=90

@@ -267,7 +267,13 @@ func Up(ctx context.Context, opts UpOptions) error {
 	if opts.Ready != nil {
 		close(opts.Ready)
 	}
-	return <-srvDone
+	// systemd (Type=notify) hears READY=1 only now that every part serves.
+	if err := notifySystemd("READY=1\nSTATUS=serving " + srv.AccessURL().String()); err != nil {
+		log.Warn("tell systemd the appliance is ready", "err", err)
+	}
+	err = <-srvDone
+	_ = notifySystemd("STOPPING=1")
+	return err
 }
 
 // servedRegistry is the mirror's host:port as templates name it: an

@@ -185,6 +185,7 @@ func tryStart(ctx context.Context, l Layout, cfg Config, release string, timeout
 	bin := filepath.Join(l.Release(release), bundle.CoderPath(runtime.GOOS+"/"+runtime.GOARCH))
 	var out bytes.Buffer
 	cmd := exec.Command(bin, "appliance", "up", "--dir", l.Dir)
+	cmd.Env = withoutNotifySocket(os.Environ())
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("start %s: %w", bin, err)

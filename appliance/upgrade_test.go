@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net"
 	"net/url"
 	"os"
 	"os/exec"
@@ -75,6 +76,9 @@ func (e *upgradeEnv) coder(args ...string) (string, error) {
 func (e *upgradeEnv) up() func() {
 	e.t.Helper()
 	cmd := exec.Command(e.bin, "appliance", "up", "--dir", e.dir)
+	// As systemd runs it (Type=notify): READY=1 once healthy.
+	notify := e.notifySocket()
+	cmd.Env = append(os.Environ(), "NOTIFY_SOCKET="+notify.LocalAddr().String())
 	log, _ := os.Create(filepath.Join(e.work, "up.log"))
 	cmd.Stdout, cmd.Stderr = log, log
 	if err := cmd.Start(); err != nil {
@@ -102,12 +106,41 @@ func (e *upgradeEnv) up() func() {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
+	if msg := readNotify(e.t, notify); !strings.HasPrefix(msg, "READY=1\n") {
+		e.t.Fatalf("systemd heard %q, want READY=1", msg)
+	}
 	return func() {
 		_ = cmd.Process.Signal(syscall.SIGTERM)
 		if err := cmd.Wait(); err != nil {
 			e.t.Fatalf("appliance exit: %v", err)
 		}
+		if msg := readNotify(e.t, notify); msg != "STOPPING=1" {
+			e.t.Fatalf("systemd heard %q on stop, want STOPPING=1", msg)
+		}
+		notify.Close()
 	}
+}
+
+// notifySocket is a datagram socket standing in for systemd's.
+func (e *upgradeEnv) notifySocket() *net.UnixConn {
+	e.t.Helper()
+	path := filepath.Join(e.work, fmt.Sprintf("notify-%d.sock", time.Now().UnixNano()))
+	c, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: path, Net: "unixgram"})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return c
+}
+
+func readNotify(t *testing.T, c *net.UnixConn) string {
+	t.Helper()
+	_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	buf := make([]byte, 4096)
+	n, err := c.Read(buf)
+	if err != nil {
+		t.Fatalf("no message to systemd: %v", err)
+	}
+	return string(buf[:n])
 }
 
 // TestUpgradeAndRollback: upgrading keeps users, templates and workspaces; a

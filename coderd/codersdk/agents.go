@@ -37,7 +37,9 @@ import (
 //
 //	GET /api/v2/workspaceagents/{agent}/connect?kind=ssh|tcp&port=N[&host=H]
 //
-// a WebSocket whose binary messages are the bytes of one relayed connection.
+// a WebSocket whose binary messages are the bytes of one relayed connection,
+// and a web terminal with GET /api/v2/workspaceagents/{agent}/pty
+// (reconnectingpty.go).
 
 // Agent lifecycle states, as in Coder.
 const (
@@ -221,6 +223,9 @@ const (
 	RelayKindSSH = "ssh"
 	// RelayKindTCP connects the stream to host:port inside the workspace.
 	RelayKindTCP = "tcp"
+	// RelayKindPTY attaches the stream to the agent's reconnecting PTY
+	// with the header's Reconnect id (reconnectingpty.go).
+	RelayKindPTY = "pty"
 )
 
 // RelayHeader opens every stream coderd relays to an agent.
@@ -234,6 +239,9 @@ type RelayHeader struct {
 	ConnID string `json:"conn_id"`
 	// User is who opened the connection (for the agent's logs).
 	User string `json:"user,omitempty"`
+	// PTY is the terminal a RelayKindPTY stream attaches to; nil for the
+	// other kinds.
+	PTY *RelayPTY `json:"pty,omitempty"`
 }
 
 // RelayReply is the agent's answer to a RelayHeader: Error is empty when the
@@ -362,6 +370,17 @@ func (c *Client) DialWorkspaceAgent(ctx context.Context, agentID string, opts Di
 // dialWebSocket opens a binary WebSocket to path and adapts it to a
 // net.Conn. A refused handshake becomes an *Error with coderd's message.
 func (c *Client) dialWebSocket(ctx context.Context, path string) (net.Conn, error) {
+	conn, err := c.openWebSocket(ctx, path)
+	if err != nil {
+		return nil, err
+	}
+	// The connection outlives ctx, as with net.Dialer.DialContext.
+	return websocket.NetConn(context.Background(), conn, websocket.MessageBinary), nil
+}
+
+// openWebSocket opens a WebSocket to path, authenticated with the client's
+// token. A refused handshake becomes an *Error with coderd's message.
+func (c *Client) openWebSocket(ctx context.Context, path string) (*websocket.Conn, error) {
 	u, err := c.URL.Parse(path)
 	if err != nil {
 		return nil, fmt.Errorf("parse path %q: %w", path, err)
@@ -388,8 +407,7 @@ func (c *Client) dialWebSocket(ctx context.Context, path string) (net.Conn, erro
 		}
 		return nil, fmt.Errorf("dial %s: %w", u.Redacted(), err)
 	}
-	// The connection outlives ctx, as with net.Dialer.DialContext.
-	return websocket.NetConn(context.Background(), conn, websocket.MessageBinary), nil
+	return conn, nil
 }
 
 // IsAgentUnavailable reports whether err says the agent is not connected to
