@@ -88,7 +88,9 @@ type appEcho struct {
 	Header http.Header `json:"header"`
 }
 
-func newRelayEnv(t testing.TB) *relayEnv {
+// newRelayEnv starts the deployment and the agent; agentOpts adjust the
+// agent's options.
+func newRelayEnv(t testing.TB, agentOpts ...func(*agent.Options)) *relayEnv {
 	t.Helper()
 	e := &relayEnv{app: appServer(t), token: uuid.NewString(), dir: t.TempDir()}
 	_, port, _ := net.SplitHostPort(e.app.Listener.Addr().String())
@@ -113,20 +115,24 @@ func newRelayEnv(t testing.TB) *relayEnv {
 		},
 	})
 	e.agentID = coderdtest.WorkspaceAgent(t, e.workspace).ID
-	e.startAgent(t)
+	e.startAgent(t, agentOpts...)
 	return e
 }
 
 // startAgent runs the agent in this process until the test ends.
-func (e *relayEnv) startAgent(t testing.TB) {
+func (e *relayEnv) startAgent(t testing.TB, agentOpts ...func(*agent.Options)) {
 	t.Helper()
 	c := codersdk.New(e.d.URL)
 	c.SessionToken = e.token
-	a, err := agent.New(agent.Options{
+	opts := agent.Options{
 		Client: c, Version: "v9.9.9-test", PortsInterval: 200 * time.Millisecond, KeepAliveInterval: time.Second,
 		ReconnectMin: 100 * time.Millisecond, ReconnectMax: time.Second,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
-	})
+	}
+	for _, f := range agentOpts {
+		f(&opts)
+	}
+	a, err := agent.New(opts)
 	if err != nil {
 		t.Fatal(err)
 	}

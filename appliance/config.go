@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 
 	"github.com/knadh/koanf/parsers/yaml"
@@ -139,8 +140,8 @@ func (c Config) Validate(source string) error {
 		if name == "http-address" && addr == "" {
 			continue // no redirect listener
 		}
-		if _, _, err := net.SplitHostPort(addr); err != nil {
-			errs = append(errs, fmt.Errorf("%s %q: want host:port", name, addr))
+		if err := checkListenAddress(addr); err != nil {
+			errs = append(errs, fmt.Errorf("%s %q: %w", name, addr, err))
 		}
 	}
 	if c.AccessURL != "" {
@@ -156,6 +157,31 @@ func (c Config) Validate(source string) error {
 	}
 	if len(errs) > 0 {
 		return fmt.Errorf("%s: %w", source, errors.Join(errs...))
+	}
+	return nil
+}
+
+// checkListenAddress accepts host:port with a port from 0 to 65535 and a
+// host that is empty (every interface), an IP address or a DNS name.
+func checkListenAddress(addr string) error {
+	const want = `want host:port, e.g. "127.0.0.1:3443" or "0.0.0.0:3443"`
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return errors.New(want)
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
+		return fmt.Errorf("port %q is not a number from 0 to 65535 (%s)", port, want)
+	}
+	if host == "" || net.ParseIP(host) != nil {
+		return nil
+	}
+	for _, label := range strings.Split(strings.TrimSuffix(host, "."), ".") {
+		if label == "" || len(label) > 63 || strings.HasPrefix(label, "-") || strings.HasSuffix(label, "-") ||
+			strings.ContainsFunc(label, func(r rune) bool {
+				return !(r == '-' || r == '_' || r >= '0' && r <= '9' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z')
+			}) {
+			return fmt.Errorf("host %q is not an IP address or a DNS name (%s)", host, want)
+		}
 	}
 	return nil
 }

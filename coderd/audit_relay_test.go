@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/coder/websocket"
 	"github.com/google/uuid"
 	"golang.org/x/crypto/ssh"
 
@@ -25,7 +26,7 @@ import (
 )
 
 // TestAuditRelayConnections: every relayed connection (coder ssh, port
-// forward, dev URL) is one record when it ends, with its kind, port, bytes
+// forward, dev URL, web terminal) is one record when it ends, with its kind, port, bytes
 // both ways and duration; refused attempts are recorded too.
 func TestAuditRelayConnections(t *testing.T) {
 	ctx := context.Background()
@@ -130,6 +131,41 @@ func TestAuditRelayConnections(t *testing.T) {
 		l := record(t, "username:alice workspace:alice/dev outcome:success", auditWant{actor: "alice", action: codersdk.AuditActionConnect, resourceType: codersdk.AuditResourceWorkspaceAgent,
 			workspace: "alice/dev", status: http.StatusSwitchingProtocols, fields: map[string]any{"kind": "tcp", "port": appPort}})
 		checkConn(t, l, "tcp", appPort)
+	})
+
+	t.Run("PTY", func(t *testing.T) {
+		id := uuid.NewString()
+		ws, err := alice.WorkspaceAgentReconnectingPTY(ctx, agentID, codersdk.ReconnectingPTYOptions{Reconnect: id, Command: "read line; echo got-$line"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ws.CloseNow()
+		if err := ws.Write(ctx, websocket.MessageText, []byte(`{"data":"pty\r"}`)); err != nil {
+			t.Fatal(err)
+		}
+		var out []byte
+		for {
+			_, msg, err := ws.Read(ctx)
+			if err != nil {
+				if websocket.CloseStatus(err) != websocket.StatusNormalClosure {
+					t.Fatalf("web terminal: got %v, want a normal closure when the command exits", err)
+				}
+				break
+			}
+			out = append(out, msg...)
+		}
+		if !strings.Contains(string(out), "got-pty") {
+			t.Errorf("web terminal output: got %q, want got-pty", out)
+		}
+		l := record(t, "username:alice workspace:alice/dev outcome:success", auditWant{actor: "alice", action: codersdk.AuditActionConnect, resourceType: codersdk.AuditResourceWorkspaceAgent,
+			workspace: "alice/dev", status: http.StatusSwitchingProtocols, fields: map[string]any{"kind": "pty", "reconnect": id}})
+		checkConn(t, l, "pty", 0)
+
+		if _, err := bob.WorkspaceAgentReconnectingPTY(ctx, agentID, codersdk.ReconnectingPTYOptions{Reconnect: id}); !codersdk.IsStatus(err, http.StatusNotFound) {
+			t.Fatalf("bob opening a terminal on alice's agent: got %v, want 404", err)
+		}
+		record(t, "username:bob outcome:failure", auditWant{actor: "bob", action: codersdk.AuditActionConnect, resourceType: codersdk.AuditResourceWorkspaceAgent,
+			workspace: "alice/dev", status: http.StatusNotFound, fields: map[string]any{"kind": "pty"}})
 	})
 
 	devURL := fmt.Sprintf("%s/@alice/dev/ports/%d/page", d.URL, appPort)

@@ -221,6 +221,9 @@ func (api *API) routes() *gin.Engine {
 	r := gin.New()
 	r.Use(gin.Recovery(), api.instrument(), api.rateLimitAPI())
 	r.Use(api.auditRequests()) // writes the audit records handlers leave to it (audit.go)
+	// The web dashboard (/, /login, /workspaces, /@owner/workspace[/terminal],
+	// …; package site, dashboard.go) answers the paths it owns first.
+	r.Use(api.dashboard())
 	// Dev URLs (/@owner/workspace/apps|ports/...) match no route; this
 	// middleware serves them before the 404 handler (devurls.go).
 	r.Use(api.devURLs())
@@ -305,6 +308,7 @@ func (api *API) routes() *gin.Engine {
 	a.GET("/workspaceagents/:agent", api.handle(api.workspaceAgent))
 	a.GET("/workspaceagents/:agent/logs", api.handle(api.workspaceAgentLogs))
 	a.GET("/workspaceagents/:agent/connect", api.handle(api.workspaceAgentConnect))
+	a.GET("/workspaceagents/:agent/pty", api.handle(api.workspaceAgentPTY))
 	a.GET("/audit", api.handle(api.auditLogs))
 	return r
 }

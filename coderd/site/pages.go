@@ -253,4 +253,3 @@ func (h *Handler) terminal(w http.ResponseWriter, r *http.Request, s session) er
 		Data: map[string]any{"W": ws, "Agent": agent, "Base": "/@" + url.PathEscape(ws.OwnerName) + "/" + url.PathEscape(ws.Name)}})
 	return nil
 }
-

@@ -92,7 +92,7 @@ func New(opts Options) (*Handler, error) {
 // /healthz, /bin, dev URLs under /@owner/workspace/apps|ports/) is coderd's.
 func Owns(path string) bool {
 	switch path {
-	case "/", "/setup", "/login", "/logout", "/workspaces", "/workspaces/new", "/templates":
+	case "/", "/setup", "/login", "/logout", "/workspaces", "/workspaces/new", "/templates", "/favicon.ico":
 		return true
 	}
 	if strings.HasPrefix(path, "/static/") {
@@ -117,6 +117,13 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if strings.HasPrefix(r.URL.Path, "/static/") {
 		w.Header().Set("Cache-Control", "no-cache")
 		h.static.ServeHTTP(w, r)
+		return
+	}
+	if r.URL.Path == "/favicon.ico" {
+		// Browsers ask for it on every page, dev URL pages included.
+		w.Header().Set("Content-Type", "image/svg+xml")
+		w.Header().Set("Cache-Control", "max-age=86400")
+		http.ServeFileFS(w, r, staticFS, "static/favicon.svg")
 		return
 	}
 	w.Header().Set("X-Frame-Options", "DENY")
