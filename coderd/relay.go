@@ -287,36 +287,65 @@ func relayHeaderFromQuery(c *gin.Context) (codersdk.RelayHeader, error) {
 	return hdr, nil
 }
 
+// agentStream is a relay stream to an agent, opened for a user's request.
+type agentStream struct {
+	net.Conn
+	hdr codersdk.RelayHeader
+	mux *yamux.Session
+	log *slog.Logger
+}
+
+// openAgentStream checks that the caller may connect to the agent the path
+// names (its workspace's owner, or the owner role), builds the stream's
+// header from the request with header, and opens the stream. e, the
+// connection's audit record, learns the agent and the header.
+func (api *API) openAgentStream(c *gin.Context, e *auditEntry, header func(*gin.Context) (codersdk.RelayHeader, error)) (*agentStream, error) {
+	a, err := api.agentParam(c)
+	e.agent(a)
+	if err != nil {
+		return nil, err
+	}
+	me := actor(c)
+	if !mayConnect(me, a.OwnerID) {
+		return nil, errorf(http.StatusForbidden, "", "Only the workspace's owner and users with the owner role may connect to workspace %s/%s", a.OwnerName, a.WorkspaceName)
+	}
+	hdr, err := header(c)
+	if err != nil {
+		return nil, err
+	}
+	hdr.User = me.Username
+	attrs := []any{"conn", hdr.ConnID, "user", me.Username, "workspace", a.OwnerName + "/" + a.WorkspaceName, "agent", a.Name,
+		"kind", hdr.Kind, "remote", c.Request.RemoteAddr}
+	if hdr.Port != 0 {
+		attrs = append(attrs, "port", hdr.Port, "host", hdr.Host)
+	}
+	if hdr.PTY != nil {
+		attrs = append(attrs, "reconnect", hdr.PTY.Reconnect)
+		e.field("reconnect", hdr.PTY.Reconnect)
+	}
+	log := api.log.With(attrs...)
+	s := api.relay.get(a.ID)
+	if s == nil {
+		return nil, api.agentUnavailable(a)
+	}
+	stream, err := api.openStream(s, hdr)
+	if err != nil {
+		log.Info("relay connection refused", "err", err)
+		return nil, err
+	}
+	return &agentStream{Conn: stream, hdr: hdr, mux: s.mux, log: log}, nil
+}
+
 // workspaceAgentConnect relays a user's WebSocket to a new stream to the
 // agent. Only the workspace's owner and users with the owner role may.
 func (api *API) workspaceAgentConnect(c *gin.Context) error {
 	e := api.audit(c, codersdk.AuditActionConnect, codersdk.AuditResourceWorkspaceAgent).resource(c.Param("agent"), "").
 		field("kind", c.DefaultQuery("kind", codersdk.RelayKindSSH))
-	a, err := api.agentParam(c)
-	e.agent(a)
+	stream, err := api.openAgentStream(c, e, relayHeaderFromQuery)
 	if err != nil {
 		return err
 	}
-	me := actor(c)
-	if !mayConnect(me, a.OwnerID) {
-		return errorf(http.StatusForbidden, "", "Only the workspace's owner and users with the owner role may connect to workspace %s/%s", a.OwnerName, a.WorkspaceName)
-	}
-	hdr, err := relayHeaderFromQuery(c)
-	if err != nil {
-		return err
-	}
-	hdr.User = me.Username
-	s := api.relay.get(a.ID)
-	if s == nil {
-		return api.agentUnavailable(a)
-	}
-	log := api.log.With("conn", hdr.ConnID, "user", me.Username, "workspace", a.OwnerName+"/"+a.WorkspaceName, "agent", a.Name,
-		"kind", hdr.Kind, "port", hdr.Port, "host", hdr.Host, "remote", c.Request.RemoteAddr)
-	stream, err := api.openStream(s, hdr)
-	if err != nil {
-		log.Info("relay connection refused", "err", err)
-		return err
-	}
+	hdr, log := stream.hdr, stream.log
 	ws, err := websocket.Accept(c.Writer, c.Request, &websocket.AcceptOptions{CompressionMode: websocket.CompressionDisabled})
 	if err != nil {
 		_ = stream.Close()

@@ -6,7 +6,6 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"net/http"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -82,32 +81,11 @@ func ptyHeaderFromQuery(c *gin.Context) (codersdk.RelayHeader, error) {
 func (api *API) workspaceAgentPTY(c *gin.Context) error {
 	e := api.audit(c, codersdk.AuditActionConnect, codersdk.AuditResourceWorkspaceAgent).resource(c.Param("agent"), "").
 		field("kind", codersdk.RelayKindPTY)
-	a, err := api.agentParam(c)
-	e.agent(a)
+	stream, err := api.openAgentStream(c, e, ptyHeaderFromQuery)
 	if err != nil {
 		return err
 	}
-	me := actor(c)
-	if !mayConnect(me, a.OwnerID) {
-		return errorf(http.StatusForbidden, "", "Only the workspace's owner and users with the owner role may connect to workspace %s/%s", a.OwnerName, a.WorkspaceName)
-	}
-	hdr, err := ptyHeaderFromQuery(c)
-	if err != nil {
-		return err
-	}
-	hdr.User = me.Username
-	e.field("reconnect", hdr.PTY.Reconnect)
-	s := api.relay.get(a.ID)
-	if s == nil {
-		return api.agentUnavailable(a)
-	}
-	log := api.log.With("conn", hdr.ConnID, "user", me.Username, "workspace", a.OwnerName+"/"+a.WorkspaceName, "agent", a.Name,
-		"kind", hdr.Kind, "reconnect", hdr.PTY.Reconnect, "remote", c.Request.RemoteAddr)
-	stream, err := api.openStream(s, hdr)
-	if err != nil {
-		log.Info("relay connection refused", "err", err)
-		return err
-	}
+	hdr, log := stream.hdr, stream.log
 	ws, err := websocket.Accept(c.Writer, c.Request, &websocket.AcceptOptions{CompressionMode: websocket.CompressionDisabled})
 	if err != nil {
 		_ = stream.Close()
@@ -117,7 +95,7 @@ func (api *API) workspaceAgentPTY(c *gin.Context) error {
 	ws.SetReadLimit(ptyReadLimit)
 	log.Info("relay connection opened")
 	began := time.Now()
-	up, down := api.relayPTY(c.Request.Context(), ws, stream, s.mux, log)
+	up, down := api.relayPTY(c.Request.Context(), ws, stream, stream.mux, log)
 	log.Info("relay connection closed", "bytes_to_agent", up, "bytes_from_agent", down, "duration", time.Since(began).Round(time.Millisecond))
 	api.auditRelayed(c.Request.Context(), e, hdr, began, up, down)
 	return nil
