@@ -3,20 +3,14 @@ package cli_test
 import (
 	"context"
 	"fmt"
-	"io"
-	"log/slog"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
 	"time"
 
 	"airgapcoder/coderd/coderdtest"
 	"airgapcoder/coderd/codersdk"
-	"airgapcoder/internal/testprovider"
-	"airgapcoder/provisionerd"
-	"airgapcoder/terraform"
 )
 
 // coderTemplate is written only against the official coder/coder provider,
@@ -248,37 +242,14 @@ resource "coder_metadata" "agent" {
 func TestCoderTemplateUnchanged(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	tf, err := terraform.Find(ctx, terraform.Options{})
-	if err != nil {
-		t.Fatalf("the tests need terraform %s on the PATH: %v", terraform.DefaultVersion, err)
-	}
-	bins := t.TempDir()
-	if err := os.Symlink(coderBinary(t), filepath.Join(bins, "coder-"+runtime.GOOS+"-"+runtime.GOARCH)); err != nil {
-		t.Fatal(err)
-	}
-	const psk = "region-psk"
-	d := coderdtest.New(t, coderdtest.Options{ProvisionerPSK: psk, AgentBinariesDir: bins, AgentHeartbeatInterval: time.Second})
+	// One provisioner per region: the workspace tags pick one per build.
+	d := coderdtest.NewWithProvisioners(t, coderBinary(t),
+		coderdtest.RealDaemon{Name: "prov-eu", Tags: map[string]string{"region": "eu"}},
+		coderdtest.RealDaemon{Name: "prov-us", Tags: map[string]string{"region": "us"}})
 	admin, _ := d.CreateFirstUser(t)
 	me, err := admin.User(ctx, codersdk.Me)
 	if err != nil {
 		t.Fatal(err)
-	}
-	// One provisioner per region: the workspace tags pick one per build.
-	for _, region := range []string{"eu", "us"} {
-		c := d.Client()
-		c.ProvisionerPSK = psk
-		daemon, err := provisionerd.New(provisionerd.Options{
-			Client: c, Name: "prov-" + region, Tags: map[string]string{"region": region}, TerraformPath: tf,
-			ProviderMirror: testprovider.Mirror(t), WorkDir: t.TempDir(), AcquireWait: 2 * time.Second,
-			Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		runCtx, cancel := context.WithCancel(ctx)
-		done := make(chan struct{})
-		go func() { defer close(done); _ = daemon.Run(runCtx) }()
-		t.Cleanup(func() { cancel(); <-done })
 	}
 	// ranOn names the provisioner that ran a workspace's latest build.
 	ranOn := func(w codersdk.Workspace) string {

@@ -2,9 +2,6 @@ package cli_test
 
 import (
 	"context"
-	"io"
-	"log/slog"
-	"os"
 	"path/filepath"
 	"runtime"
 	"strings"
@@ -13,9 +10,6 @@ import (
 
 	"airgapcoder/coderd/coderdtest"
 	"airgapcoder/coderd/codersdk"
-	"airgapcoder/internal/testprovider"
-	"airgapcoder/provisionerd"
-	"airgapcoder/terraform"
 )
 
 // TestProcessTemplateRealAgent is the whole path with nothing stubbed:
@@ -25,29 +19,8 @@ import (
 // ends the agent, which reports off on its way out.
 func TestProcessTemplateRealAgent(t *testing.T) {
 	t.Parallel()
-	tf, err := terraform.Find(context.Background(), terraform.Options{})
-	if err != nil {
-		t.Fatalf("the tests need terraform %s on the PATH: %v", terraform.DefaultVersion, err)
-	}
-	bins := t.TempDir()
-	if err := os.Symlink(coderBinary(t), filepath.Join(bins, "coder-"+runtime.GOOS+"-"+runtime.GOARCH)); err != nil {
-		t.Fatal(err)
-	}
-	d := coderdtest.New(t, coderdtest.Options{ProvisionerPSK: psk, AgentBinariesDir: bins, AgentHeartbeatInterval: time.Second})
+	d := coderdtest.NewWithProvisioners(t, coderBinary(t))
 	admin, _ := d.CreateFirstUser(t)
-	c := d.Client()
-	c.ProvisionerPSK = psk
-	daemon, err := provisionerd.New(provisionerd.Options{
-		Client: c, Name: "process", TerraformPath: tf, ProviderMirror: testprovider.Mirror(t), WorkDir: t.TempDir(),
-		AcquireWait: 2 * time.Second, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); _ = daemon.Run(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
 
 	env := baseEnv(t, "CODER_URL="+d.URL.String(), "CODER_SESSION_TOKEN="+admin.SessionToken)
 	mustRun(t, env, "templates", "create", "process", "--directory", "../examples/templates/process", "-y")

@@ -3,14 +3,11 @@ package site_test
 import (
 	"context"
 	"fmt"
-	"io"
-	"log/slog"
 	"net"
 	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -27,9 +24,6 @@ import (
 
 	"airgapcoder/coderd/coderdtest"
 	"airgapcoder/coderd/codersdk"
-	"airgapcoder/internal/testprovider"
-	"airgapcoder/provisionerd"
-	"airgapcoder/terraform"
 )
 
 // chromiumPath is Debian's chromium (scripts/install-deps.sh installs it).
@@ -273,29 +267,7 @@ func (b *browser) signOut() {
 // process template, and the real agent it starts.
 func TestBrowserDashboard(t *testing.T) {
 	t.Parallel()
-	tf, err := terraform.Find(context.Background(), terraform.Options{})
-	if err != nil {
-		t.Fatalf("the tests need terraform %s on the PATH: %v", terraform.DefaultVersion, err)
-	}
-	bins := t.TempDir()
-	if err := os.Symlink(coderBinary(t), filepath.Join(bins, "coder-"+runtime.GOOS+"-"+runtime.GOARCH)); err != nil {
-		t.Fatal(err)
-	}
-	const psk = "browser-test-psk"
-	d := coderdtest.New(t, coderdtest.Options{ProvisionerPSK: psk, AgentBinariesDir: bins, AgentHeartbeatInterval: time.Second})
-	pc := d.Client()
-	pc.ProvisionerPSK = psk
-	daemon, err := provisionerd.New(provisionerd.Options{
-		Client: pc, Name: "browser", TerraformPath: tf, ProviderMirror: testprovider.Mirror(t), WorkDir: t.TempDir(),
-		AcquireWait: 2 * time.Second, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	dctx, dcancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); _ = daemon.Run(dctx) }()
-	t.Cleanup(func() { dcancel(); <-done })
+	d := coderdtest.NewWithProvisioners(t, coderBinary(t))
 
 	b := newBrowser(t, d.URL)
 	t.Logf("screenshots: %s (kept with go test -artifacts)", t.ArtifactDir())
