@@ -44,11 +44,13 @@ run-server: deps build
 		--provider-mirror $(CURDIR)/build/providers
 
 # Every test, against real PostgreSQL: the built-in one and Debian's, which
-# this target starts on loopback for the external-database tests.
+# this target starts on loopback for the external-database tests. What tests
+# keep (the dashboard's screenshots) lands in build/test-output/_artifacts/.
 test: deps
 	@set -e; url=$$(./scripts/test-postgres.sh start); \
 	trap './scripts/test-postgres.sh stop' EXIT; \
-	CODER_TEST_POSTGRES_URL="$$url" $(GO) test -count=1 -timeout 40m ./...
+	mkdir -p $(CURDIR)/build/test-output; \
+	CODER_TEST_POSTGRES_URL="$$url" $(GO) test -count=1 -timeout 40m -artifacts -outputdir $(CURDIR)/build/test-output ./...
 
 bench: deps
 	@set -e; url=$$(./scripts/test-postgres.sh start); \

@@ -1,5 +1,6 @@
 // Package site is the dashboard: the web pages coderd serves outside /api
-// (setup, login, workspaces, one workspace, its terminal, templates), rendered
+// (setup, login, workspaces, one workspace, its terminal, templates and their
+// versions, and the owners' admin pages: users, provisioners, audit), rendered
 // on the server from html/template files, with one CSS file and a few small
 // vanilla JavaScript files for the live parts. Every asset is embedded with
 // go:embed; the pages load nothing from another host (no CDN, no web fonts).
@@ -23,9 +24,11 @@ import (
 	"html/template"
 	"io/fs"
 	"log/slog"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 
@@ -92,10 +95,14 @@ func New(opts Options) (*Handler, error) {
 // /healthz, /bin, dev URLs under /@owner/workspace/apps|ports/) is coderd's.
 func Owns(path string) bool {
 	switch path {
-	case "/", "/setup", "/login", "/logout", "/workspaces", "/workspaces/new", "/templates", "/favicon.ico":
+	case "/", "/setup", "/login", "/logout", "/workspaces", "/workspaces/new", "/templates", "/favicon.ico",
+		"/admin/users", "/admin/provisioners", "/admin/audit":
 		return true
 	}
 	if strings.HasPrefix(path, "/static/") {
+		return true
+	}
+	if _, _, ok := templatePath(path); ok {
 		return true
 	}
 	if rest, ok := strings.CutPrefix(path, "/@"); ok {
@@ -149,6 +156,14 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		err = h.authed(h.newWorkspace)(w, r)
 	case p == "/templates":
 		err = h.authed(h.templates)(w, r)
+	case strings.HasPrefix(p, "/templates/"):
+		err = h.authed(h.templatePage)(w, r)
+	case p == "/admin/users":
+		err = h.authed(h.ownerOnly(h.adminUsers))(w, r)
+	case p == "/admin/provisioners":
+		err = h.authed(h.ownerOnly(h.adminProvisioners))(w, r)
+	case p == "/admin/audit":
+		err = h.authed(h.ownerOnly(h.adminAudit))(w, r)
 	case strings.HasSuffix(p, "/terminal"):
 		err = h.authed(h.terminal)(w, r)
 	case strings.HasSuffix(p, "/build"):
@@ -354,11 +369,35 @@ var funcs = template.FuncMap{
 		return time.Since(t).Round(time.Second).String() + " ago"
 	},
 	"pathEscape": url.PathEscape,
+	// when is a time (or *time.Time) in UTC, "" for none.
+	"when": func(v any) string {
+		var t time.Time
+		switch x := v.(type) {
+		case time.Time:
+			t = x
+		case *time.Time:
+			if x != nil {
+				t = *x
+			}
+		}
+		if t.IsZero() {
+			return ""
+		}
+		return t.UTC().Format("2006-01-02 15:04:05 UTC")
+	},
+	// tags is a tag set as sorted key=value pairs.
+	"tags": func(tags map[string]string) []string {
+		out := make([]string, 0, len(tags))
+		for _, k := range slices.Sorted(maps.Keys(tags)) {
+			out = append(out, k+"="+tags[k])
+		}
+		return out
+	},
 	"statusClass": func(s any) string {
 		switch fmt.Sprint(s) {
-		case "running", "connected", "ready", "succeeded":
+		case "running", "connected", "ready", "succeeded", "active", "idle", "success":
 			return "ok"
-		case "failed", "canceled", "timeout", "start_error", "start_timeout", "disconnected":
+		case "failed", "canceled", "timeout", "start_error", "start_timeout", "disconnected", "suspended", "offline", "failure":
 			return "bad"
 		}
 		return "busy"

@@ -312,6 +312,7 @@ func TestBrowserDashboard(t *testing.T) {
 	pushProcessTemplate(t, admin)
 	b.do("templates page", chromedp.Navigate(b.url("/templates")), chromedp.WaitVisible(chromedp.CSS(`a[href="/workspaces/new?template=process"]`)))
 	b.screenshot("templates")
+	adminAndTemplatePages(b, email, password)
 
 	// Create a workspace whose startup script serves a page on a port.
 	port := freePort(t)
