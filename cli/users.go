@@ -1,7 +1,9 @@
 package cli
 
 import (
+	"context"
 	"fmt"
+	"net/url"
 	"strings"
 	"time"
 
@@ -12,8 +14,37 @@ import (
 
 func (inv *invocation) usersCmd() *cobra.Command {
 	cmd := &cobra.Command{Use: "users", Short: "Manage users"}
-	cmd.AddCommand(inv.usersCreateCmd(), inv.usersListCmd())
+	cmd.AddCommand(inv.usersCreateCmd(), inv.usersListCmd(),
+		inv.usersStatusCmd("suspend", "Suspend a user (owners only)",
+			"Their password logins, sessions and API tokens are refused until an owner activates them again.\nAn owner cannot suspend themselves.",
+			(*codersdk.Client).SuspendUser),
+		inv.usersStatusCmd("activate", "Activate a suspended user (owners only)",
+			"They can log in again, and their sessions and API tokens that have not expired work again.",
+			(*codersdk.Client).ActivateUser))
 	return cmd
+}
+
+// usersStatusCmd is `coder users suspend|activate USER`: it calls set and
+// prints the user's new status in one line.
+func (inv *invocation) usersStatusCmd(verb, short, long string, set func(*codersdk.Client, context.Context, string) (codersdk.User, error)) *cobra.Command {
+	return &cobra.Command{
+		Use:   verb + " USER",
+		Short: short,
+		Long:  short + ".\n" + long + "\n\nUSER is a username or a user id.",
+		Args:  exactArgs(1, "USER"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			client, err := inv.client()
+			if err != nil {
+				return err
+			}
+			u, err := set(client, cmd.Context(), url.PathEscape(args[0]))
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(inv.stdout, "User %s is %s.\n", u.Username, u.Status)
+			return nil
+		},
+	}
 }
 
 func (inv *invocation) usersCreateCmd() *cobra.Command {
@@ -80,10 +111,10 @@ func (inv *invocation) usersListCmd() *cobra.Command {
 		if err != nil {
 			return err
 		}
-		return render(inv.stdout, *out, resp.Users, []string{"USERNAME", "EMAIL", "ROLES", "CREATED"}, func() [][]string {
+		return render(inv.stdout, *out, resp.Users, []string{"USERNAME", "EMAIL", "ROLES", "STATUS", "CREATED"}, func() [][]string {
 			rows := [][]string{}
 			for _, u := range resp.Users {
-				rows = append(rows, []string{u.Username, u.Email, roleList(u.Roles), u.CreatedAt.Format(time.RFC3339)})
+				rows = append(rows, []string{u.Username, u.Email, roleList(u.Roles), u.Status, u.CreatedAt.Format(time.RFC3339)})
 			}
 			return rows
 		})

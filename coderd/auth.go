@@ -78,7 +78,7 @@ func tokenFromRequest(r *http.Request) string {
 
 // authenticate resolves a session token to its user. It returns an apiError
 // with status 401 that says why when the token is missing, malformed,
-// unknown or expired.
+// unknown or expired, or its user is suspended.
 func (api *API) authenticate(ctx context.Context, token string) (database.User, database.APIKey, error) {
 	unauthorized := func(format string, args ...any) error {
 		return errorf(http.StatusUnauthorized, "", format, args...)
@@ -112,8 +112,10 @@ func (api *API) authenticate(ctx context.Context, token string) (database.User, 
 		}
 		return database.User{}, database.APIKey{}, err
 	}
-	if user.Status != "active" {
-		return database.User{}, database.APIKey{}, errorf(http.StatusForbidden, "", "User %s is %s", user.Username, user.Status)
+	// Checked on every request, so suspending a user stops its sessions
+	// and tokens at once; they work again when it is activated.
+	if user.Status != database.UserStatusActive {
+		return database.User{}, database.APIKey{}, unauthorized("User %s is %s: its sessions and API tokens are refused until an owner activates it", user.Username, user.Status)
 	}
 	// Record use at most once a minute to spare the database.
 	if now.Sub(key.LastUsed) > time.Minute {

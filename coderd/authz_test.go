@@ -272,6 +272,13 @@ func azTable() []azCase {
 			body: func(*azFixture) any { return codersdk.UpdateRoles{Roles: []string{codersdk.RoleOwner}} },
 			want: azWant{200, 403, 403, 403, 401}},
 
+		{name: "users/suspend", method: "PUT", path: func(f *azFixture) string { return "/api/v2/users/" + f.freshUser() + "/status/suspend" },
+			want: azOwnerOnly},
+		{name: "users/activate", method: "PUT", path: func(f *azFixture) string { return "/api/v2/users/" + f.freshUser() + "/status/activate" },
+			want: azOwnerOnly},
+		{name: "users/suspend-self", method: "PUT", path: azStatic("/api/v2/users/me/status/suspend"),
+			want: azWant{400, 403, 403, 403, 401}},
+
 		{name: "users/update-own-profile", method: "PUT", path: azStatic("/api/v2/users/me/profile"),
 			body: func(f *azFixture) any { return codersdk.UpdateUserProfileRequest{Name: f.unique("Name ")} },
 			want: azWant{200, 200, 200, 200, 401}},

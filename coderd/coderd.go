@@ -270,6 +270,8 @@ func (api *API) routes() *gin.Engine {
 	a.GET("/users/:user", api.handle(api.user))
 	a.PUT("/users/:user/roles", api.handle(api.putUserRoles))
 	a.PUT("/users/:user/profile", api.handle(api.putUserProfile))
+	a.PUT("/users/:user/status/suspend", api.handle(api.putUserStatus(database.UserStatusSuspended)))
+	a.PUT("/users/:user/status/activate", api.handle(api.putUserStatus(database.UserStatusActive)))
 	a.GET("/users/:user/gitsshkey", api.handle(api.gitSSHKey))
 	a.POST("/users/:user/keys/tokens", api.handle(api.postToken))
 	a.GET("/users/:user/keys/tokens", api.handle(api.tokens))

@@ -148,8 +148,10 @@ func (api *API) postLogin(c *gin.Context) error {
 	if bcrypt.CompareHashAndPassword(user.HashedPassword, []byte(req.Password)) != nil {
 		return wrong
 	}
-	if user.Status != "active" {
-		return errorf(http.StatusForbidden, "", "User %s is %s", user.Username, user.Status)
+	// Only now, with the password right, may the answer say the account
+	// is suspended.
+	if user.Status != database.UserStatusActive {
+		return errorf(http.StatusForbidden, "", "Your account is %s; ask an owner to activate it", user.Status)
 	}
 	token, key, err := api.newAPIKey(ctx, user.ID, loginTypePassword, "", api.opts.SessionDuration)
 	if err != nil {

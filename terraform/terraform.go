@@ -106,4 +106,3 @@ func binaryVersion(ctx context.Context, path string) (*version.Version, error) {
 	}
 	return version.NewVersion(strings.TrimPrefix(first[1], "v"))
 }
-

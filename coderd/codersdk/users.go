@@ -31,7 +31,7 @@ type User struct {
 	Email           string    `json:"email"`
 	CreatedAt       time.Time `json:"created_at"`
 	LastSeenAt      time.Time `json:"last_seen_at"`
-	Status          string    `json:"status"`
+	Status          string    `json:"status"` // UserStatusActive or UserStatusSuspended
 	Roles           []Role    `json:"roles"`
 	OrganizationIDs []string  `json:"organization_ids"`
 }

@@ -19,10 +19,11 @@ type User struct {
 	Name           string
 	HashedPassword []byte
 	Roles          []string
-	Status         string
-	CreatedAt      time.Time
-	UpdatedAt      time.Time
-	LastSeenAt     time.Time
+	// Status is UserStatusActive or UserStatusSuspended.
+	Status     string
+	CreatedAt  time.Time
+	UpdatedAt  time.Time
+	LastSeenAt time.Time
 }
 
 const userColumns = `id, email, username, name, hashed_password, roles, status, created_at, updated_at, last_seen_at`
@@ -100,6 +101,20 @@ func (db *DB) UpdateUserRoles(ctx context.Context, id string, roles []string) (U
 func (db *DB) UpdateUserProfile(ctx context.Context, id, username, name string) (User, error) {
 	return scanUser(db.q().QueryRow(ctx, `UPDATE users SET username = $2, name = $3, updated_at = $4 WHERE id = $1 AND NOT deleted RETURNING `+userColumns,
 		id, username, name, db.now()))
+}
+
+// User statuses: a suspended user can neither log in nor use a session or
+// token it already has.
+const (
+	UserStatusActive    = "active"
+	UserStatusSuspended = "suspended"
+)
+
+// UpdateUserStatus sets a user's status (UserStatusActive or
+// UserStatusSuspended).
+func (db *DB) UpdateUserStatus(ctx context.Context, id, status string) (User, error) {
+	return scanUser(db.q().QueryRow(ctx, `UPDATE users SET status = $2, updated_at = $3 WHERE id = $1 AND NOT deleted RETURNING `+userColumns,
+		id, status, db.now()))
 }
 
 // TouchUser records that the user was seen.

@@ -34,8 +34,9 @@ var assignableRoles = []codersdk.Role{
 	{Name: codersdk.RoleTemplateAdmin, DisplayName: "Template admin"},
 }
 
-// adminUsers lists the users and handles its two forms: create a user and
-// change a user's roles. A successful post redirects back with a notice.
+// adminUsers lists the users and handles its forms: create a user, change
+// a user's roles, suspend or activate a user. A successful post redirects
+// back with a notice.
 func (h *Handler) adminUsers(w http.ResponseWriter, r *http.Request, s session) error {
 	form := map[string]string{}
 	var bad map[string]string
@@ -95,6 +96,18 @@ func (h *Handler) postAdminUsers(r *http.Request, s session, form map[string]str
 			return "", err
 		}
 		return "Saved the roles of " + u.Username + ": " + roleList(u) + ".", nil
+	case "suspend":
+		u, err := s.client.SuspendUser(r.Context(), url.PathEscape(r.PostFormValue("user")))
+		if err != nil {
+			return "", err
+		}
+		return "Suspended " + u.Username + ": they cannot sign in, and their sessions and tokens are refused.", nil
+	case "activate":
+		u, err := s.client.ActivateUser(r.Context(), url.PathEscape(r.PostFormValue("user")))
+		if err != nil {
+			return "", err
+		}
+		return "Activated " + u.Username + ": they can sign in again.", nil
 	}
 	return "", &codersdk.Error{StatusCode: http.StatusBadRequest, Response: codersdk.Response{Message: "Unknown form action " + strconv.Quote(r.PostFormValue("action"))}}
 }

@@ -16,7 +16,7 @@ func adminAndTemplatePages(b *browser, adminEmail, adminPassword string) {
 	t.Helper()
 	const member, memberPassword = "alice", "alice-password-42"
 
-	// Users: create a member, give and take a role.
+	// Users: create a member, suspend and activate them.
 	b.do("nav has the admin links", chromedp.Navigate(b.url("/workspaces")),
 		chromedp.WaitVisible(chromedp.CSS(`nav a[href="/admin/users"]`)),
 		chromedp.WaitVisible(chromedp.CSS(`nav a[href="/admin/provisioners"]`)),
@@ -32,18 +32,18 @@ func adminAndTemplatePages(b *browser, adminEmail, adminPassword string) {
 	b.waitText("created notice", ".notice", "Created user "+member, 5*time.Second)
 	b.waitText("the member is listed", `#users tr[data-user="`+member+`"] [data-field=status]`, "active", 5*time.Second)
 	b.screenshot("admin-users")
-	roleBox := `#users tr[data-user="` + member + `"] input[value="template-admin"]`
-	saveRoles := `#users tr[data-user="` + member + `"] button[type=submit]`
-	b.do("make the member a template admin", chromedp.Click(chromedp.CSS(roleBox)), chromedp.Click(chromedp.CSS(saveRoles)),
-		chromedp.WaitVisible(chromedp.CSS(".notice")))
-	b.waitText("roles saved", ".notice", "Saved the roles of "+member+": template-admin", 5*time.Second)
-	if !get(b, "read role box", chromedp.Evaluate[bool](`document.querySelector('`+roleBox+`').checked`)) {
-		t.Errorf("after saving, %s's template-admin box is not ticked", member)
+	memberRow := `#users tr[data-user="` + member + `"]`
+	if n := get(b, "count the owner's account buttons", chromedp.Evaluate[int](`document.querySelectorAll('#users tr[data-user="admin"] button[data-action]').length`)); n != 0 {
+		t.Errorf("the owner's own row has %d suspend/activate buttons, want none", n)
 	}
-	b.do("make them a member again", chromedp.Click(chromedp.CSS(roleBox)), chromedp.Click(chromedp.CSS(saveRoles)),
-		chromedp.WaitVisible(chromedp.CSS(".notice")))
-	b.waitText("roles saved again", ".notice", "Saved the roles of "+member+": member", 5*time.Second)
-	b.waitText("the member's roles", `#users tr[data-user="`+member+`"] [data-field=roles]`, "Member", 5*time.Second)
+	b.do("suspend the member", chromedp.Click(chromedp.CSS(memberRow+` button[data-action=suspend]`)), chromedp.WaitVisible(chromedp.CSS(".notice")))
+	b.waitText("suspended notice", ".notice", "Suspended "+member, 5*time.Second)
+	b.waitText("the member is suspended", memberRow+` [data-field=status]`, "suspended", 5*time.Second)
+	b.screenshot("admin-users-suspended")
+	b.do("activate the member", chromedp.Click(chromedp.CSS(memberRow+` button[data-action=activate]`)), chromedp.WaitVisible(chromedp.CSS(".notice")))
+	b.waitText("activated notice", ".notice", "Activated "+member, 5*time.Second)
+	b.waitText("the member is active again", memberRow+` [data-field=status]`, "active", 5*time.Second)
+	b.do("the suspend button is back", chromedp.WaitVisible(chromedp.CSS(memberRow+` button[data-action=suspend]`)))
 	b.check()
 
 	// Provisioners: the deployment's built-in daemon.

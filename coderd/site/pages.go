@@ -202,12 +202,48 @@ func (h *Handler) workspace(w http.ResponseWriter, r *http.Request, s session) e
 		return err
 	}
 	h.render(w, http.StatusOK, "workspace", page{Title: ws.OwnerName + "/" + ws.Name, User: &s.user, Error: r.URL.Query().Get("error"),
-		Data: map[string]any{"W": ws, "Base": "/@" + url.PathEscape(ws.OwnerName) + "/" + url.PathEscape(ws.Name)}})
+		Data: map[string]any{"W": ws, "Base": "/@" + url.PathEscape(ws.OwnerName) + "/" + url.PathEscape(ws.Name), "Can": actionsFor(ws)}})
 	return nil
 }
 
-// postBuild starts, stops or deletes a workspace (delete needs its name
-// typed again).
+// actions says which of the workspace page's build buttons apply to the
+// workspace's state. live.js applies the same rules (buttons()) as the
+// status changes; keep the two in step.
+type actions struct {
+	Start, Stop bool
+	// ShowCancel is true while a build runs; Cancel is false once its
+	// cancellation was asked for.
+	ShowCancel, Cancel bool
+	// ShowUpdate is true when the template's active version is not the one
+	// the latest build used; Update is false while a build runs.
+	ShowUpdate, Update bool
+}
+
+func actionsFor(ws codersdk.Workspace) actions {
+	var a actions
+	switch ws.LatestBuild.Status {
+	case codersdk.WorkspaceStatusRunning:
+		a.Stop = true
+	case codersdk.WorkspaceStatusStopped:
+		a.Start = true
+	case codersdk.WorkspaceStatusFailed, codersdk.WorkspaceStatusCanceled:
+		a.Start, a.Stop = true, true
+	case codersdk.WorkspaceStatusPending, codersdk.WorkspaceStatusStarting, codersdk.WorkspaceStatusStopping, codersdk.WorkspaceStatusDeleting:
+		a.ShowCancel, a.Cancel = true, true
+	case codersdk.WorkspaceStatusCanceling:
+		a.ShowCancel = true
+	}
+	if ws.Outdated && ws.LatestBuild.Status != codersdk.WorkspaceStatusDeleted {
+		a.ShowUpdate, a.Update = true, !a.ShowCancel
+	}
+	return a
+}
+
+// postBuild starts, stops, updates or deletes a workspace (delete needs its
+// name typed again), or cancels its running build. Update is `coder update`
+// without prompts: a start build on the template's active version, the API
+// carrying the latest build's parameter values over (it refuses, in words,
+// when the new version needs a value the old one had no parameter for).
 func (h *Handler) postBuild(w http.ResponseWriter, r *http.Request, s session) error {
 	if r.Method != http.MethodPost {
 		http.Error(w, "POST only", http.StatusMethodNotAllowed)
@@ -224,7 +260,17 @@ func (h *Handler) postBuild(w http.ResponseWriter, r *http.Request, s session) e
 		http.Redirect(w, r, base+"?error="+url.QueryEscape("Type the workspace's name ("+ws.Name+") to confirm deleting it."), http.StatusSeeOther)
 		return nil
 	}
-	if _, err := s.client.CreateWorkspaceBuild(r.Context(), ws.ID, codersdk.CreateWorkspaceBuildRequest{Transition: tr}); err != nil {
+	req := codersdk.CreateWorkspaceBuildRequest{Transition: tr}
+	switch r.FormValue("transition") {
+	case "cancel":
+		err = s.client.CancelWorkspaceBuild(r.Context(), ws.LatestBuild.ID)
+	case "update":
+		req = codersdk.CreateWorkspaceBuildRequest{Transition: codersdk.WorkspaceTransitionStart, TemplateVersionID: ws.TemplateActiveVersionID}
+		fallthrough
+	default:
+		_, err = s.client.CreateWorkspaceBuild(r.Context(), ws.ID, req)
+	}
+	if err != nil {
 		http.Redirect(w, r, base+"?error="+url.QueryEscape(apiMessage(err)), http.StatusSeeOther)
 		return nil
 	}

@@ -314,11 +314,12 @@ func TestBrowserDashboard(t *testing.T) {
 	b.screenshot("templates")
 	adminAndTemplatePages(b, email, password)
 
-	// Create a workspace whose startup script serves a page on a port.
+	// Create a workspace whose startup script says something and serves a
+	// page on a port.
 	port := freePort(t)
 	base := t.TempDir()
 	home := filepath.Join(base, "admin", "dev")
-	script := fmt.Sprintf(`mkdir -p "$WORKSPACE_HOME/www" && echo dev-url-ok > "$WORKSPACE_HOME/www/index.html" && `+
+	script := fmt.Sprintf(`echo startup-says-hello && mkdir -p "$WORKSPACE_HOME/www" && echo dev-url-ok > "$WORKSPACE_HOME/www/index.html" && `+
 		`(busybox httpd -f -p 127.0.0.1:%d -h "$WORKSPACE_HOME/www" >/dev/null 2>&1 & echo $! > "$WORKSPACE_HOME/httpd.pid")`, port)
 	t.Cleanup(func() {
 		// Neither the agent nor the web server may outlive the test.
@@ -350,6 +351,7 @@ func TestBrowserDashboard(t *testing.T) {
 	b.waitText("build log streams", "#build-log", "Apply complete", 30*time.Second)
 	portLink := fmt.Sprintf(`#workspace a[href="/@admin/dev/ports/%d/"]`, port)
 	b.waitText("listening port appears", "#workspace [data-field=agents]", strconv.Itoa(port), 90*time.Second)
+	workspaceLiveParts(b)
 	b.screenshot("workspace")
 	b.check()
 
@@ -405,6 +407,7 @@ func TestBrowserDashboard(t *testing.T) {
 	b.do("open workspace", chromedp.Navigate(b.url("/@admin/dev")), chromedp.WaitVisible(chromedp.CSS("#stop")))
 	b.do("stop", chromedp.Click(chromedp.CSS("#stop")), chromedp.WaitVisible(chromedp.CSS("#workspace")))
 	b.waitText("workspace stops", "#workspace [data-field=status]", "stopped", 2*time.Minute)
+	b.waitButtons("stopped: only Start", map[string]bool{"start": true, "stop": false, "cancel": false, "update": false}, 10*time.Second)
 	b.do("delete without confirmation",
 		chromedp.Click(chromedp.CSS("#workspace details summary")),
 		chromedp.Click(chromedp.CSS("#delete")))

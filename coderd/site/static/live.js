@@ -19,14 +19,14 @@
     if (!res.ok) { const b = await res.json().catch(() => ({})); throw new Error(b.message || res.statusText); }
     return res.json();
   }
-  function loop(fn) {
+  function loop(fn, first = POLL_MS) {
     // fn returns false to stop polling (a deleted workspace).
     const tick = async () => {
       let again = true;
       try { again = (await fn()) !== false; } catch (e) { /* the next poll retries */ }
       if (again) setTimeout(tick, POLL_MS);
     };
-    setTimeout(tick, POLL_MS);
+    setTimeout(tick, first);
   }
 
   const list = document.querySelector("[data-live=workspaces]");
@@ -98,6 +98,11 @@
           card.append(q);
         };
         links("Apps", (a.apps || []).map((x) => [x.display_name || x.slug, `${base}/apps/${encodeURIComponent(x.slug)}/`]));
+        if ((a.metadata || []).length) card.append(facts(a.metadata.map((m) => {
+          const dd = el("dd", m.result.error ? "" : m.result.value, { "data-metadata-key": m.description.key });
+          if (m.result.error) dd.append(el("span", m.result.error, { class: "error-text" }));
+          return [m.description.display_name || m.description.key, dd];
+        }), "facts metadata"));
         links("Listening ports", (a.listening_ports || []).map((x) => [String(x.port), `${base}/ports/${x.port}/`]));
         frag.append(card);
       }
@@ -105,8 +110,67 @@
     if (!frag.childNodes.length) frag.append(el("p", "No agents (the workspace is not running)."));
     box.replaceChildren(frag);
   }
-  follow(page.dataset.buildId);
-  loop(async () => {
+  // facts is a <dl> of [term, text or <dd>] pairs.
+  function facts(pairs, cls) {
+    const dl = el("dl", "", { class: cls || "facts" });
+    for (const [k, v] of pairs) dl.append(el("dt", k), typeof v === "string" ? el("dd", v) : v);
+    return dl;
+  }
+  function renderResources(w) {
+    const frag = document.createDocumentFragment();
+    for (const r of w.latest_build.resources || []) {
+      if (r.hide) continue;
+      const card = el("div", "", { class: "card resource" });
+      card.append(el("h3", r.type + "." + r.name));
+      if ((r.metadata || []).length) card.append(facts(r.metadata.map((m) => [m.key, m.sensitive ? "sensitive" : m.value])));
+      frag.append(card);
+    }
+    if (!(w.latest_build.resources || []).length) frag.append(el("p", "No resources."));
+    page.querySelector("[data-field=resources]").replaceChildren(frag);
+  }
+  // buttons enables the build buttons that fit the status: the rules of
+  // actionsFor in pages.go.
+  function buttons(w) {
+    const s = w.latest_build.status;
+    const busy = ["pending", "starting", "stopping", "deleting", "canceling"].includes(s);
+    const set = (id, show, enable) => {
+      const b = document.getElementById(id);
+      b.closest("form").hidden = !show;
+      b.disabled = !enable;
+    };
+    set("start", true, ["stopped", "failed", "canceled"].includes(s));
+    set("stop", true, ["running", "failed", "canceled"].includes(s));
+    set("cancel", busy, busy && s !== "canceling");
+    set("update", w.outdated && s !== "deleted", !busy);
+  }
+  // Agent logs (startup script and coder_script output): polled per agent
+  // from the line after the last one shown.
+  const agentLogs = page.querySelector("[data-field=agent-logs]");
+  const logAfter = {};
+  async function pollAgentLogs(w) {
+    const agents = (w.latest_build.resources || []).flatMap((r) => r.agents || []);
+    const ids = agents.map((a) => a.id);
+    for (const box of agentLogs.querySelectorAll("[data-agent-id]")) {
+      if (!ids.includes(box.dataset.agentId)) box.remove(); // an earlier build's agent
+    }
+    for (const a of agents) {
+      let pre = agentLogs.querySelector(`[data-agent-id="${a.id}"] pre`);
+      if (!pre) {
+        logAfter[a.id] = 0;
+        pre = el("pre", "", { class: "log", tabindex: "0", "aria-label": "Logs of agent " + a.name });
+        const box = el("div", "", { "data-agent-id": a.id });
+        box.append(el("h3", a.name), pre);
+        agentLogs.append(box);
+      }
+      const lines = await api(`/api/v2/workspaceagents/${a.id}/logs?after=${logAfter[a.id]}`);
+      if (!lines.length) continue;
+      const atEnd = pre.scrollTop + pre.clientHeight >= pre.scrollHeight - 4;
+      pre.append(lines.map((l) => (l.source ? "[" + l.source + "] " : "") + l.output + "\n").join(""));
+      logAfter[a.id] = lines[lines.length - 1].id;
+      if (atEnd) pre.scrollTop = pre.scrollHeight;
+    }
+  }
+  async function refresh() {
     let w;
     try {
       w = await api(`/api/v2/workspaces/${page.dataset.workspaceId}`);
@@ -115,9 +179,14 @@
       return false;
     }
     setStatus(page.querySelector("[data-field=status]"), w.latest_build.status);
-    if (w.latest_build.status === "deleted") { renderAgents(w); return false; }
-    page.querySelector("[data-field=build]").textContent = w.latest_build.build_number;
+    buttons(w);
     renderAgents(w);
+    renderResources(w);
+    if (w.latest_build.status === "deleted") return false;
+    page.querySelector("[data-field=build]").textContent = w.latest_build.build_number;
     if (w.latest_build.id !== following) follow(w.latest_build.id);
-  });
+    await pollAgentLogs(w);
+  }
+  follow(page.dataset.buildId);
+  loop(refresh, 0);
 })();
