@@ -444,8 +444,9 @@ func TestBrowserSessionExpired(t *testing.T) {
 	b.waitText("expiry message", ".notice", "Your session ended", 5*time.Second)
 	b.do("sign in", chromedp.SendKeys(chromedp.CSS("#email"), "admin"),
 		chromedp.SendKeys(chromedp.CSS("#password"), coderdtest.FirstUserPassword),
-		chromedp.Click(chromedp.CSS(`form[action="/login"] button[type=submit]`)),
-		chromedp.WaitVisible(chromedp.CSS(`main h1`)))
+		chromedp.Click(chromedp.CSS(`form[action="/login"] button[type=submit]`)))
+	// The login page has a main h1 too: wait for the templates page's.
+	b.waitText("back at templates", "main h1", "Templates", 10*time.Second)
 	if loc := b.location(); !strings.HasSuffix(loc, "/templates") {
 		t.Errorf("after signing in: at %s, want back at /templates", loc)
 	}
