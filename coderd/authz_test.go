@@ -414,6 +414,8 @@ func azTable() []azCase {
 		// The audit log.
 		{name: "audit/list", method: "GET", path: azStatic("/api/v2/audit"), want: azOwnerOnly},
 		{name: "audit/list-filtered", method: "GET", path: azStatic("/api/v2/audit?q=action:login&limit=5"), want: azOwnerOnly},
+		// The replicas serving the deployment.
+		{name: "replicas/list", method: "GET", path: azStatic("/api/v2/replicas"), want: azOwnerOnly},
 	}
 	var rows []azCase
 	for _, e := range endpoints {

@@ -28,6 +28,7 @@ import (
 
 	"airgapcoder/coderd/codersdk"
 	"airgapcoder/coderd/database"
+	"airgapcoder/coderd/replicasync"
 	"airgapcoder/coderd/updatecheck"
 	"airgapcoder/internal/templatetar"
 )
@@ -89,6 +90,9 @@ type Options struct {
 	// connection (default 15s): a dead connection is noticed within about
 	// twice this.
 	AgentKeepAliveInterval time.Duration
+	// Replicas is this replica's registration among the deployment's
+	// replicas (nil in tests that run one API without one).
+	Replicas *replicasync.Manager
 	// RateLimits bound logins and API requests, in this replica's memory
 	// (ratelimit.go); the zero value means the defaults.
 	RateLimits RateLimits
@@ -287,6 +291,7 @@ func (api *API) routes() *gin.Engine {
 	a.GET("/organizations/:org/templates/:name", api.handle(api.templateByName))
 	a.GET("/organizations/:org/provisionerdaemons", api.handle(api.provisionerDaemons))
 	a.GET("/provisionerdaemons", api.handle(api.provisionerDaemons))
+	a.GET("/replicas", api.handle(api.replicas))
 
 	a.POST("/files", api.handle(api.postFile))
 	a.GET("/files/:file", api.handle(api.file))

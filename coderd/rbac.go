@@ -24,6 +24,7 @@ const (
 	resOrganization    resource = "organization"
 	resDeploymentStats resource = "deployment_stats"
 	resAuditLog        resource = "audit_log"
+	resReplica         resource = "replica"
 )
 
 type action string
@@ -52,6 +53,7 @@ var policy = map[resource]map[action][]string{
 	resOrganization:    {actRead: allRoles},
 	resDeploymentStats: {actRead: ownerOnly},
 	resAuditLog:        {actRead: ownerOnly},
+	resReplica:         {actRead: ownerOnly},
 }
 
 // selfActions are what every user may do on objects they own.

@@ -40,6 +40,7 @@ import (
 	"time"
 
 	"airgapcoder/coderd"
+	"airgapcoder/internal/buildinfo"
 	"airgapcoder/postgres"
 	"airgapcoder/terraform"
 )
@@ -108,13 +109,18 @@ type Config struct {
 	// (the appliance's; see package auditjournal). Empty means none.
 	AuditJournal string
 
-	// Version is reported by /api/v2/buildinfo and by the daemons.
+	// Version is reported by /api/v2/buildinfo and by the daemons, and
+	// compared with the other replicas' (default buildinfo.Version).
 	Version string
 	// Logger receives every part's logs (default slog.Default()).
 	Logger *slog.Logger
 	// ShutdownTimeout bounds the graceful shutdown of the HTTP servers
 	// (default 30s).
 	ShutdownTimeout time.Duration
+	// ReplicaHeartbeatInterval is how often this replica says it is alive
+	// in the database (default replicasync.DefaultInterval); one silent
+	// for three intervals drops out of GET /api/v2/replicas.
+	ReplicaHeartbeatInterval time.Duration
 }
 
 // ProvisionerConfig is what built-in provisioner daemons run with.
@@ -195,6 +201,9 @@ func New(cfg Config) (*Server, error) {
 	}
 	if cfg.ShutdownTimeout <= 0 {
 		cfg.ShutdownTimeout = 30 * time.Second
+	}
+	if cfg.Version == "" {
+		cfg.Version = buildinfo.Version()
 	}
 	if cfg.ProvisionerDaemons < 0 {
 		return nil, fmt.Errorf("--provisioner-daemons must be 0 or more, got %d", cfg.ProvisionerDaemons)

@@ -9,9 +9,12 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"os"
 	"strconv"
 	"strings"
 	"time"
+
+	"airgapcoder/coderd/replicasync"
 )
 
 // listen opens the plain HTTP and the HTTPS listener (whichever are on)
@@ -80,6 +83,31 @@ func (st *startup) resolveAccessURL(context.Context) error {
 	s.accessURL = u
 	s.mu.Unlock()
 	st.accessURL = u
+	return nil
+}
+
+// registerReplica lists this server among the deployment's replicas, with
+// its own listener (not the access URL, which may be a load balancer) as
+// the address other replicas reach it at. It fails when replicas of
+// another version serve the deployment.
+func (st *startup) registerReplica(ctx context.Context) error {
+	ln, scheme := st.httpLn, "http://"
+	if st.tlsLn != nil {
+		ln, scheme = st.tlsLn, "https://"
+	}
+	hostname, err := os.Hostname()
+	if err != nil {
+		return fmt.Errorf("hostname: %w", err)
+	}
+	m, err := replicasync.New(ctx, st.db, st.pubsub, replicasync.Options{
+		Hostname: hostname, RelayAddress: scheme + advertisedAddr(ln.Addr(), st.s.cfg.AdvertiseHost),
+		Version: st.s.cfg.Version, Interval: st.s.cfg.ReplicaHeartbeatInterval, Logger: st.log.With("component", "replicas"),
+	})
+	if err != nil {
+		return err
+	}
+	st.replicas = m
+	st.stop.goRun(ctx, "replica heartbeat", m.Run)
 	return nil
 }
 

@@ -17,6 +17,7 @@ import (
 
 	"airgapcoder/coderd"
 	"airgapcoder/coderd/database"
+	"airgapcoder/coderd/replicasync"
 	"airgapcoder/coderd/updatecheck"
 )
 
@@ -47,6 +48,7 @@ type startup struct {
 	outbound      *http.Client
 	checker       *updatecheck.Checker
 	builtinKey    string
+	replicas      *replicasync.Manager
 	api           *coderd.API
 	handler       http.Handler
 }
@@ -65,6 +67,7 @@ func (st *startup) steps() []step {
 		{"listen for database notifications", st.startPubsub},
 		{"open listeners", st.listen},
 		{"resolve access URL", st.resolveAccessURL},
+		{"register replica", st.registerReplica},
 		{"start update check", st.startUpdateCheck},
 		{"create API", st.startAPI},
 		{"start telemetry", st.startTelemetry},
@@ -146,7 +149,7 @@ func (st *startup) startAPI(ctx context.Context) error {
 		ProvisionerPSK: cfg.ProvisionerPSK, BuiltinProvisionerKey: st.builtinKey, JobHeartbeatTimeout: cfg.JobHeartbeatTimeout,
 		Telemetry: cfg.Telemetry, UpdateCheck: cfg.UpdateCheck, UpdateChecker: st.checker, Registerer: st.registry,
 		AuditRetention: cfg.AuditRetention, AuditJournal: cfg.AuditJournal,
-		AgentBinariesDir: cfg.AgentBinariesDir, HealthChecks: cfg.HealthChecks, OnFirstUser: cfg.OnFirstUser, RateLimits: cfg.RateLimits,
+		AgentBinariesDir: cfg.AgentBinariesDir, Replicas: st.replicas, HealthChecks: cfg.HealthChecks, OnFirstUser: cfg.OnFirstUser, RateLimits: cfg.RateLimits,
 	})
 	if err != nil {
 		return err

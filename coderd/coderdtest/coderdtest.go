@@ -30,6 +30,7 @@ import (
 	"airgapcoder/coderd"
 	"airgapcoder/coderd/codersdk"
 	"airgapcoder/coderd/database"
+	"airgapcoder/coderd/replicasync"
 	"airgapcoder/postgres"
 )
 
@@ -182,7 +183,7 @@ func New(t testing.TB, opts Options) *Deployment {
 	if err := db.Migrate(ctx, log); err != nil {
 		t.Fatal(err)
 	}
-	ps := database.NewPubsub(dbURL, log, database.ChannelJobPosted, database.ChannelJobUpdated)
+	ps := database.NewPubsub(dbURL, log, database.Channels...)
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() { defer wg.Done(); _ = ps.Run(ctx) }()
@@ -212,8 +213,16 @@ func New(t testing.TB, opts Options) *Deployment {
 	if limits.API == 0 {
 		limits.API = -1
 	}
+	replicas, err := replicasync.New(ctx, db, ps, replicasync.Options{
+		Hostname: "coderdtest", RelayAddress: u.String(), Version: "v0.0.0-test", Logger: log,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wg.Add(1)
+	go func() { defer wg.Done(); _ = replicas.Run(ctx) }()
 	api, err := coderd.New(ctx, coderd.Options{
-		DB: db, Pubsub: ps, Logger: log, AccessURL: u, Version: "v0.0.0-test",
+		DB: db, Pubsub: ps, Logger: log, AccessURL: u, Version: "v0.0.0-test", Replicas: replicas,
 		ProvisionerPSK: opts.ProvisionerPSK, JobHeartbeatTimeout: opts.JobHeartbeatTimeout, AgentBinariesDir: opts.AgentBinariesDir,
 		AgentHeartbeatInterval: opts.AgentHeartbeatInterval, AgentKeepAliveInterval: opts.AgentKeepAliveInterval,
 		RateLimits: limits, OnFirstUser: opts.OnFirstUser, Now: opts.Now,

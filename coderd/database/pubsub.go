@@ -30,6 +30,10 @@ type Pubsub struct {
 	ready     chan struct{}
 }
 
+// Channels are every notification channel coderd uses; a replica's
+// Pubsub listens on all of them.
+var Channels = []string{ChannelJobPosted, ChannelJobUpdated, ChannelReplicas}
+
 // NewPubsub returns a Pubsub for the given channels. Call Run to connect.
 func NewPubsub(url string, log *slog.Logger, channels ...string) *Pubsub {
 	return &Pubsub{url: url, channels: channels, log: log, subs: map[string]map[int]func(string){}, ready: make(chan struct{})}

@@ -1,0 +1,74 @@
+package database
+
+import (
+	"context"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// ChannelReplicas carries a replica's id when it joins or leaves, so that
+// the other replicas look again at once instead of at their next
+// heartbeat.
+const ChannelReplicas = "coder_replicas"
+
+// Replica is one coderd process serving this deployment.
+type Replica struct {
+	ID           string
+	Hostname     string
+	RelayAddress string
+	Version      string
+	StartedAt    time.Time
+	// UpdatedAt is the last heartbeat, on the database's clock.
+	UpdatedAt time.Time
+}
+
+const replicaColumns = `id, hostname, relay_address, version, started_at, updated_at`
+
+func scanReplica(row pgx.Row) (Replica, error) {
+	var r Replica
+	err := row.Scan(&r.ID, &r.Hostname, &r.RelayAddress, &r.Version, &r.StartedAt, &r.UpdatedAt)
+	return r, mapErr(err)
+}
+
+// UpsertReplica records a replica's heartbeat: it inserts the row the first
+// time (started_at = now) and refreshes updated_at and the replica's
+// details after that. Times are the database's.
+func (db *DB) UpsertReplica(ctx context.Context, r Replica) (Replica, error) {
+	return scanReplica(db.q().QueryRow(ctx, `INSERT INTO replicas (`+replicaColumns+`)
+		VALUES ($1, $2, $3, $4, now(), now())
+		ON CONFLICT (id) DO UPDATE SET hostname = excluded.hostname, relay_address = excluded.relay_address,
+			version = excluded.version, updated_at = now()
+		RETURNING `+replicaColumns, r.ID, r.Hostname, r.RelayAddress, r.Version))
+}
+
+// LiveReplicas lists the replicas whose last heartbeat is at most maxAge
+// old, oldest first.
+func (db *DB) LiveReplicas(ctx context.Context, maxAge time.Duration) ([]Replica, error) {
+	rows, err := db.q().Query(ctx, `SELECT `+replicaColumns+` FROM replicas
+		WHERE updated_at > now() - make_interval(secs => $1) ORDER BY started_at, id`, maxAge.Seconds())
+	if err != nil {
+		return nil, err
+	}
+	return collect(rows, scanReplica)
+}
+
+// DeleteReplica removes a replica's row (its clean shutdown).
+func (db *DB) DeleteReplica(ctx context.Context, id string) error {
+	_, err := db.q().Exec(ctx, `DELETE FROM replicas WHERE id = $1`, id)
+	return err
+}
+
+// DeleteReplicasOlderThan removes the rows of replicas whose last heartbeat
+// is older than maxAge and reports how many it removed.
+func (db *DB) DeleteReplicasOlderThan(ctx context.Context, maxAge time.Duration) (int64, error) {
+	tag, err := db.q().Exec(ctx, `DELETE FROM replicas WHERE updated_at < now() - make_interval(secs => $1)`, maxAge.Seconds())
+	return tag.RowsAffected(), err
+}
+
+// NotifyReplicas tells every replica's subscribers on ChannelReplicas that
+// replica id joined or left.
+func (db *DB) NotifyReplicas(ctx context.Context, id string) error {
+	_, err := db.q().Exec(ctx, `SELECT pg_notify($1, $2)`, ChannelReplicas, id)
+	return err
+}

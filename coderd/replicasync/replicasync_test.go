@@ -1,0 +1,237 @@
+package replicasync_test
+
+import (
+	"context"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"airgapcoder/coderd/coderdtest"
+	"airgapcoder/coderd/database"
+	"airgapcoder/coderd/replicasync"
+	"airgapcoder/internal/syncbuf"
+)
+
+const interval = 200 * time.Millisecond
+
+// deployment is one test database with its pubsub, as replicas share it.
+type deployment struct {
+	t  *testing.T
+	db *database.DB
+	ps *database.Pubsub
+}
+
+func newDeployment(t *testing.T) *deployment {
+	t.Helper()
+	url := coderdtest.NewDatabase(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	db, err := database.Open(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Migrate(ctx, slog.New(slog.DiscardHandler)); err != nil {
+		t.Fatal(err)
+	}
+	ps := database.NewPubsub(url, slog.New(slog.DiscardHandler), database.Channels...)
+	done := make(chan struct{})
+	go func() { defer close(done); _ = ps.Run(ctx) }()
+	<-ps.Ready()
+	t.Cleanup(func() { cancel(); <-done; db.Close() })
+	return &deployment{t: t, db: db, ps: ps}
+}
+
+// replica is one running Manager; stop ends its Run (a clean shutdown).
+type replica struct {
+	*replicasync.Manager
+	log  *syncbuf.Buffer
+	stop func()
+}
+
+// start registers a replica and runs its heartbeat until stop or the end
+// of the test.
+func (d *deployment) start(host, version string) *replica {
+	d.t.Helper()
+	r, err := d.register(host, version)
+	if err != nil {
+		d.t.Fatal(err)
+	}
+	return r
+}
+
+func (d *deployment) register(host, version string) (*replica, error) {
+	log := &syncbuf.Buffer{}
+	m, err := replicasync.New(context.Background(), d.db, d.ps, replicasync.Options{
+		Hostname: host, RelayAddress: "https://" + host + ":3443", Version: version, Interval: interval,
+		Logger: slog.New(slog.NewTextHandler(log, nil)),
+	})
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = m.Run(ctx) }()
+	var once sync.Once
+	stop := func() { once.Do(func() { cancel(); <-done }) }
+	d.t.Cleanup(stop)
+	return &replica{Manager: m, log: log, stop: stop}, nil
+}
+
+func hosts(rs []database.Replica) string {
+	var out []string
+	for _, r := range rs {
+		out = append(out, r.Hostname)
+	}
+	return strings.Join(out, ",")
+}
+
+// eventually waits until cond holds, for at most within.
+func eventually(t *testing.T, what string, within time.Duration, cond func() (bool, string)) time.Duration {
+	t.Helper()
+	start := time.Now()
+	for {
+		ok, got := cond()
+		if ok {
+			return time.Since(start)
+		}
+		if time.Since(start) > within {
+			t.Fatalf("%s: not within %s (last: %s)", what, within, got)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func TestReplicasSeeEachOther(t *testing.T) {
+	t.Parallel()
+	d := newDeployment(t)
+	a := d.start("host-a", "v1")
+	b := d.start("host-b", "v1")
+	c := d.start("host-c", "v1")
+	for _, r := range []*replica{a, b, c} {
+		eventually(t, r.Self().Hostname+" sees three replicas", 2*time.Second, func() (bool, string) {
+			got := hosts(r.All())
+			return got == "host-a,host-b,host-c", got
+		})
+	}
+	if a.Self().StartedAt.IsZero() || a.Self().RelayAddress != "https://host-a:3443" {
+		t.Errorf("self: %+v", a.Self())
+	}
+	if !strings.Contains(a.log.String(), "replica joined") || !strings.Contains(a.log.String(), "host-c") {
+		t.Errorf("a did not log host-c joining:\n%s", a.log)
+	}
+
+	// A clean shutdown announces itself: the others drop it well before
+	// its heartbeat would have aged out.
+	b.stop()
+	took := eventually(t, "a drops b after b left", 2*time.Second, func() (bool, string) {
+		got := hosts(a.All())
+		return got == "host-a,host-c", got
+	})
+	if took >= a.MaxAge() {
+		t.Errorf("b's leaving took %s to reach a, as long as a heartbeat ageing out (%s): the announcement did not arrive", took, a.MaxAge())
+	}
+	if !strings.Contains(a.log.String(), "replica left") {
+		t.Errorf("a did not log b leaving:\n%s", a.log)
+	}
+	live, err := d.db.LiveReplicas(context.Background(), a.MaxAge())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := hosts(live); got != "host-a,host-c" {
+		t.Errorf("database after b left: %s", got)
+	}
+}
+
+// A replica that dies (no clean shutdown, like kill -9) drops out once its
+// heartbeat is MaxAge old.
+func TestDeadReplicaAgesOut(t *testing.T) {
+	t.Parallel()
+	d := newDeployment(t)
+	a := d.start("host-a", "v1")
+	// host-dead heartbeats once, at registration, and never again.
+	if _, err := replicasync.New(context.Background(), d.db, d.ps, replicasync.Options{
+		Hostname: "host-dead", RelayAddress: "https://host-dead:3443", Version: "v1", Interval: interval,
+	}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "a sees host-dead", 2*time.Second, func() (bool, string) {
+		got := hosts(a.All())
+		return got == "host-a,host-dead", got
+	})
+	took := eventually(t, "host-dead ages out", 3*a.MaxAge(), func() (bool, string) {
+		got := hosts(a.All())
+		return got == "host-a", got
+	})
+	t.Logf("dead replica dropped %s after the test saw it", took)
+}
+
+func TestMixedVersionsRefused(t *testing.T) {
+	t.Parallel()
+	d := newDeployment(t)
+	old := d.start("host-old", "v1")
+	start := time.Now()
+	_, err := d.register("host-new", "v2")
+	if err == nil {
+		t.Fatal("a v2 replica started beside a live v1 replica")
+	}
+	for _, want := range []string{"host-old", "version v1", "this replica is version v2", "stop or upgrade them first"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not say %q", err, want)
+		}
+	}
+	if waited := time.Since(start); waited < old.MaxAge() {
+		t.Errorf("refused after %s: it should wait out a heartbeat's MaxAge (%s) for replicas that just died", waited, old.MaxAge())
+	}
+	if got := hosts(old.All()); got != "host-old" {
+		t.Errorf("the refused replica is listed: %s", got)
+	}
+
+	// Once the old replica is gone, the new version starts.
+	old.stop()
+	n, err := d.register("host-new", "v2")
+	if err != nil {
+		t.Fatalf("after the v1 replica stopped: %v", err)
+	}
+	if got := hosts(n.All()); got != "host-new" {
+		t.Errorf("replicas: %s", got)
+	}
+}
+
+// A replica killed just before an upgrade leaves a fresh row behind: the new
+// version waits for it to age out instead of refusing.
+func TestUpgradeAfterCrashWaits(t *testing.T) {
+	t.Parallel()
+	d := newDeployment(t)
+	if _, err := replicasync.New(context.Background(), d.db, d.ps, replicasync.Options{
+		Hostname: "host-crashed", RelayAddress: "https://host-crashed:3443", Version: "v1", Interval: interval,
+	}); err != nil {
+		t.Fatal(err)
+	}
+	n, err := d.register("host-new", "v2")
+	if err != nil {
+		t.Fatalf("v2 beside a v1 replica that stopped heartbeating: %v", err)
+	}
+	if !strings.Contains(n.log.String(), "waiting for replicas of another version to stop") {
+		t.Errorf("the new replica did not say what it waited for:\n%s", n.log)
+	}
+	if got := hosts(n.All()); got != "host-new" {
+		t.Errorf("replicas: %s", got)
+	}
+}
+
+func TestOptionsRequired(t *testing.T) {
+	t.Parallel()
+	d := newDeployment(t)
+	for i, opts := range []replicasync.Options{
+		{RelayAddress: "x", Version: "v1"},
+		{Hostname: "x", Version: "v1"},
+		{Hostname: "x", RelayAddress: "x"},
+	} {
+		if _, err := replicasync.New(context.Background(), d.db, d.ps, opts); err == nil {
+			t.Errorf("case %d: %+v accepted", i, opts)
+		} else if !strings.Contains(err.Error(), "required") {
+			t.Errorf("case %d: %v", i, err)
+		}
+	}
+}
