@@ -101,7 +101,7 @@ type Agent struct {
 	logs      *logSender
 }
 
-// scriptKillGrace is how long a script being stopped has between SIGHUP
+// scriptKillGrace is how long a script being stopped has between SIGTERM
 // and SIGKILL.
 const scriptKillGrace = 5 * time.Second
 

@@ -42,8 +42,10 @@ import (
 // else coder-script-<LogSourceID>.log there. The script leads a process
 // group of its own; what it leaves running in the background after it exits
 // keeps running and logging. A script that runs past its timeout, or is
-// still running when the agent stops, gets SIGHUP on its whole group and
-// SIGKILL after a grace period.
+// still running when the agent stops, gets SIGTERM on its whole group and
+// SIGKILL after a grace period. (Not SIGHUP: an agent started under nohup
+// passes on an ignored SIGHUP to its scripts, which then never stop before
+// the grace ends.)
 
 // errScriptTimeout marks a script stopped because it ran past its timeout.
 var errScriptTimeout = errors.New("script timed out")
@@ -70,7 +72,7 @@ type scriptRunnerConfig struct {
 	// startTimeout stops RunOnStart scripts that have no timeout of their
 	// own (zero: none).
 	startTimeout time.Duration
-	// killGrace is how long a stopped script has between SIGHUP and
+	// killGrace is how long a stopped script has between SIGTERM and
 	// SIGKILL.
 	killGrace time.Duration
 }
@@ -297,10 +299,10 @@ func (r *scriptRunner) startScript(s codersdk.AgentScript, out *scriptLog) (_ *e
 	return cmd, done, nil
 }
 
-// stopGroup sends SIGHUP to the group p leads, waits for p for the grace
+// stopGroup sends SIGTERM to the group p leads, waits for p for the grace
 // period, then kills what is left of the group.
 func (r *scriptRunner) stopGroup(p *os.Process, waited <-chan error) {
-	_ = signalGroup(p, syscall.SIGHUP)
+	_ = signalGroup(p, syscall.SIGTERM)
 	t := time.NewTimer(r.cfg.killGrace)
 	defer t.Stop()
 	select {

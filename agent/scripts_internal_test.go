@@ -182,7 +182,9 @@ func TestScriptRunnerFailureAndTimeout(t *testing.T) {
 	r, out, dir := testRunner(t,
 		codersdk.AgentScript{LogSourceID: "fails", DisplayName: "Fails", RunOnStart: true, Script: "echo failing; exit 3"},
 		codersdk.AgentScript{LogSourceID: "slow", DisplayName: "Slow", RunOnStart: true, TimeoutSeconds: 1,
-			Script: "sleep 60 & echo $! > child.pid; echo started; wait"},
+			// An ignored SIGHUP, as under nohup, must not keep it running
+			// until the grace ends.
+			Script: "trap '' HUP; sleep 60 & echo $! > child.pid; echo started; wait"},
 	)
 	began := time.Now()
 	err := r.start(context.Background())
