@@ -374,7 +374,7 @@ func (a *Agent) yamuxConfig() *yamux.Config {
 	cfg.Logger = yamuxLogger{a.log}
 	cfg.KeepAliveInterval = a.opts.KeepAliveInterval
 	cfg.ConnectionWriteTimeout = a.opts.KeepAliveInterval
-	cfg.MaxStreamWindowSize = 1 << 20
+	cfg.MaxStreamWindowSize = 8 << 20
 	cfg.StreamCloseTimeout = 30 * time.Second
 	return cfg
 }
@@ -388,7 +388,7 @@ func (a *Agent) serveConnection(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	mux, err := yamux.Server(conn, a.yamuxConfig())
+	mux, err := yamux.Server(codersdk.CoalescedYamuxConn(conn), a.yamuxConfig())
 	if err != nil {
 		_ = conn.Close()
 		return fmt.Errorf("start relay session: %w", err)

@@ -12,6 +12,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/http/httputil"
 	"net/url"
 	"slices"
 	"strconv"
@@ -602,4 +603,137 @@ func TestAgentReconnects(t *testing.T) {
 func freePort(t testing.TB) int {
 	t.Helper()
 	return testport.Port(t)
+}
+
+// upgradeProxy is a reverse proxy in front of coderd that records the
+// Upgrade header of every request and, when websocketOnly, refuses other
+// upgrades as some proxies and load balancers do.
+func upgradeProxy(t *testing.T, target *url.URL, websocketOnly bool) (*url.URL, func() []string) {
+	t.Helper()
+	var mu sync.Mutex
+	var seen []string
+	rp := &httputil.ReverseProxy{Rewrite: func(r *httputil.ProxyRequest) { r.SetURL(target) }}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		up := r.Header.Get("Upgrade")
+		if up != "" {
+			mu.Lock()
+			seen = append(seen, up)
+			mu.Unlock()
+		}
+		if websocketOnly && up != "" && !strings.EqualFold(up, "websocket") {
+			http.Error(w, "this proxy passes only WebSocket upgrades", http.StatusBadRequest)
+			return
+		}
+		rp.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	u, _ := url.Parse(srv.URL)
+	return u, func() []string {
+		mu.Lock()
+		defer mu.Unlock()
+		return append([]string(nil), seen...)
+	}
+}
+
+// echoServer echoes every connection's bytes back.
+func echoServer(t *testing.T) uint16 {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() { defer c.Close(); _, _ = io.Copy(c, c) }()
+		}
+	}()
+	return uint16(ln.Addr().(*net.TCPAddr).Port)
+}
+
+// TestRelayTransports checks how clients reach the relay: a raw upgraded
+// connection by default, a WebSocket when a proxy refuses other upgrades,
+// coderd's own refusals reported as such, and a connection that outlives
+// the context of its dial.
+func TestRelayTransports(t *testing.T) {
+	t.Parallel()
+	e := newRelayEnv(t)
+	e.waitReady(t, e.alice)
+	port := echoServer(t)
+	echo := func(c *codersdk.Client, ctx context.Context) error {
+		conn, err := c.DialWorkspaceAgent(ctx, e.agentID, codersdk.DialOptions{Kind: codersdk.RelayKindTCP, Port: port})
+		if err != nil {
+			return err
+		}
+		defer conn.Close()
+		msg := bytes.Repeat([]byte("relay "), 100_000)
+		go func() { _, _ = conn.Write(msg) }()
+		got := make([]byte, len(msg))
+		if err := conn.SetReadDeadline(time.Now().Add(20 * time.Second)); err != nil {
+			return fmt.Errorf("set deadline: %w", err)
+		}
+		if _, err := io.ReadFull(conn, got); err != nil {
+			return fmt.Errorf("read echo: %w", err)
+		}
+		if !bytes.Equal(got, msg) {
+			return errors.New("echo differs")
+		}
+		return nil
+	}
+	via := func(u *url.URL, token string) *codersdk.Client {
+		c := codersdk.New(u)
+		c.SessionToken = token
+		return c
+	}
+
+	t.Run("raw upgrade", func(t *testing.T) {
+		u, seen := upgradeProxy(t, e.d.URL, false)
+		if err := echo(via(u, e.alice.SessionToken), context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if got := seen(); !slices.Equal(got, []string{codersdk.RelayProtocol}) {
+			t.Errorf("upgrades seen by the proxy: %q, want one %s", got, codersdk.RelayProtocol)
+		}
+	})
+	t.Run("websocket-only proxy", func(t *testing.T) {
+		u, seen := upgradeProxy(t, e.d.URL, true)
+		if err := echo(via(u, e.alice.SessionToken), context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if got := seen(); !slices.Equal(got, []string{codersdk.RelayProtocol, "websocket"}) {
+			t.Errorf("upgrades seen by the proxy: %q, want %s refused, then websocket", got, codersdk.RelayProtocol)
+		}
+	})
+	t.Run("coderd refuses", func(t *testing.T) {
+		u, seen := upgradeProxy(t, e.d.URL, false)
+		err := echo(via(u, e.member.SessionToken), context.Background())
+		if !codersdk.IsStatus(err, http.StatusForbidden) && !codersdk.IsStatus(err, http.StatusNotFound) {
+			t.Fatalf("another user's workspace: %v, want coderd's 403 or 404", err)
+		}
+		if got := seen(); len(got) != 1 {
+			t.Errorf("upgrades seen by the proxy: %q: coderd's refusal must not be retried as a WebSocket", got)
+		}
+	})
+	t.Run("outlives its dial context", func(t *testing.T) {
+		ctx, cancel := context.WithCancel(context.Background())
+		conn, err := e.alice.DialWorkspaceAgent(ctx, e.agentID, codersdk.DialOptions{Kind: codersdk.RelayKindTCP, Port: port})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		cancel()
+		time.Sleep(100 * time.Millisecond)
+		if _, err := conn.Write([]byte("still here")); err != nil {
+			t.Fatal(err)
+		}
+		got := make([]byte, len("still here"))
+		_ = conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+		if _, err := io.ReadFull(conn, got); err != nil || string(got) != "still here" {
+			t.Fatalf("after the dial context ended: %q %v", got, err)
+		}
+	})
 }

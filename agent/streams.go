@@ -82,16 +82,6 @@ func dialWorkspace(ctx context.Context, host string, port uint16) (net.Conn, err
 	return conn, err
 }
 
-// copyBufs holds copy buffers larger than io.Copy's 32 KiB, so that bulk
-// transfers cross the relay in fewer frames.
-var copyBufs = sync.Pool{New: func() any { b := make([]byte, 128<<10); return &b }}
-
-func copyBuffered(dst io.Writer, src io.Reader) (int64, error) {
-	buf := copyBufs.Get().(*[]byte)
-	defer copyBufs.Put(buf)
-	return io.CopyBuffer(dst, src, *buf)
-}
-
 // splice copies between a and b until either side ends, then closes both.
 func splice(a, b io.ReadWriteCloser) {
 	var once sync.Once
@@ -103,11 +93,11 @@ func splice(a, b io.ReadWriteCloser) {
 	}
 	var wg sync.WaitGroup
 	wg.Go(func() {
-		_, _ = copyBuffered(b, a)
+		_, _ = codersdk.CopyBuffered(b, a)
 		closeBoth()
 	})
 	wg.Go(func() {
-		_, _ = copyBuffered(a, b)
+		_, _ = codersdk.CopyBuffered(a, b)
 		closeBoth()
 	})
 	wg.Wait()

@@ -288,11 +288,11 @@ func spliceLocal(local, remote net.Conn) {
 		})
 	}
 	go func() {
-		_, err := io.Copy(remote, local)
+		_, err := codersdk.CopyBuffered(remote, local)
 		if err != nil {
 			closeBoth()
 		}
 	}()
-	_, _ = io.Copy(local, remote)
+	_, _ = codersdk.CopyBuffered(local, remote)
 	closeBoth()
 }

@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -122,7 +121,7 @@ func (api *API) relayYamuxConfig() *yamux.Config {
 	cfg.Logger = yamuxLogger{api.log}
 	cfg.KeepAliveInterval = api.opts.AgentKeepAliveInterval
 	cfg.ConnectionWriteTimeout = api.opts.AgentKeepAliveInterval
-	cfg.MaxStreamWindowSize = 1 << 20
+	cfg.MaxStreamWindowSize = 8 << 20
 	cfg.StreamOpenTimeout = 30 * time.Second
 	cfg.StreamCloseTimeout = 30 * time.Second
 	return cfg
@@ -143,14 +142,14 @@ func (l yamuxLogger) Println(v ...any) { l.log.Debug(strings.TrimSpace(fmt.Sprin
 func (api *API) agentConnect(c *gin.Context) error {
 	a := agentFrom(c)
 	token := c.Request.Header.Get(codersdk.SessionTokenHeader)
-	ws, err := websocket.Accept(c.Writer, c.Request, &websocket.AcceptOptions{CompressionMode: websocket.CompressionDisabled})
-	if err != nil {
-		return nil // Accept has answered the client
-	}
 	ctx, cancel := context.WithCancel(c.Request.Context())
 	defer cancel()
-	nc := websocket.NetConn(ctx, ws, websocket.MessageBinary)
-	mux, err := yamux.Client(nc, api.relayYamuxConfig())
+	nc, err := acceptRelayConn(ctx, c)
+	if err != nil {
+		api.log.Info("agent connection not accepted", "agent", a.ID, "err", err)
+		return nil // the client has its answer, or no connection left
+	}
+	mux, err := yamux.Client(codersdk.CoalescedYamuxConn(nc), api.relayYamuxConfig())
 	if err != nil {
 		_ = nc.Close()
 		return fmt.Errorf("start relay session: %w", err)
@@ -346,16 +345,16 @@ func (api *API) workspaceAgentConnect(c *gin.Context) error {
 		return err
 	}
 	hdr, log := stream.hdr, stream.log
-	ws, err := websocket.Accept(c.Writer, c.Request, &websocket.AcceptOptions{CompressionMode: websocket.CompressionDisabled})
+	ctx, cancel := context.WithCancel(c.Request.Context())
+	defer cancel()
+	nc, err := acceptRelayConn(ctx, c)
 	if err != nil {
 		_ = stream.Close()
+		log.Info("relay connection not accepted", "err", err)
 		return nil
 	}
 	log.Info("relay connection opened")
 	began := time.Now()
-	ctx, cancel := context.WithCancel(c.Request.Context())
-	defer cancel()
-	nc := websocket.NetConn(ctx, ws, websocket.MessageBinary)
 	go func() {
 		// A shutting-down coderd ends relayed connections with the agent's.
 		select {
@@ -368,6 +367,21 @@ func (api *API) workspaceAgentConnect(c *gin.Context) error {
 	log.Info("relay connection closed", "bytes_to_agent", up, "bytes_from_agent", down, "duration", time.Since(began).Round(time.Millisecond))
 	api.auditRelayed(ctx, e, hdr, began, up, down)
 	return nil
+}
+
+// acceptRelayConn takes over a relay request's connection: raw bytes after
+// an upgrade to codersdk.RelayProtocol (the CLI and agents), or a binary
+// WebSocket (browsers, and clients behind a proxy that passes only
+// WebSockets), which ctx ends.
+func acceptRelayConn(ctx context.Context, c *gin.Context) (net.Conn, error) {
+	if codersdk.IsRelayUpgrade(c.Request) {
+		return codersdk.AcceptRelayUpgrade(c.Writer)
+	}
+	ws, err := websocket.Accept(c.Writer, c.Request, &websocket.AcceptOptions{CompressionMode: websocket.CompressionDisabled})
+	if err != nil {
+		return nil, err // Accept has answered the client
+	}
+	return websocket.NetConn(ctx, ws, websocket.MessageBinary), nil
 }
 
 // splice copies between a and b until either side ends, then closes both.
@@ -385,28 +399,18 @@ func splice(a, b net.Conn) (ab, ba int64) {
 	wg.Add(2)
 	go func() {
 		defer wg.Done()
-		n, _ := copyBuffered(b, a)
+		n, _ := codersdk.CopyBuffered(b, a)
 		n1.Store(n)
 		closeBoth()
 	}()
 	go func() {
 		defer wg.Done()
-		n, _ := copyBuffered(a, b)
+		n, _ := codersdk.CopyBuffered(a, b)
 		n2.Store(n)
 		closeBoth()
 	}()
 	wg.Wait()
 	return n1.Load(), n2.Load()
-}
-
-// copyBufs holds copy buffers: larger than io.Copy's 32 KiB, so that bulk
-// transfers cross the relay in fewer, larger frames.
-var copyBufs = sync.Pool{New: func() any { b := make([]byte, 128<<10); return &b }}
-
-func copyBuffered(dst io.Writer, src io.Reader) (int64, error) {
-	buf := copyBufs.Get().(*[]byte)
-	defer copyBufs.Put(buf)
-	return io.CopyBuffer(dst, src, *buf)
 }
 
 // errAgentGone is returned by relay dials when the agent has no session.

@@ -321,10 +321,10 @@ func (c *Client) PostAgentPorts(ctx context.Context, req PostAgentPortsRequest) 
 	return c.do(ctx, http.MethodPost, "/api/v2/workspaceagents/me/ports", req, nil)
 }
 
-// ConnectAgent opens the calling agent's WebSocket to coderd and returns it
-// as a net.Conn. ctx bounds only the handshake.
+// ConnectAgent opens the calling agent's relay connection to coderd (see
+// RelayProtocol). ctx bounds only the handshake.
 func (c *Client) ConnectAgent(ctx context.Context) (net.Conn, error) {
-	return c.dialWebSocket(ctx, "/api/v2/workspaceagents/me/connect")
+	return c.dialRelay(ctx, "/api/v2/workspaceagents/me/connect")
 }
 
 // WorkspaceAgent returns an agent by id.
@@ -364,18 +364,7 @@ func (c *Client) DialWorkspaceAgent(ctx context.Context, agentID string, opts Di
 			q.Set("host", opts.Host)
 		}
 	}
-	return c.dialWebSocket(ctx, "/api/v2/workspaceagents/"+url.PathEscape(agentID)+"/connect?"+q.Encode())
-}
-
-// dialWebSocket opens a binary WebSocket to path and adapts it to a
-// net.Conn. A refused handshake becomes an *Error with coderd's message.
-func (c *Client) dialWebSocket(ctx context.Context, path string) (net.Conn, error) {
-	conn, err := c.openWebSocket(ctx, path)
-	if err != nil {
-		return nil, err
-	}
-	// The connection outlives ctx, as with net.Dialer.DialContext.
-	return websocket.NetConn(context.Background(), conn, websocket.MessageBinary), nil
+	return c.dialRelay(ctx, "/api/v2/workspaceagents/"+url.PathEscape(agentID)+"/connect?"+q.Encode())
 }
 
 // openWebSocket opens a WebSocket to path, authenticated with the client's

@@ -1,0 +1,166 @@
+package bench
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"airgapcoder/coderd/coderdtest"
+	"airgapcoder/internal/testbin"
+	"airgapcoder/internal/testport"
+)
+
+// relayWorkspace is a process workspace built by real terraform with the
+// official provider, its agent the built coder binary, and a CLI
+// environment logged in to it.
+type relayWorkspace struct {
+	coder string
+	env   []string
+}
+
+func newRelayWorkspace(b *testing.B) *relayWorkspace {
+	b.Helper()
+	coder := testbin.Coder(b)
+	d := coderdtest.NewWithProvisioners(b, coder)
+	admin, _ := d.CreateFirstUser(b)
+	w := &relayWorkspace{coder: coder, env: []string{
+		"PATH=" + os.Getenv("PATH"), "HOME=" + b.TempDir(),
+		"CODER_URL=" + d.URL.String(), "CODER_SESSION_TOKEN=" + admin.SessionToken,
+	}}
+	w.run(b, "templates", "create", "process", "--directory", "../examples/templates/process", "-y")
+	w.run(b, "create", "dev", "--template", "process", "-y", "--parameter", "base_dir="+b.TempDir())
+	b.Cleanup(func() { _ = w.command("stop", "dev", "-y").Run() })
+	w.run(b, "ssh", "dev", "--", "true") // the agent is up
+	return w
+}
+
+func (w *relayWorkspace) command(args ...string) *exec.Cmd {
+	cmd := exec.Command(w.coder, args...)
+	cmd.Env = w.env
+	return cmd
+}
+
+func (w *relayWorkspace) run(b *testing.B, args ...string) string {
+	b.Helper()
+	out, err := w.command(args...).CombinedOutput()
+	if err != nil {
+		b.Fatalf("coder %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return string(out)
+}
+
+// portForward runs `coder port-forward dev --tcp LOCAL:remote` until the
+// benchmark ends and returns LOCAL once it listens.
+func (w *relayWorkspace) portForward(b *testing.B, remote int) int {
+	b.Helper()
+	local := testport.Port(b)
+	cmd := w.command("port-forward", "dev", "--tcp", fmt.Sprintf("127.0.0.1:%d:%d", local, remote))
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	line, err := bufio.NewReader(stderr).ReadString('\n')
+	if err != nil || !strings.HasPrefix(line, "Forwarding") {
+		b.Fatalf("coder port-forward: %q %v", line, err)
+	}
+	go func() { _, _ = bufio.NewReader(stderr).WriteTo(os.Stderr) }()
+	return local
+}
+
+// iperf3Server runs `iperf3 -s` on a free loopback port: the workspace's
+// service, since the process workspace's agent runs on this host.
+func iperf3Server(b *testing.B) int {
+	b.Helper()
+	port := testport.Port(b)
+	cmd := exec.Command("iperf3", "-s", "-B", "127.0.0.1", "-p", strconv.Itoa(port))
+	if err := cmd.Start(); err != nil {
+		b.Fatalf("iperf3 (installed by scripts/install-deps.sh): %v", err)
+	}
+	b.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		c, err := net.Dial("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+		if err == nil {
+			_ = c.Close()
+			return port
+		}
+		if time.Now().After(deadline) {
+			b.Fatalf("iperf3 -s on %d: %v", port, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// iperf3 runs one client test against port and returns the received rate
+// in MiB/s.
+func iperf3(b *testing.B, port int, seconds int, args ...string) float64 {
+	b.Helper()
+	all := append([]string{"-c", "127.0.0.1", "-p", strconv.Itoa(port), "-t", strconv.Itoa(seconds), "-J"}, args...)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Duration(seconds+30)*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, "iperf3", all...).Output()
+	if err != nil {
+		b.Fatalf("iperf3 %s: %v\n%s", strings.Join(all, " "), err, out)
+	}
+	var res struct {
+		End struct {
+			SumReceived struct {
+				BitsPerSecond float64 `json:"bits_per_second"`
+			} `json:"sum_received"`
+		} `json:"end"`
+		Error string `json:"error"`
+	}
+	if err := json.Unmarshal(out, &res); err != nil || res.Error != "" {
+		b.Fatalf("iperf3 output: %v %s\n%s", err, res.Error, out)
+	}
+	return res.End.SumReceived.BitsPerSecond / 8 / (1 << 20)
+}
+
+// BenchmarkPortForwardIperf3 measures bulk TCP through the built `coder
+// port-forward` (CLI → coderd → agent → iperf3 server) against iperf3
+// directly on loopback, alternating the two in one run, for each
+// direction and with 1 and 4 parallel streams. It reports MiB/s of both
+// and their ratio (issue 15's goal: ≥ 0.5).
+//
+//	go test ./bench/ -run '^$' -bench PortForwardIperf3 -benchtime 1x
+func BenchmarkPortForwardIperf3(b *testing.B) {
+	w := newRelayWorkspace(b)
+	server := iperf3Server(b)
+	local := w.portForward(b, server)
+	iperf3(b, local, 1) // warm up: the first connection opens the relay
+	const seconds = 5
+	for _, tc := range []struct {
+		name string
+		args []string
+	}{
+		{"up-1", nil},
+		{"down-1", []string{"-R"}},
+		{"up-4", []string{"-P", "4"}},
+		{"down-4", []string{"-R", "-P", "4"}},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			var direct, relayed float64
+			for b.Loop() {
+				direct += iperf3(b, server, seconds, tc.args...)
+				relayed += iperf3(b, local, seconds, tc.args...)
+			}
+			n := float64(b.N)
+			b.ReportMetric(direct/n, "direct-MiB/s")
+			b.ReportMetric(relayed/n, "relayed-MiB/s")
+			b.ReportMetric(relayed/direct, "ratio")
+		})
+	}
+}
+

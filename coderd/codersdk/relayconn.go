@@ -1,0 +1,229 @@
+package codersdk
+
+import (
+	"bufio"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/coder/websocket"
+)
+
+// Relay connections (an agent's to coderd, a user's to an agent) carry raw
+// bytes after an HTTP/1.1 Upgrade to RelayProtocol: no WebSocket framing,
+// masking or per-message flush, so a bulk transfer costs one write per
+// chunk on each hop (docs/relay.md, "Transport"). Browsers cannot make such
+// a request; they use WebSockets (the web terminal), which coderd still
+// accepts on the same paths. A client whose upgrade is refused by something
+// other than coderd (a proxy that only passes WebSockets) falls back to a
+// WebSocket by itself.
+
+// RelayProtocol is the Upgrade token of a raw relay connection.
+const RelayProtocol = "coder-relay/1"
+
+// IsRelayUpgrade reports whether r asks for a raw relay connection.
+func IsRelayUpgrade(r *http.Request) bool {
+	return headerHasToken(r.Header, "Connection", "upgrade") && strings.EqualFold(r.Header.Get("Upgrade"), RelayProtocol)
+}
+
+func headerHasToken(h http.Header, name, token string) bool {
+	for _, v := range h.Values(name) {
+		for _, t := range strings.Split(v, ",") {
+			if strings.EqualFold(strings.TrimSpace(t), token) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// dialRelay opens a relay connection to path: a raw upgraded connection,
+// or a WebSocket when something between the client and coderd refuses the
+// upgrade. A refusal by coderd itself becomes an *Error with its message.
+func (c *Client) dialRelay(ctx context.Context, path string) (net.Conn, error) {
+	conn, err := c.dialUpgrade(ctx, path)
+	if errors.Is(err, errUpgradeNotPassed) {
+		return c.dialWebSocket(ctx, path)
+	}
+	return conn, err
+}
+
+// errUpgradeNotPassed marks a refused upgrade that was not coderd's answer.
+var errUpgradeNotPassed = errors.New("the upgrade to " + RelayProtocol + " did not reach coderd")
+
+func (c *Client) dialUpgrade(ctx context.Context, path string) (net.Conn, error) {
+	u, err := c.URL.Parse(path)
+	if err != nil {
+		return nil, fmt.Errorf("parse path %q: %w", path, err)
+	}
+	base, ok := c.httpClient().Transport.(*http.Transport)
+	if c.httpClient().Transport == nil {
+		base, ok = http.DefaultTransport.(*http.Transport)
+	}
+	if !ok {
+		return nil, errUpgradeNotPassed // a custom transport: let the WebSocket library use it
+	}
+	// One transport per connection, HTTP/1.1 only (HTTP/2 has no
+	// Upgrade), whose dialer remembers the TCP connection so that the
+	// returned conn has real addresses and deadlines.
+	tr := base.Clone()
+	tr.Protocols = new(http.Protocols)
+	tr.Protocols.SetHTTP1(true)
+	dial := tr.DialContext
+	if dial == nil {
+		dial = (&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}).DialContext
+	}
+	var raw net.Conn
+	tr.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		conn, err := dial(ctx, network, addr)
+		raw = conn
+		return conn, err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Connection", "Upgrade")
+	req.Header.Set("Upgrade", RelayProtocol)
+	if c.SessionToken != "" {
+		req.Header.Set(SessionTokenHeader, c.SessionToken)
+	}
+	client := *c.httpClient()
+	client.Transport = tr
+	client.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	resp, err := client.Do(req)
+	if err != nil {
+		tr.CloseIdleConnections()
+		return nil, fmt.Errorf("dial %s: %w", u.Redacted(), err)
+	}
+	if resp.StatusCode != http.StatusSwitchingProtocols {
+		defer tr.CloseIdleConnections()
+		if mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); mt == "application/json" {
+			return nil, ReadBodyAsError(resp)
+		}
+		_ = resp.Body.Close()
+		return nil, fmt.Errorf("%w (%s)", errUpgradeNotPassed, resp.Status)
+	}
+	body, ok := resp.Body.(io.ReadWriteCloser)
+	if !ok || raw == nil || !strings.EqualFold(resp.Header.Get("Upgrade"), RelayProtocol) {
+		_ = resp.Body.Close()
+		return nil, fmt.Errorf("dial %s: coderd switched to %q, not %s", u.Redacted(), resp.Header.Get("Upgrade"), RelayProtocol)
+	}
+	return &upgradedConn{ReadWriteCloser: body, raw: raw}, nil
+}
+
+// upgradedConn is an upgraded HTTP connection: its bytes go through the
+// transport's reader (which may hold bytes read past the response) and
+// writer; addresses and deadlines are the TCP connection's (a TLS
+// connection's deadlines are its TCP connection's).
+type upgradedConn struct {
+	io.ReadWriteCloser
+	raw net.Conn
+}
+
+func (c *upgradedConn) LocalAddr() net.Addr                { return c.raw.LocalAddr() }
+func (c *upgradedConn) RemoteAddr() net.Addr               { return c.raw.RemoteAddr() }
+func (c *upgradedConn) SetDeadline(t time.Time) error      { return c.raw.SetDeadline(t) }
+func (c *upgradedConn) SetReadDeadline(t time.Time) error  { return c.raw.SetReadDeadline(t) }
+func (c *upgradedConn) SetWriteDeadline(t time.Time) error { return c.raw.SetWriteDeadline(t) }
+
+// AcceptRelayUpgrade answers a request for a raw relay connection (see
+// IsRelayUpgrade) with 101 Switching Protocols and returns the connection.
+func AcceptRelayUpgrade(w http.ResponseWriter) (net.Conn, error) {
+	conn, brw, err := http.NewResponseController(w).Hijack()
+	if err != nil {
+		return nil, fmt.Errorf("take over the connection: %w", err)
+	}
+	_ = conn.SetDeadline(time.Time{})
+	if _, err := brw.WriteString("HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: " + RelayProtocol + "\r\n\r\n"); err == nil {
+		err = brw.Flush()
+	}
+	if err != nil {
+		_ = conn.Close()
+		return nil, fmt.Errorf("switch protocols: %w", err)
+	}
+	if brw.Reader.Buffered() > 0 {
+		return &bufferedConn{Conn: conn, r: brw.Reader}, nil
+	}
+	return conn, nil
+}
+
+// bufferedConn reads what the server's reader already holds first.
+type bufferedConn struct {
+	net.Conn
+	r *bufio.Reader
+}
+
+func (c *bufferedConn) Read(p []byte) (int, error) { return c.r.Read(p) }
+
+// dialWebSocket opens a binary WebSocket to path and adapts it to a
+// net.Conn. A refused handshake becomes an *Error with coderd's message.
+func (c *Client) dialWebSocket(ctx context.Context, path string) (net.Conn, error) {
+	conn, err := c.openWebSocket(ctx, path)
+	if err != nil {
+		return nil, err
+	}
+	// The connection outlives ctx, as with net.Dialer.DialContext.
+	return websocket.NetConn(context.Background(), conn, websocket.MessageBinary), nil
+}
+
+// yamuxHeaderSize is the size of a yamux frame header: version, type,
+// flags, stream id and length.
+const yamuxHeaderSize = 12
+
+// CoalescedYamuxConn wraps the connection a yamux session runs on so that
+// each data frame's header and body, which yamux writes with two calls,
+// leave in one write: one syscall (and one TLS record, or one WebSocket
+// message) per frame instead of two.
+func CoalescedYamuxConn(conn io.ReadWriteCloser) io.ReadWriteCloser {
+	return &coalescingConn{ReadWriteCloser: conn}
+}
+
+type coalescingConn struct {
+	io.ReadWriteCloser
+	mu      sync.Mutex
+	pending []byte // a data frame's header, waiting for its body
+	buf     []byte
+}
+
+func (c *coalescingConn) Write(p []byte) (int, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.pending == nil {
+		// A data frame (type 0) with a body to come: hold its header.
+		if len(p) == yamuxHeaderSize && p[1] == 0 && binary.BigEndian.Uint32(p[8:12]) > 0 {
+			c.pending = append(c.buf[:0], p...)
+			return len(p), nil
+		}
+		return c.ReadWriteCloser.Write(p)
+	}
+	frame := append(c.pending, p...)
+	c.pending = nil
+	n, err := c.ReadWriteCloser.Write(frame)
+	c.buf = frame[:0]
+	if n -= yamuxHeaderSize; n < 0 {
+		n = 0
+	}
+	return n, err
+}
+
+// copyBufs are relay copy buffers: large, so that a bulk transfer crosses
+// each hop in few writes.
+var copyBufs = sync.Pool{New: func() any { b := make([]byte, 256<<10); return &b }}
+
+// CopyBuffered copies src to dst through a pooled 256 KiB buffer. It hides
+// ReaderFrom and WriterTo on purpose: a TCP connection's, when the other
+// side is not a socket it can splice to, copies 32 KiB at a time.
+func CopyBuffered(dst io.Writer, src io.Reader) (int64, error) {
+	buf := copyBufs.Get().(*[]byte)
+	defer copyBufs.Put(buf)
+	return io.CopyBuffer(struct{ io.Writer }{dst}, struct{ io.Reader }{src}, *buf)
+}
