@@ -163,4 +163,3 @@ func BenchmarkPortForwardIperf3(b *testing.B) {
 		})
 	}
 }
-
