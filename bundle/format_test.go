@@ -48,6 +48,10 @@ func TestValidPath(t *testing.T) {
 // duplicates, a file that is also a folder, member name collisions.
 func TestManifestValidate(t *testing.T) {
 	t.Parallel()
+	stored := func(f bundle.File, size int64, sum string) bundle.File {
+		f.StoredSize, f.StoredSHA256 = size, sum
+		return f
+	}
 	f := func(p, stored string) bundle.File {
 		return bundle.File{Path: p, Size: 1, SHA256: strings.Repeat("a", 64), Mode: 0o644, Stored: stored}
 	}
@@ -64,6 +68,10 @@ func TestManifestValidate(t *testing.T) {
 		{"BadMode", []bundle.File{{Path: "bin/a", SHA256: strings.Repeat("a", 64), Mode: 0o777, Stored: "raw"}}, "mode"},
 		{"BadStored", []bundle.File{f("bin/a", "gzip")}, "stored"},
 		{"BadHash", []bundle.File{{Path: "bin/a", SHA256: "ABC", Mode: 0o644, Stored: "raw"}}, "sha256"},
+		{"StoredDigest", []bundle.File{stored(f("bin/a", "zstd"), 5, strings.Repeat("b", 64))}, ""},
+		{"StoredDigestOnRaw", []bundle.File{stored(f("bin/a", "raw"), 5, strings.Repeat("b", 64))}, "only for"},
+		{"StoredDigestBadHash", []bundle.File{stored(f("bin/a", "zstd"), 5, "xyz")}, "stored_sha256"},
+		{"StoredDigestNoSize", []bundle.File{stored(f("bin/a", "zstd"), 0, strings.Repeat("b", 64))}, "stored_size"},
 	}
 	for _, tt := range tests {
 		m := bundle.Manifest{Schema: 1, Name: "n", Release: "r", Files: tt.files}

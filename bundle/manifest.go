@@ -63,6 +63,13 @@ type File struct {
 	Mode uint32 `json:"mode"`
 	// Stored is StoredRaw or StoredZstd.
 	Stored string `json:"stored"`
+	// StoredSize and StoredSHA256 are the size and sha256 of a zstd
+	// member's compressed bytes as they are in the bundle, so that
+	// verifying the bundle hashes each byte once, without decompressing
+	// (extraction still checks the uncompressed Size and SHA256). Empty
+	// for raw members, whose stored bytes are the file's.
+	StoredSize   int64  `json:"stored_size,omitempty"`
+	StoredSHA256 string `json:"stored_sha256,omitempty"`
 }
 
 // Components lists what a bundle carries. Paths are payload paths.
@@ -218,6 +225,13 @@ func validateFiles(files []File) (map[string]*File, error) {
 		}
 		if f.Stored != StoredRaw && f.Stored != StoredZstd {
 			return nil, fmt.Errorf("%s: stored %q, want %q or %q", f.Path, f.Stored, StoredRaw, StoredZstd)
+		}
+		switch {
+		case f.StoredSHA256 == "" && f.StoredSize == 0:
+		case f.Stored != StoredZstd:
+			return nil, fmt.Errorf("%s: stored_size and stored_sha256 are only for %q members", f.Path, StoredZstd)
+		case f.StoredSize <= 0 || !validSHA256(f.StoredSHA256):
+			return nil, fmt.Errorf("%s: stored_size %d and stored_sha256 %q must be a positive size and 64 lower-case hex digits", f.Path, f.StoredSize, f.StoredSHA256)
 		}
 		if other, dup := members[memberName(*f)]; dup {
 			return nil, fmt.Errorf("%s and %s would both be stored as %s", other, f.Path, memberName(*f))

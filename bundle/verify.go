@@ -221,6 +221,9 @@ func (w *walker) files(files []File) error {
 		if f.Stored == StoredRaw && hdr.Size != f.Size {
 			return &VerifyError{File: f.Path, Reason: fmt.Sprintf("size %d, want %d", hdr.Size, f.Size)}
 		}
+		if f.StoredSHA256 != "" && hdr.Size != f.StoredSize {
+			return &VerifyError{File: f.Path, Reason: fmt.Sprintf("stored size %d, want %d", hdr.Size, f.StoredSize)}
+		}
 		if err := w.file(f); err != nil {
 			return err
 		}
@@ -235,8 +238,13 @@ func (w *walker) files(files []File) error {
 	return nil
 }
 
-// file checks (and visits) the current member's content.
+// file checks (and visits) the current member's content. Without a
+// visitor, a zstd member with a stored digest is checked as stored: every
+// byte hashed once, nothing decompressed.
 func (w *walker) file(f File) error {
+	if w.visit == nil && f.StoredSHA256 != "" {
+		return w.check(f.Path, w.tr, f.StoredSize, f.StoredSHA256, "stored ", nil)
+	}
 	var content io.Reader = w.tr
 	if f.Stored == StoredZstd {
 		if w.dec == nil {
@@ -251,14 +259,26 @@ func (w *walker) file(f File) error {
 		}
 		content = w.dec
 	}
+	visit := func(r io.Reader) error { return w.visit(f, r) }
+	if w.visit == nil {
+		visit = nil
+	}
+	return w.check(f.Path, content, f.Size, f.SHA256, "", visit)
+}
+
+// check hashes r, which must hold size bytes with the given sha256, after
+// visit (when set) has read what it wants of them; what says which bytes
+// they are in errors ("" for the file's, "stored " for a member's
+// compressed bytes).
+func (w *walker) check(path string, r io.Reader, size int64, sum, what string, visit func(io.Reader) error) error {
 	// One byte more than the manifest says, to notice a longer stream.
-	cr := &checkedReader{r: io.LimitReader(content, f.Size+1), h: sha256.New()}
-	if w.visit != nil {
-		if err := w.visit(f, cr); err != nil {
+	cr := &checkedReader{r: io.LimitReader(r, size+1), h: sha256.New()}
+	if visit != nil {
+		if err := visit(cr); err != nil {
 			if cr.err != nil {
-				return w.classify(f.Path, cr.err)
+				return w.classify(path, cr.err)
 			}
-			return fmt.Errorf("bundle: %s: %w", f.Path, err)
+			return fmt.Errorf("bundle: %s: %w", path, err)
 		}
 	}
 	// Hash what visit left (everything, when verifying only).
@@ -268,17 +288,17 @@ func (w *walker) file(f File) error {
 			break
 		}
 		if err != nil {
-			return w.classify(f.Path, err)
+			return w.classify(path, err)
 		}
 	}
 	switch {
-	case cr.n > f.Size:
-		return &VerifyError{File: f.Path, Reason: fmt.Sprintf("longer than the %d bytes the manifest says", f.Size)}
-	case cr.n < f.Size:
-		return &VerifyError{File: f.Path, Reason: fmt.Sprintf("size %d, want %d", cr.n, f.Size)}
+	case cr.n > size:
+		return &VerifyError{File: path, Reason: fmt.Sprintf("longer than the %d %sbytes the manifest says", size, what)}
+	case cr.n < size:
+		return &VerifyError{File: path, Reason: fmt.Sprintf("%ssize %d, want %d", what, cr.n, size)}
 	}
-	if got := hex.EncodeToString(cr.h.Sum(nil)); got != f.SHA256 {
-		return &VerifyError{File: f.Path, Reason: fmt.Sprintf("sha256 %s, want %s", got, f.SHA256)}
+	if got := hex.EncodeToString(cr.h.Sum(nil)); got != sum {
+		return &VerifyError{File: path, Reason: fmt.Sprintf("%ssha256 %s, want %s", what, got, sum)}
 	}
 	return nil
 }

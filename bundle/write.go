@@ -335,6 +335,11 @@ func scanPayload(dir string) ([]payloadFile, error) {
 // hashPayload fills in every file's size, sha256 and storage.
 func hashPayload(files []payloadFile, prog *byteProgress, compressed func(string) bool) error {
 	buf := make([]byte, copyBufSize)
+	enc, err := newZstdEncoder()
+	if err != nil {
+		return err
+	}
+	defer enc.Close()
 	paths := make(map[string]bool, len(files))
 	for _, f := range files {
 		paths[f.Path] = true
@@ -368,9 +373,47 @@ func hashPayload(files []payloadFile, prog *byteProgress, compressed func(string
 		f.Stored = StoredZstd
 		if raw {
 			f.Stored = StoredRaw
+			continue
+		}
+		if err := hashCompressed(f, enc, buf); err != nil {
+			return err
 		}
 	}
 	return nil
+}
+
+// hashCompressed compresses f into a hash to learn its stored size and
+// sha256 before the manifest is written (compression is deterministic:
+// writePayloadFile produces the same bytes and checks that it did).
+func hashCompressed(f *payloadFile, enc *zstd.Encoder, buf []byte) error {
+	r, err := os.Open(f.abs)
+	if err != nil {
+		return fmt.Errorf("bundle: payload: %w", err)
+	}
+	defer r.Close()
+	h := sha256.New()
+	cw := &countWriter{w: h}
+	enc.Reset(cw)
+	if _, err := io.CopyBuffer(enc, io.LimitReader(r, f.Size), buf); err != nil {
+		return fmt.Errorf("bundle: compress %s: %w", f.Path, err)
+	}
+	if err := enc.Close(); err != nil {
+		return fmt.Errorf("bundle: compress %s: %w", f.Path, err)
+	}
+	f.StoredSize = cw.n
+	f.StoredSHA256 = hex.EncodeToString(h.Sum(nil))
+	return nil
+}
+
+// newZstdEncoder returns the bundle's encoder; its settings are part of
+// the format (they fix every bundle's bytes).
+func newZstdEncoder() (*zstd.Encoder, error) {
+	enc, err := zstd.NewWriter(nil, zstd.WithEncoderLevel(zstdLevel), zstd.WithEncoderConcurrency(1),
+		zstd.WithEncoderCRC(true), zstd.WithZeroFrames(true))
+	if err != nil {
+		return nil, fmt.Errorf("bundle: zstd: %w", err)
+	}
+	return enc, nil
 }
 
 // writeStream writes the bundle tar to w and returns its size and sha256.
@@ -386,10 +429,9 @@ func writeStream(ctx context.Context, outDir string, prog *byteProgress, w io.Wr
 	if err := writeMember(tw, SignatureMember, sig, mtime); err != nil {
 		return 0, "", err
 	}
-	enc, err := zstd.NewWriter(nil, zstd.WithEncoderLevel(zstdLevel), zstd.WithEncoderConcurrency(1),
-		zstd.WithEncoderCRC(true), zstd.WithZeroFrames(true))
+	enc, err := newZstdEncoder()
 	if err != nil {
-		return 0, "", fmt.Errorf("bundle: zstd: %w", err)
+		return 0, "", err
 	}
 	defer enc.Close()
 	sp := &zstdSpool{dir: outDir}
@@ -462,11 +504,18 @@ func writePayloadFile(tw *tar.Writer, f payloadFile, mtime time.Time, enc *zstd.
 		if err != nil {
 			return fmt.Errorf("bundle: compress %s: %w", f.Path, err)
 		}
+		if size != f.StoredSize {
+			return fmt.Errorf("bundle: payload file %s compressed to %d bytes, %d a moment before", f.Path, size, f.StoredSize)
+		}
 		if err := tw.WriteHeader(tarHeader(name, size, f.Mode, mtime)); err != nil {
 			return fmt.Errorf("bundle: write %s: %w", name, err)
 		}
-		if _, err := io.CopyBuffer(tw, stored, buf); err != nil {
+		sh := sha256.New()
+		if _, err := io.CopyBuffer(tw, io.TeeReader(stored, sh), buf); err != nil {
 			return fmt.Errorf("bundle: write %s: %w", name, err)
+		}
+		if hex.EncodeToString(sh.Sum(nil)) != f.StoredSHA256 {
+			return fmt.Errorf("bundle: payload file %s compressed to other bytes than a moment before", f.Path)
 		}
 	}
 	var extra [1]byte
