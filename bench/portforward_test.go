@@ -5,9 +5,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -162,4 +164,71 @@ func BenchmarkPortForwardIperf3(b *testing.B) {
 			b.ReportMetric(relayed/direct, "ratio")
 		})
 	}
+}
+
+// echoListener echoes every connection's bytes back: the workspace's
+// service for the round-trip benchmark.
+func echoListener(b *testing.B) int {
+	b.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() { defer c.Close(); _, _ = io.Copy(c, c) }()
+		}
+	}()
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+// connectRoundTrip opens a connection to port, sends one byte, waits for
+// its echo and closes.
+func connectRoundTrip(b *testing.B, port int) time.Duration {
+	b.Helper()
+	start := time.Now()
+	c, err := net.Dial("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.Close()
+	var one [1]byte
+	if _, err := c.Write([]byte{'x'}); err != nil {
+		b.Fatal(err)
+	}
+	_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if _, err := io.ReadFull(c, one[:]); err != nil {
+		b.Fatalf("round trip through port %d: %v", port, err)
+	}
+	return time.Since(start)
+}
+
+// BenchmarkPortForwardConnect measures a new connection and one round trip
+// through the built `coder port-forward` against the same directly on
+// loopback, alternating, and reports both p50s and their ratio (issue 15's
+// goal: ≤ 5×, p50 ≤ 1 ms).
+//
+//	go test ./bench/ -run '^$' -bench PortForwardConnect -benchtime 300x
+func BenchmarkPortForwardConnect(b *testing.B) {
+	w := newRelayWorkspace(b)
+	echo := echoListener(b)
+	local := w.portForward(b, echo)
+	connectRoundTrip(b, local) // warm up
+	var direct, relayed []time.Duration
+	for b.Loop() {
+		direct = append(direct, connectRoundTrip(b, echo))
+		relayed = append(relayed, connectRoundTrip(b, local))
+	}
+	p50 := func(d []time.Duration) float64 {
+		slices.Sort(d)
+		return float64(d[len(d)/2].Microseconds())
+	}
+	b.ReportMetric(p50(direct), "direct-p50-µs")
+	b.ReportMetric(p50(relayed), "relayed-p50-µs")
+	b.ReportMetric(p50(relayed)/p50(direct), "ratio")
 }
