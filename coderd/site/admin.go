@@ -132,6 +132,16 @@ func (h *Handler) adminProvisioners(w http.ResponseWriter, r *http.Request, s se
 	return nil
 }
 
+// adminReplicas lists the coderd replicas serving the deployment.
+func (h *Handler) adminReplicas(w http.ResponseWriter, r *http.Request, s session) error {
+	rs, err := s.client.Replicas(r.Context())
+	if err != nil {
+		return err
+	}
+	h.render(w, http.StatusOK, "adminreplicas", page{Title: "Replicas", User: &s.user, Data: rs})
+	return nil
+}
+
 // auditFilters are the audit page's filter fields, each a key of the API's
 // search query q.
 var auditFilters = []string{"username", "action", "resource_type", "workspace", "outcome", "since", "until"}

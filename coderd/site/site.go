@@ -96,7 +96,7 @@ func New(opts Options) (*Handler, error) {
 func Owns(path string) bool {
 	switch path {
 	case "/", "/setup", "/login", "/logout", "/workspaces", "/workspaces/new", "/templates", "/favicon.ico",
-		"/admin/users", "/admin/provisioners", "/admin/audit":
+		"/admin/users", "/admin/provisioners", "/admin/audit", "/admin/replicas":
 		return true
 	}
 	if strings.HasPrefix(path, "/static/") {
@@ -164,6 +164,8 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		err = h.authed(h.ownerOnly(h.adminProvisioners))(w, r)
 	case p == "/admin/audit":
 		err = h.authed(h.ownerOnly(h.adminAudit))(w, r)
+	case p == "/admin/replicas":
+		err = h.authed(h.ownerOnly(h.adminReplicas))(w, r)
 	case strings.HasSuffix(p, "/terminal"):
 		err = h.authed(h.terminal)(w, r)
 	case strings.HasSuffix(p, "/build"):
