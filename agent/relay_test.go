@@ -635,26 +635,6 @@ func upgradeProxy(t *testing.T, target *url.URL, websocketOnly bool) (*url.URL, 
 	}
 }
 
-// echoServer echoes every connection's bytes back.
-func echoServer(t *testing.T) uint16 {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() { defer c.Close(); _, _ = io.Copy(c, c) }()
-		}
-	}()
-	return uint16(ln.Addr().(*net.TCPAddr).Port)
-}
-
 // TestRelayTransports checks how clients reach the relay: a raw upgraded
 // connection by default, a WebSocket when a proxy refuses other upgrades,
 // coderd's own refusals reported as such, and a connection that outlives
@@ -663,7 +643,7 @@ func TestRelayTransports(t *testing.T) {
 	t.Parallel()
 	e := newRelayEnv(t)
 	e.waitReady(t, e.alice)
-	port := echoServer(t)
+	port := uint16(coderdtest.EchoServer(t))
 	echo := func(c *codersdk.Client, ctx context.Context) error {
 		conn, err := c.DialWorkspaceAgent(ctx, e.agentID, codersdk.DialOptions{Kind: codersdk.RelayKindTCP, Port: port})
 		if err != nil {

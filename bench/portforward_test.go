@@ -166,27 +166,6 @@ func BenchmarkPortForwardIperf3(b *testing.B) {
 	}
 }
 
-// echoListener echoes every connection's bytes back: the workspace's
-// service for the round-trip benchmark.
-func echoListener(b *testing.B) int {
-	b.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { _ = ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() { defer c.Close(); _, _ = io.Copy(c, c) }()
-		}
-	}()
-	return ln.Addr().(*net.TCPAddr).Port
-}
-
 // connectRoundTrip opens a connection to port, sends one byte, waits for
 // its echo and closes.
 func connectRoundTrip(b *testing.B, port int) time.Duration {
@@ -216,7 +195,7 @@ func connectRoundTrip(b *testing.B, port int) time.Duration {
 //	go test ./bench/ -run '^$' -bench PortForwardConnect -benchtime 300x
 func BenchmarkPortForwardConnect(b *testing.B) {
 	w := newRelayWorkspace(b)
-	echo := echoListener(b)
+	echo := coderdtest.EchoServer(b)
 	local := w.portForward(b, echo)
 	connectRoundTrip(b, local) // warm up
 	var direct, relayed []time.Duration

@@ -2,6 +2,8 @@ package coderdtest
 
 import (
 	"context"
+	"io"
+	"net"
 	"testing"
 	"time"
 
@@ -54,4 +56,26 @@ func WorkspaceAgent(t testing.TB, w codersdk.Workspace) codersdk.WorkspaceAgent 
 	}
 	t.Fatalf("workspace %s has no agent", w.Name)
 	return codersdk.WorkspaceAgent{}
+}
+
+// EchoServer listens on loopback until the test ends and echoes every
+// connection's bytes back: a service inside a workspace for relay tests
+// and benchmarks. It returns the port.
+func EchoServer(t testing.TB) int {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() { defer c.Close(); _, _ = io.Copy(c, c) }()
+		}
+	}()
+	return ln.Addr().(*net.TCPAddr).Port
 }
