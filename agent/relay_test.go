@@ -679,6 +679,34 @@ func TestRelayTransports(t *testing.T) {
 			t.Errorf("upgrades seen by the proxy: %q, want one %s", got, codersdk.RelayProtocol)
 		}
 	})
+	t.Run("over TLS where the server offers HTTP/2", func(t *testing.T) {
+		var mu sync.Mutex
+		var seen []string
+		rp := &httputil.ReverseProxy{Rewrite: func(r *httputil.ProxyRequest) { r.SetURL(e.d.URL) }}
+		srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			mu.Lock()
+			seen = append(seen, r.Proto+" "+r.Header.Get("Upgrade"))
+			mu.Unlock()
+			rp.ServeHTTP(w, r)
+		}))
+		srv.EnableHTTP2 = true
+		srv.StartTLS()
+		t.Cleanup(srv.Close)
+		u, _ := url.Parse(srv.URL)
+		c := via(u, e.alice.SessionToken)
+		// A TLS configuration that offers h2, as the trust store's does.
+		tr := srv.Client().Transport.(*http.Transport).Clone()
+		tr.TLSClientConfig.NextProtos = []string{"h2", "http/1.1"}
+		c.HTTPClient = &http.Client{Transport: tr}
+		if err := echo(c, context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if !slices.Equal(seen, []string{"HTTP/1.1 " + codersdk.RelayProtocol}) {
+			t.Errorf("requests seen by the TLS proxy: %q, want one HTTP/1.1 upgrade to %s", seen, codersdk.RelayProtocol)
+		}
+	})
 	t.Run("websocket-only proxy", func(t *testing.T) {
 		u, seen := upgradeProxy(t, e.d.URL, true)
 		if err := echo(via(u, e.alice.SessionToken), context.Background()); err != nil {

@@ -202,7 +202,8 @@ func TestWildcardAddresses(t *testing.T) {
 				break
 			}
 			if time.Now().After(deadline) {
-				t.Fatalf("the agent did not connect over HTTPS within 2m:\n%s", coder("show", "ws"))
+				agentLog, _ := os.ReadFile(filepath.Join(work, "ws", "admin", "ws", ".coder-agent.log"))
+				t.Fatalf("the agent did not connect over HTTPS within 2m:\n%s\nagent log:\n%s", coder("show", "ws"), agentLog)
 			}
 			time.Sleep(300 * time.Millisecond)
 		}

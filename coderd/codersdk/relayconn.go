@@ -77,6 +77,13 @@ func (c *Client) dialUpgrade(ctx context.Context, path string) (net.Conn, error)
 	tr := base.Clone()
 	tr.Protocols = new(http.Protocols)
 	tr.Protocols.SetHTTP1(true)
+	if tr.TLSClientConfig != nil {
+		// A TLS configuration that offers h2 (as a trust store's may)
+		// would let the server pick HTTP/2, which this transport does not
+		// speak.
+		tr.TLSClientConfig = tr.TLSClientConfig.Clone()
+		tr.TLSClientConfig.NextProtos = []string{"http/1.1"}
+	}
 	dial := tr.DialContext
 	if dial == nil {
 		dial = (&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}).DialContext
