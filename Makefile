@@ -52,10 +52,23 @@ test: deps
 	mkdir -p $(CURDIR)/build/test-output; \
 	CODER_TEST_POSTGRES_URL="$$url" $(GO) test -count=1 -timeout 40m -artifacts -outputdir $(CURDIR)/build/test-output ./...
 
+# Every benchmark, each with the iterations it needs, then one table of
+# ratios against their goals (bench/benchtable). The raw output stays in
+# build/bench.txt. Not part of CI: these machines are too noisy to assert
+# timings; the table is for people.
 bench: deps
 	@set -e; url=$$(./scripts/test-postgres.sh start); \
 	trap './scripts/test-postgres.sh stop' EXIT; \
-	CODER_TEST_POSTGRES_URL="$$url" $(GO) test -run '^$$' -bench . -benchtime 20x ./bench/
+	export CODER_TEST_POSTGRES_URL="$$url"; mkdir -p build; out=$(CURDIR)/build/bench.txt; : > "$$out"; \
+	run() { $(GO) test -run '^$$' -timeout 60m "$$@" | tee -a "$$out"; }; \
+	run ./bench/ -bench 'PortForwardIperf3|SSHCat' -benchtime 1x; \
+	run ./bench/ -bench PortForwardConnect -benchtime 300x; \
+	run ./bench/ -bench 'JobClaimLatency|ListWorkspaces10k|ProcessWorkspaceBuild|EnqueueToProvisionerStart' -benchtime 20x; \
+	run ./bundle/ -bench 'Verify/Mixed' -benchtime 3x; \
+	run ./bundle/builder/ -bench BuildImages -benchtime 3x; \
+	run ./mirror/ -bench 'ImagePull|TerraformInit' -benchtime 5x; \
+	run ./coderd/site/ -bench WorkspaceList1000 -benchtime 5x; \
+	echo; $(GO) run ./bench/benchtable < "$$out"
 
 # Every fuzz target for FUZZTIME each, one after the other (a quick pass:
 # make fuzz FUZZTIME=30s). A crasher is written to the package's

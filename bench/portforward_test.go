@@ -3,12 +3,14 @@ package bench
 import (
 	"bufio"
 	"context"
+	"crypto/rand"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -210,4 +212,50 @@ func BenchmarkPortForwardConnect(b *testing.B) {
 	b.ReportMetric(p50(direct), "direct-p50-µs")
 	b.ReportMetric(p50(relayed), "relayed-p50-µs")
 	b.ReportMetric(p50(relayed)/p50(direct), "ratio")
+}
+
+// BenchmarkSSHCat measures bulk output through the built `coder ssh`: `cat`
+// of a 1 GiB file inside the workspace to /dev/null on the client, against
+// the same `cat` run locally, alternating (issue 15's goal: ≥ 0.4×).
+//
+//	go test ./bench/ -run '^$' -bench SSHCat -benchtime 1x
+func BenchmarkSSHCat(b *testing.B) {
+	w := newRelayWorkspace(b)
+	const size = 1 << 30
+	file := filepath.Join(b.TempDir(), "1GiB")
+	f, err := os.Create(file)
+	if err != nil {
+		b.Fatal(err)
+	}
+	// Random bytes, so that nothing on the path can compress them.
+	if _, err := io.CopyN(f, rand.Reader, size); err != nil {
+		b.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		b.Fatal(err)
+	}
+	catTo := func(cmd *exec.Cmd) time.Duration {
+		b.Helper()
+		devnull, err := os.OpenFile(os.DevNull, os.O_WRONLY, 0)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer devnull.Close()
+		var stderr strings.Builder
+		cmd.Stdout, cmd.Stderr = devnull, &stderr
+		start := time.Now()
+		if err := cmd.Run(); err != nil {
+			b.Fatalf("%s: %v\n%s", strings.Join(cmd.Args, " "), err, stderr.String())
+		}
+		return time.Since(start)
+	}
+	var local, relayed time.Duration
+	for b.Loop() {
+		local += catTo(exec.Command("cat", file))
+		relayed += catTo(w.command("ssh", "dev", "--", "cat", file))
+	}
+	mib := float64(size) / (1 << 20) * float64(b.N)
+	b.ReportMetric(mib/local.Seconds(), "local-MiB/s")
+	b.ReportMetric(mib/relayed.Seconds(), "ssh-MiB/s")
+	b.ReportMetric(local.Seconds()/relayed.Seconds(), "ratio")
 }

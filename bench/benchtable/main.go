@@ -1,0 +1,117 @@
+// Command benchtable reads the output of `go test -bench` (what `make bench`
+// collects from every benchmark of the project) on standard input and prints
+// one table: each measure, the alternative it runs against in the same
+// benchmark, the ratio measured, the goal, and whether the goal is met. A
+// measure whose benchmark did not run shows "not run"; one that nothing
+// measures yet says so. It only reads and prints: goals live here and
+// nowhere else, and no test asserts them (these machines are noisy).
+package main
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+)
+
+// row is one measure: the metric a benchmark reports and its goal.
+type row struct {
+	measure     string
+	alternative string
+	benchmark   string // the benchmark's name, without the -N CPU suffix
+	metric      string // the unit of the reported metric
+	atMost      bool   // the goal is an upper bound (else a lower bound)
+	goal        float64
+}
+
+var rows = []row{
+	{"bulk TCP through coder port-forward, up, 1 stream", "iperf3 directly on loopback", "BenchmarkPortForwardIperf3/up-1", "ratio", false, 0.5},
+	{"bulk TCP through coder port-forward, down, 1 stream", "iperf3 directly on loopback", "BenchmarkPortForwardIperf3/down-1", "ratio", false, 0.5},
+	{"bulk TCP through coder port-forward, up, 4 streams", "iperf3 directly on loopback", "BenchmarkPortForwardIperf3/up-4", "ratio", false, 0.5},
+	{"bulk TCP through coder port-forward, down, 4 streams", "iperf3 directly on loopback", "BenchmarkPortForwardIperf3/down-4", "ratio", false, 0.5},
+	{"coder ssh: cat of 1 GiB to /dev/null", "the same cat locally", "BenchmarkSSHCat", "ratio", false, 0.4},
+	{"new connection + 1 round trip through coder port-forward", "directly on loopback", "BenchmarkPortForwardConnect", "ratio", true, 5},
+	{"  the same, p50 in µs", "", "BenchmarkPortForwardConnect", "relayed-p50-µs", true, 1000},
+	{"coder bundle verify (time)", "sha256sum of the file", "BenchmarkVerify/Mixed", "verify/sha256sum", true, 1.2},
+	{"bundle build of images, cold cache (time)", "crane pull --format oci", "BenchmarkBuildImages", "bundle/crane", true, 1.2},
+	{"image pull through coder mirror serve (time)", "reading the OCI layout from disk", "BenchmarkImagePull", "registry/disk", true, 1.3},
+	{"terraform init through the network mirror (time)", "the filesystem mirror", "BenchmarkTerraformInit", "network/filesystem", true, 0},
+	{"dashboard /workspaces with 1,000 workspaces (time)", "GET /api/v2/workspaces", "BenchmarkWorkspaceList1000", "page/api", true, 0},
+	{"  the same, page in ms", "", "BenchmarkWorkspaceList1000", "page-ms", true, 1000},
+	{"job claim, long-poll, 4 waiting daemons (time)", "a 100 ms poller", "BenchmarkJobClaimLatency/N=4", "notify_vs_poll_ratio", true, 0},
+	{"GET /api/v2/workspaces, 10,000 rows (time)", "raw pgx", "BenchmarkListWorkspaces10k/all", "api_vs_raw_ratio", true, 0},
+	{"process workspace build (time)", "terraform init + apply by hand", "BenchmarkProcessWorkspaceBuild", "build_vs_raw_terraform_ratio", true, 0},
+	{"coderd with 200 agents and 50 builds: RSS, API p99", "", "", "", true, 0},
+}
+
+func main() {
+	results, err := parse(os.Stdin)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "benchtable:", err)
+		os.Exit(1)
+	}
+	w := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(w, "MEASURE\tALTERNATIVE\tMEASURED\tGOAL\tMET")
+	for _, r := range rows {
+		measured, goal, met := "not run", "—", ""
+		if r.goal > 0 {
+			op := "≥"
+			if r.atMost {
+				op = "≤"
+			}
+			goal = op + " " + strconv.FormatFloat(r.goal, 'g', -1, 64)
+		}
+		switch v, ok := results[r.benchmark][r.metric]; {
+		case r.benchmark == "":
+			measured = "not measured yet"
+		case ok:
+			measured = strconv.FormatFloat(v, 'g', 3, 64)
+			if r.goal > 0 {
+				met = "no"
+				if (r.atMost && v <= r.goal) || (!r.atMost && v >= r.goal) {
+					met = "yes"
+				}
+			}
+		}
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\n", r.measure, r.alternative, measured, goal, met)
+	}
+	if err := w.Flush(); err != nil {
+		os.Exit(1)
+	}
+}
+
+// parse reads benchmark result lines ("BenchmarkX-2  N  V1 unit1  V2
+// unit2 …") into name → unit → value; a benchmark run twice keeps the last.
+func parse(r io.Reader) (map[string]map[string]float64, error) {
+	out := map[string]map[string]float64{}
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		fields := strings.Fields(sc.Text())
+		if len(fields) < 4 || !strings.HasPrefix(fields[0], "Benchmark") {
+			continue
+		}
+		if _, err := strconv.Atoi(fields[1]); err != nil {
+			continue // a log line that starts with a benchmark's name
+		}
+		name := fields[0]
+		if i := strings.LastIndexByte(name, '-'); i > 0 {
+			if _, err := strconv.Atoi(name[i+1:]); err == nil {
+				name = name[:i]
+			}
+		}
+		metrics := map[string]float64{}
+		for i := 2; i+1 < len(fields); i += 2 {
+			v, err := strconv.ParseFloat(fields[i], 64)
+			if err != nil {
+				break
+			}
+			metrics[fields[i+1]] = v
+		}
+		out[name] = metrics
+	}
+	return out, sc.Err()
+}
