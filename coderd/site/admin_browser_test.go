@@ -63,8 +63,9 @@ func adminAndTemplatePages(b *browser, adminEmail, adminPassword string) {
 		chromedp.SetValue(chromedp.CSS("#f-action"), "create"),
 		chromedp.SetValue(chromedp.CSS("#f-resource"), "user"),
 		chromedp.SetValue(chromedp.CSS("#f-outcome"), "success"),
-		chromedp.Click(chromedp.CSS("#filter")),
-		chromedp.WaitVisible(chromedp.CSS("#audit")))
+		chromedp.Click(chromedp.CSS("#filter")))
+	b.waitLocation("the filtered page", "resource_type=user", 10*time.Second)
+	b.do("the filtered table", chromedp.WaitVisible(chromedp.CSS("#audit")))
 	b.waitText("the member's creation is listed", "#audit tbody", member, 5*time.Second)
 	if rows := get(b, "count rows", chromedp.Evaluate[int](`document.querySelectorAll('#audit tbody tr').length`)); rows != 1 {
 		t.Errorf("the filtered audit log has %d rows, want 1 (the creation of %s)", rows, member)

@@ -244,6 +244,23 @@ func (b *browser) location() string {
 	return get(b, "location", chromedp.Location())
 }
 
+// waitLocation waits until the page's URL contains want: after a click
+// that navigates, the old page still matches most selectors for a moment.
+func (b *browser) waitLocation(step, want string, timeout time.Duration) {
+	b.t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		loc := b.location()
+		if strings.Contains(loc, want) {
+			return
+		}
+		if time.Now().After(deadline) {
+			b.t.Fatalf("%s: at %s, want a URL containing %q within %s", step, loc, want, timeout)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
 // signIn fills in the login form (the browser is on it).
 func (b *browser) signIn(email, password string) {
 	b.t.Helper()
