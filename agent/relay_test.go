@@ -745,3 +745,81 @@ func TestRelayTransports(t *testing.T) {
 		}
 	})
 }
+
+// TestRelayAcrossReplicas runs a second replica (B) on the deployment's
+// database: the agent is connected to the first (A), and a user who
+// reaches B gets SSH, a forwarded port and a dev URL through B → A. When
+// the agent goes away, B says so at once.
+func TestRelayAcrossReplicas(t *testing.T) {
+	t.Parallel()
+	e := newRelayEnv(t)
+	e.waitReady(t, e.alice)
+	b := coderdtest.New(t, coderdtest.Options{DatabaseURL: e.d.DatabaseURL, AgentHeartbeatInterval: 200 * time.Millisecond})
+	viaB := codersdk.New(b.URL)
+	viaB.SessionToken = e.alice.SessionToken
+	ctx := context.Background()
+
+	a, err := e.d.DB.AgentByID(ctx, e.agentID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.ConnectedReplicaID == "" || a.ConnectedReplicaID != e.d.API.ReplicaID() {
+		t.Fatalf("the agent's row names replica %q, want A's %q", a.ConnectedReplicaID, e.d.API.ReplicaID())
+	}
+	waitFor(t, 10*time.Second, func() (bool, string) {
+		rs, err := viaB.Replicas(ctx)
+		if codersdk.IsStatus(err, http.StatusForbidden) {
+			admin := codersdk.New(b.URL)
+			admin.SessionToken = e.admin.SessionToken
+			rs, err = admin.Replicas(ctx)
+		}
+		return err == nil && len(rs) == 2, fmt.Sprintf("replicas %v (%v)", rs, err)
+	})
+
+	// A forwarded port, through B.
+	port := uint16(coderdtest.EchoServer(t))
+	conn, err := viaB.DialWorkspaceAgent(ctx, e.agentID, codersdk.DialOptions{Kind: codersdk.RelayKindTCP, Port: port})
+	if err != nil {
+		t.Fatalf("dial the agent through replica B: %v", err)
+	}
+	msg := bytes.Repeat([]byte("across replicas "), 50_000)
+	go func() { _, _ = conn.Write(msg) }()
+	got := make([]byte, len(msg))
+	_ = conn.SetReadDeadline(time.Now().Add(20 * time.Second))
+	if _, err := io.ReadFull(conn, got); err != nil || !bytes.Equal(got, msg) {
+		t.Fatalf("echo through B: %v (equal %v)", err, bytes.Equal(got, msg))
+	}
+	conn.Close()
+
+	// SSH, through B.
+	client := sshClient(t, viaB, e.agentID)
+	if out, _, code := run(t, client, "", "echo $FROM_TEMPLATE"); code != 0 || strings.TrimSpace(out) != "yes" {
+		t.Errorf("ssh through B: %q, exit %d", out, code)
+	}
+	client.Close()
+
+	// A dev URL, through B.
+	req, _ := http.NewRequest(http.MethodGet, b.URL.String()+"/@alice/dev/apps/web/through-b", nil)
+	req.Header.Set(codersdk.SessionTokenHeader, e.alice.SessionToken)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), "/through-b") {
+		t.Errorf("dev URL through B: %d %s", resp.StatusCode, body)
+	}
+
+	// A refused port is the agent's refusal, carried back through A.
+	if _, err := viaB.DialWorkspaceAgent(ctx, e.agentID, codersdk.DialOptions{Kind: codersdk.RelayKindTCP, Port: uint16(freePort(t))}); !codersdk.IsStatus(err, http.StatusBadGateway) {
+		t.Errorf("a closed port through B: %v, want 502 from the agent", err)
+	}
+
+	// The agent stops: B answers 503 (not connected), not a hang.
+	e.stopAgent()
+	waitFor(t, 10*time.Second, func() (bool, string) {
+		_, err := viaB.DialWorkspaceAgent(ctx, e.agentID, codersdk.DialOptions{Kind: codersdk.RelayKindTCP, Port: port})
+		return codersdk.IsAgentUnavailable(err), fmt.Sprintf("dial through B after the agent stopped: %v", err)
+	})
+}

@@ -93,6 +93,9 @@ type Options struct {
 	// Replicas is this replica's registration among the deployment's
 	// replicas (nil in tests that run one API without one).
 	Replicas *replicasync.Manager
+	// PeerHTTPClient dials other replicas' relay addresses (its TLS trust
+	// checks their certificates); nil means http.DefaultClient.
+	PeerHTTPClient *http.Client
 	// RateLimits bound logins and API requests, in this replica's memory
 	// (ratelimit.go); the zero value means the defaults.
 	RateLimits RateLimits
@@ -109,8 +112,12 @@ type API struct {
 	metrics *metrics
 	router  *gin.Engine
 
-	// relay holds this replica's agent connections (relay.go).
-	relay *relay
+	// relay holds this replica's agent connections (relay.go); peers its
+	// sessions to other replicas, which authenticate with replicaSecret
+	// (peers.go).
+	relay         *relay
+	peers         peers
+	replicaSecret string
 	// limits are the login and API rate limits (ratelimit.go).
 	limits *rateLimiters
 	// firstUserHooks counts running OnFirstUser hooks (firstuser.go).
@@ -124,7 +131,10 @@ type API struct {
 // Shutdown makes long-polls (job acquisition) answer at once, so a graceful
 // HTTP shutdown does not wait for their deadline. The API keeps serving.
 func (api *API) Shutdown() {
-	api.shutdownOnce.Do(func() { close(api.closing) })
+	api.shutdownOnce.Do(func() {
+		close(api.closing)
+		api.closePeers()
+	})
 }
 
 // New builds the API over a migrated database. It starts no goroutines.
@@ -161,6 +171,9 @@ func New(ctx context.Context, opts Options) (*API, error) {
 		opts: opts, db: opts.DB, ps: opts.Pubsub, log: opts.Logger,
 		now: func() time.Time { return opts.Now().UTC() },
 		org: org, metrics: newMetrics(opts.Registerer), closing: make(chan struct{}),
+	}
+	if api.replicaSecret, err = loadReplicaSecret(ctx, opts.DB); err != nil {
+		return nil, err
 	}
 	api.limits = newRateLimiters(opts.RateLimits, opts.Now)
 	api.router = api.routes()
@@ -245,6 +258,8 @@ func (api *API) routes() *gin.Engine {
 	v2.GET("/users/first", api.handle(api.firstUserExists))
 	v2.POST("/users/first", api.handle(api.postFirstUser))
 	v2.POST("/users/login", api.handle(api.limitLogin(api.postLogin)))
+	// Other replicas authenticate with the replica secret (peers.go).
+	v2.GET("/replicas/relay", api.handle(api.servePeer))
 
 	// Provisioner daemons authenticate by PSK or session token.
 	pd := v2.Group("/provisionerdaemons")

@@ -150,7 +150,7 @@ func (api *API) serveDevURL(c *gin.Context) error {
 				"Dev URLs of other users' workspaces do not open with a browser session")
 		}
 	}
-	if api.relay.get(t.agent.ID) == nil {
+	if !api.agentReachable(t.agent) {
 		return api.agentUnavailable(t.agent)
 	}
 	api.proxyDevURL(c, d, t, user.Username)
@@ -398,13 +398,18 @@ func (api *API) dialRelayAddr(ctx context.Context, addr string) (net.Conn, error
 	if err != nil {
 		return nil, err
 	}
-	s := api.relay.get(agentID)
-	if s == nil {
-		return nil, errorf(http.StatusServiceUnavailable, "", "%s", errAgentGone.Error())
+	// An agent connected here needs no look-up; one on another replica
+	// needs its row to say which.
+	a := database.WorkspaceAgent{}
+	a.ID = agentID
+	if api.relay.get(agentID) == nil {
+		if a, err = api.db.AgentByID(ctx, agentID); err != nil {
+			return nil, errorf(http.StatusServiceUnavailable, err.Error(), "%s", errAgentGone.Error())
+		}
 	}
 	call, _ := ctx.Value(devURLCaller{}).(devURLCall)
 	hdr := codersdk.RelayHeader{Kind: codersdk.RelayKindTCP, Host: host, Port: port, ConnID: newConnID(), User: call.user}
-	conn, err := api.openStream(s, hdr)
+	conn, _, err := api.dialAgent(ctx, a, hdr)
 	log := api.log.With("conn", hdr.ConnID, "user", call.user, "workspace", call.workspace, "agent", agentID, "kind", "dev-url", "host", host, "port", port)
 	if err != nil {
 		log.Info("relay connection refused", "err", err)

@@ -161,7 +161,7 @@ func (api *API) agentConnect(c *gin.Context) error {
 		_ = old.mux.Close()
 	}
 	log := api.log.With("agent", a.ID, "agent_name", a.Name, "workspace", a.OwnerName+"/"+a.WorkspaceName, "remote", c.Request.RemoteAddr)
-	if err := api.db.MarkAgentConnected(ctx, a.ID, api.now()); err != nil {
+	if err := api.db.MarkAgentConnected(ctx, a.ID, api.now(), api.ReplicaID()); err != nil {
 		log.Warn("record agent connection", "err", err)
 	}
 	log.Info("workspace agent connected", "agents_on_replica", api.relay.connected())
@@ -185,7 +185,7 @@ loop:
 	if api.relay.unregister(s) {
 		dctx, dcancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 		defer dcancel()
-		if err := api.db.MarkAgentDisconnected(dctx, api.relay.idOf(s), api.now()); err != nil {
+		if err := api.db.MarkAgentDisconnected(dctx, api.relay.idOf(s), api.now(), api.ReplicaID()); err != nil {
 			log.Warn("record agent disconnection", "err", err)
 		}
 	}
@@ -213,7 +213,7 @@ func (api *API) agentHeartbeat(ctx context.Context, s *agentSession, token strin
 		}
 		log.Info("workspace agent moved to a new build", "new_agent", cur.ID, "build", cur.BuildNumber)
 	}
-	if err := api.db.MarkAgentConnected(ctx, cur.ID, api.now()); err != nil && ctx.Err() == nil {
+	if err := api.db.MarkAgentConnected(ctx, cur.ID, api.now(), api.ReplicaID()); err != nil && ctx.Err() == nil {
 		log.Warn("agent heartbeat", "err", err)
 	}
 }
@@ -226,8 +226,8 @@ func (api *API) agentUnavailable(a database.WorkspaceAgent) error {
 	}
 	status := api.agentStatusOf(a.Agent)
 	if status == codersdk.AgentStatusConnected {
-		return errorf(http.StatusServiceUnavailable, "docs/relay.md: the agent and the client must reach the same replica",
-			"Agent %s of workspace %s/%s is connected to another coderd replica", a.Name, a.OwnerName, a.WorkspaceName)
+		return errorf(http.StatusServiceUnavailable, "",
+			"Agent %s of workspace %s/%s is connected to a coderd replica that is not alive; it will reconnect to a live one", a.Name, a.OwnerName, a.WorkspaceName)
 	}
 	return errorf(http.StatusServiceUnavailable, "", "Agent %s of workspace %s/%s is not connected (status %s, lifecycle %s)",
 		a.Name, a.OwnerName, a.WorkspaceName, status, a.LifecycleState)
@@ -256,6 +256,14 @@ func (api *API) openStream(s *agentSession, hdr codersdk.RelayHeader) (net.Conn,
 	}
 	_ = stream.SetDeadline(time.Time{})
 	return stream, nil
+}
+
+// ReplicaID is this replica's id ("" when it has no registration).
+func (api *API) ReplicaID() string {
+	if api.opts.Replicas == nil {
+		return ""
+	}
+	return api.opts.Replicas.Self().ID
 }
 
 // newConnID names a relayed connection in logs.
@@ -323,16 +331,12 @@ func (api *API) openAgentStream(c *gin.Context, e *auditEntry, header func(*gin.
 		e.field("reconnect", hdr.PTY.Reconnect)
 	}
 	log := api.log.With(attrs...)
-	s := api.relay.get(a.ID)
-	if s == nil {
-		return nil, api.agentUnavailable(a)
-	}
-	stream, err := api.openStream(s, hdr)
+	stream, mux, err := api.dialAgent(c.Request.Context(), a, hdr)
 	if err != nil {
 		log.Info("relay connection refused", "err", err)
 		return nil, err
 	}
-	return &agentStream{Conn: stream, hdr: hdr, mux: s.mux, log: log}, nil
+	return &agentStream{Conn: stream, hdr: hdr, mux: mux, log: log}, nil
 }
 
 // workspaceAgentConnect relays a user's WebSocket to a new stream to the

@@ -117,6 +117,11 @@ type Config struct {
 	// ShutdownTimeout bounds the graceful shutdown of the HTTP servers
 	// (default 30s).
 	ShutdownTimeout time.Duration
+	// ReplicaTrustFile is a PEM file of the CAs other replicas'
+	// certificates chain to, for relaying to an agent connected to another
+	// replica over HTTPS (the appliance's trust store); empty means the
+	// system's roots.
+	ReplicaTrustFile string
 	// ReplicaHeartbeatInterval is how often this replica says it is alive
 	// in the database (default replicasync.DefaultInterval); one silent
 	// for three intervals drops out of GET /api/v2/replicas.

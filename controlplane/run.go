@@ -3,12 +3,14 @@ package controlplane
 import (
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
 	"net/url"
+	"os"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -144,8 +146,13 @@ func (st *startup) startAPI(ctx context.Context) error {
 	if cfg.ProvisionerDaemons > 0 {
 		st.builtinKey = randomKey()
 	}
+	peerClient, err := peerHTTPClient(cfg.ReplicaTrustFile)
+	if err != nil {
+		return err
+	}
 	api, err := coderd.New(ctx, coderd.Options{
-		DB: st.db, Pubsub: st.pubsub, Logger: st.log.With("component", "api"), AccessURL: st.accessURL, Version: cfg.Version,
+		PeerHTTPClient: peerClient,
+		DB:             st.db, Pubsub: st.pubsub, Logger: st.log.With("component", "api"), AccessURL: st.accessURL, Version: cfg.Version,
 		ProvisionerPSK: cfg.ProvisionerPSK, BuiltinProvisionerKey: st.builtinKey, JobHeartbeatTimeout: cfg.JobHeartbeatTimeout,
 		Telemetry: cfg.Telemetry, UpdateCheck: cfg.UpdateCheck, UpdateChecker: st.checker, Registerer: st.registry,
 		AuditRetention: cfg.AuditRetention, AuditJournal: cfg.AuditJournal,
@@ -161,6 +168,25 @@ func (st *startup) startAPI(ctx context.Context) error {
 	mux.Handle("/", api)
 	st.handler = mux
 	return nil
+}
+
+// peerHTTPClient is the client that dials other replicas: the system's
+// roots, or the CAs in trustFile.
+func peerHTTPClient(trustFile string) (*http.Client, error) {
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.Proxy = nil // replicas reach each other directly
+	if trustFile != "" {
+		pem, err := os.ReadFile(trustFile)
+		if err != nil {
+			return nil, fmt.Errorf("replica trust file: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("replica trust file %s holds no PEM certificate", trustFile)
+		}
+		tr.TLSClientConfig = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
+	}
+	return &http.Client{Transport: tr}, nil
 }
 
 // serve serves the API on the public listeners: HTTPS with the certificate

@@ -10,6 +10,7 @@ import (
 	"mime"
 	"net"
 	"net/http"
+	"net/url"
 	"strings"
 	"sync"
 	"time"
@@ -64,8 +65,20 @@ func (c *Client) dialUpgrade(ctx context.Context, path string) (net.Conn, error)
 	if err != nil {
 		return nil, fmt.Errorf("parse path %q: %w", path, err)
 	}
-	base, ok := c.httpClient().Transport.(*http.Transport)
-	if c.httpClient().Transport == nil {
+	h := http.Header{}
+	if c.SessionToken != "" {
+		h.Set(SessionTokenHeader, c.SessionToken)
+	}
+	return DialRelayUpgrade(ctx, c.httpClient(), u, h)
+}
+
+// DialRelayUpgrade opens a raw relay connection to u (see RelayProtocol)
+// with client's transport and header. A response that is not 101 is an
+// *Error when coderd sent it (JSON), else an error wrapping
+// errUpgradeNotPassed.
+func DialRelayUpgrade(ctx context.Context, client *http.Client, u *url.URL, header http.Header) (net.Conn, error) {
+	base, ok := client.Transport.(*http.Transport)
+	if client.Transport == nil {
 		base, ok = http.DefaultTransport.(*http.Transport)
 	}
 	if !ok {
@@ -98,15 +111,15 @@ func (c *Client) dialUpgrade(ctx context.Context, path string) (net.Conn, error)
 	if err != nil {
 		return nil, err
 	}
+	for k, v := range header {
+		req.Header[k] = v
+	}
 	req.Header.Set("Connection", "Upgrade")
 	req.Header.Set("Upgrade", RelayProtocol)
-	if c.SessionToken != "" {
-		req.Header.Set(SessionTokenHeader, c.SessionToken)
-	}
-	client := *c.httpClient()
-	client.Transport = tr
-	client.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
-	resp, err := client.Do(req)
+	c := *client
+	c.Transport = tr
+	c.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	resp, err := c.Do(req)
 	if err != nil {
 		tr.CloseIdleConnections()
 		return nil, fmt.Errorf("dial %s: %w", u.Redacted(), err)
@@ -122,7 +135,7 @@ func (c *Client) dialUpgrade(ctx context.Context, path string) (net.Conn, error)
 	body, ok := resp.Body.(io.ReadWriteCloser)
 	if !ok || raw == nil || !strings.EqualFold(resp.Header.Get("Upgrade"), RelayProtocol) {
 		_ = resp.Body.Close()
-		return nil, fmt.Errorf("dial %s: coderd switched to %q, not %s", u.Redacted(), resp.Header.Get("Upgrade"), RelayProtocol)
+		return nil, fmt.Errorf("dial %s: the server switched to %q, not %s", u.Redacted(), resp.Header.Get("Upgrade"), RelayProtocol)
 	}
 	return &upgradedConn{ReadWriteCloser: body, raw: raw}, nil
 }

@@ -123,16 +123,27 @@ func (db *DB) AgentRuntimes(ctx context.Context, ids []string) (map[string]Agent
 }
 
 // MarkAgentConnected records that an agent's connection is up at now.
-func (db *DB) MarkAgentConnected(ctx context.Context, id string, now time.Time) error {
+func (db *DB) MarkAgentConnected(ctx context.Context, id string, now time.Time, replicaID string) error {
 	_, err := db.q().Exec(ctx, `UPDATE workspace_agents SET first_connected_at = coalesce(first_connected_at, $2),
-		last_connected_at = $2, disconnected_at = NULL WHERE id = $1`, id, now)
+		last_connected_at = $2, disconnected_at = NULL, connected_replica_id = $3 WHERE id = $1`, id, now, nullUUID(replicaID))
 	return err
 }
 
-// MarkAgentDisconnected records that an agent's connection went down at now.
-func (db *DB) MarkAgentDisconnected(ctx context.Context, id string, now time.Time) error {
-	_, err := db.q().Exec(ctx, `UPDATE workspace_agents SET disconnected_at = $2 WHERE id = $1`, id, now)
+// MarkAgentDisconnected records that an agent's connection to replica
+// replicaID went down at now. It changes nothing when the agent has
+// connected to another replica since.
+func (db *DB) MarkAgentDisconnected(ctx context.Context, id string, now time.Time, replicaID string) error {
+	_, err := db.q().Exec(ctx, `UPDATE workspace_agents SET disconnected_at = $2, connected_replica_id = NULL
+		WHERE id = $1 AND connected_replica_id IS NOT DISTINCT FROM $3`, id, now, nullUUID(replicaID))
 	return err
+}
+
+// nullUUID is id, or NULL for "".
+func nullUUID(id string) *string {
+	if id == "" {
+		return nil
+	}
+	return &id
 }
 
 // UpdateAgentLifecycle records a lifecycle state.

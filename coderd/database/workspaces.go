@@ -312,6 +312,9 @@ type Agent struct {
 	FirstConnectedAt         *time.Time
 	LastConnectedAt          *time.Time
 	DisconnectedAt           *time.Time
+	// ConnectedReplicaID is the coderd replica holding the agent's relay
+	// connection ("" when none, or when that replica did not say).
+	ConnectedReplicaID string
 }
 
 // App is a row of workspace_apps.
@@ -340,12 +343,14 @@ type App struct {
 // table aliased a; scanAgentDest lists where they go.
 const agentColumns = `a.id, a.resource_id, a.name, a.auth_token, a.operating_system, a.architecture, a.directory, a.env,
 	a.scripts, a.metadata, a.display_apps, a.troubleshooting_url, a.motd_file, a.display_order,
-	a.lifecycle_state, a.connection_timeout_seconds, a.created_at, a.first_connected_at, a.last_connected_at, a.disconnected_at`
+	a.lifecycle_state, a.connection_timeout_seconds, a.created_at, a.first_connected_at, a.last_connected_at, a.disconnected_at,
+	coalesce(a.connected_replica_id::text, '')`
 
 func agentDest(a *Agent) []any {
 	return []any{&a.ID, &a.ResourceID, &a.Name, &a.AuthToken, &a.OperatingSystem, &a.Architecture, &a.Directory, &a.Env,
 		&a.Scripts, &a.Metadata, &a.DisplayApps, &a.TroubleshootingURL, &a.MOTDFile, &a.Order,
-		&a.LifecycleState, &a.ConnectionTimeoutSeconds, &a.CreatedAt, &a.FirstConnectedAt, &a.LastConnectedAt, &a.DisconnectedAt}
+		&a.LifecycleState, &a.ConnectionTimeoutSeconds, &a.CreatedAt, &a.FirstConnectedAt, &a.LastConnectedAt, &a.DisconnectedAt,
+		&a.ConnectedReplicaID}
 }
 
 func jsonOr(b []byte, empty string) []byte {

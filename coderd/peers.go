@@ -1,0 +1,268 @@
+package coderd
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/subtle"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/url"
+	"sync"
+	"time"
+
+	"github.com/gin-gonic/gin"
+	"github.com/hashicorp/yamux"
+
+	"airgapcoder/coderd/codersdk"
+	"airgapcoder/coderd/database"
+)
+
+// Relaying across replicas. A user's connection may reach any replica,
+// while an agent's relay connection is on one (its row's
+// connected_replica_id). When they differ, this replica carries the stream
+// to the agent's replica over one long-lived yamux session per peer: a raw
+// relay upgrade (codersdk.RelayProtocol) of GET /api/v2/replicas/relay at
+// the peer's relay address, which is its own listener, not the load
+// balancer. The peer opens the stream to its agent and answers with a
+// peerReply frame; then the stream carries the connection's bytes.
+//
+// Trust: a replica proves it belongs to the deployment with the replica
+// secret, a random value created in the database on first start that only
+// replicas read (whoever reads the database controls the deployment
+// anyway), sent in ReplicaSecretHeader; the peer's certificate is checked
+// with Options.PeerHTTPClient's trust when the relay address is https (the
+// appliance: its CA). Over plain HTTP the secret crosses the network in
+// the clear: run replicas with TLS (docs/decisions.md).
+
+// ReplicaSecretHeader carries the deployment's replica secret on peer
+// connections.
+const ReplicaSecretHeader = "Coder-Replica-Secret"
+
+// replicaSecretKey is the deployment setting that holds the secret.
+const replicaSecretKey = "replica_relay_secret"
+
+// peerRequest opens a stream to an agent on the peer.
+type peerRequest struct {
+	AgentID string               `json:"agent_id"`
+	Header  codersdk.RelayHeader `json:"header"`
+}
+
+// peerReply answers a peerRequest: Status 0 means the stream is open.
+type peerReply struct {
+	Status  int    `json:"status,omitempty"`
+	Message string `json:"message,omitempty"`
+}
+
+// peers holds this replica's sessions to the others, by replica id.
+type peers struct {
+	mu       sync.Mutex
+	sessions map[string]*yamux.Session
+}
+
+// loadReplicaSecret reads the deployment's replica secret, creating it on
+// the first start.
+func loadReplicaSecret(ctx context.Context, db *database.DB) (string, error) {
+	b := make([]byte, 32)
+	if _, err := rand.Read(b); err != nil {
+		return "", err
+	}
+	secret, err := db.DeploymentValue(ctx, replicaSecretKey, hex.EncodeToString(b))
+	if err != nil {
+		return "", fmt.Errorf("read the replica secret: %w", err)
+	}
+	return secret, nil
+}
+
+// servePeer serves another replica's session: every stream it opens is a
+// peerRequest for an agent connected here.
+func (api *API) servePeer(c *gin.Context) error {
+	if subtle.ConstantTimeCompare([]byte(c.GetHeader(ReplicaSecretHeader)), []byte(api.replicaSecret)) != 1 {
+		return errorf(http.StatusUnauthorized, "", "Only replicas of this deployment may open a replica relay session")
+	}
+	if !codersdk.IsRelayUpgrade(c.Request) {
+		return errorf(http.StatusUpgradeRequired, "", "A replica relay session is an upgrade to %s", codersdk.RelayProtocol)
+	}
+	conn, err := codersdk.AcceptRelayUpgrade(c.Writer)
+	if err != nil {
+		api.log.Info("replica relay session not accepted", "remote", c.Request.RemoteAddr, "err", err)
+		return nil
+	}
+	mux, err := yamux.Server(codersdk.CoalescedYamuxConn(conn), api.relayYamuxConfig())
+	if err != nil {
+		_ = conn.Close()
+		return nil
+	}
+	defer mux.Close()
+	log := api.log.With("peer", c.Request.RemoteAddr)
+	log.Info("replica relay session opened")
+	stop := context.AfterFunc(c.Request.Context(), func() { _ = mux.Close() })
+	defer stop()
+	go func() {
+		select {
+		case <-api.closing:
+			_ = mux.Close()
+		case <-mux.CloseChan():
+		}
+	}()
+	for {
+		stream, err := mux.AcceptStream()
+		if err != nil {
+			log.Info("replica relay session closed", "err", err)
+			return nil
+		}
+		go api.servePeerStream(stream)
+	}
+}
+
+// servePeerStream opens the stream a peer asked for and carries it.
+func (api *API) servePeerStream(stream net.Conn) {
+	_ = stream.SetDeadline(time.Now().Add(15 * time.Second))
+	var req peerRequest
+	if err := codersdk.ReadRelayFrame(stream, &req); err != nil {
+		_ = stream.Close()
+		return
+	}
+	reply := func(status int, message string) error {
+		return codersdk.WriteRelayFrame(stream, peerReply{Status: status, Message: message})
+	}
+	s := api.relay.get(req.AgentID)
+	if s == nil {
+		_ = reply(http.StatusServiceUnavailable, "the agent is no longer connected to that replica; try again")
+		_ = stream.Close()
+		return
+	}
+	agentConn, err := api.openStream(s, req.Header)
+	if err != nil {
+		status, message := http.StatusBadGateway, err.Error()
+		var ae *apiError
+		if errors.As(err, &ae) {
+			status, message = ae.status, ae.Message
+		}
+		_ = reply(status, message)
+		_ = stream.Close()
+		return
+	}
+	if err := reply(0, ""); err != nil {
+		_ = stream.Close()
+		_ = agentConn.Close()
+		return
+	}
+	_ = stream.SetDeadline(time.Time{})
+	splice(stream, agentConn)
+}
+
+// openPeerStream opens a stream to agentID through replica r, dialing r
+// when this replica has no session to it.
+func (api *API) openPeerStream(ctx context.Context, r database.Replica, agentID string, hdr codersdk.RelayHeader) (net.Conn, *yamux.Session, error) {
+	mux, err := api.peerSession(ctx, r)
+	if err != nil {
+		return nil, nil, errorf(http.StatusServiceUnavailable, err.Error(), "The agent is connected to replica %s (%s), which this replica cannot reach", r.Hostname, r.RelayAddress)
+	}
+	stream, err := mux.Open()
+	if err != nil {
+		return nil, nil, errorf(http.StatusServiceUnavailable, err.Error(), "The session to replica %s is closing; try again in a moment", r.Hostname)
+	}
+	_ = stream.SetDeadline(time.Now().Add(20 * time.Second))
+	if err := codersdk.WriteRelayFrame(stream, peerRequest{AgentID: agentID, Header: hdr}); err != nil {
+		_ = stream.Close()
+		return nil, nil, errorf(http.StatusBadGateway, err.Error(), "Send the connection request to replica %s", r.Hostname)
+	}
+	var reply peerReply
+	if err := codersdk.ReadRelayFrame(stream, &reply); err != nil {
+		_ = stream.Close()
+		return nil, nil, errorf(http.StatusBadGateway, err.Error(), "Replica %s did not answer the connection request", r.Hostname)
+	}
+	if reply.Status != 0 {
+		_ = stream.Close()
+		return nil, nil, errorf(reply.Status, "", "%s", reply.Message)
+	}
+	_ = stream.SetDeadline(time.Time{})
+	return stream, mux, nil
+}
+
+// peerSession returns this replica's session to r, dialing one when there
+// is none or the last one closed.
+func (api *API) peerSession(ctx context.Context, r database.Replica) (*yamux.Session, error) {
+	api.peers.mu.Lock()
+	defer api.peers.mu.Unlock()
+	if s := api.peers.sessions[r.ID]; s != nil && !s.IsClosed() {
+		return s, nil
+	}
+	u, err := url.Parse(r.RelayAddress)
+	if err != nil {
+		return nil, fmt.Errorf("replica %s relay address %q: %w", r.ID, r.RelayAddress, err)
+	}
+	u = u.JoinPath("/api/v2/replicas/relay")
+	client := api.opts.PeerHTTPClient
+	if client == nil {
+		client = http.DefaultClient
+	}
+	dctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	conn, err := codersdk.DialRelayUpgrade(dctx, client, u, http.Header{ReplicaSecretHeader: {api.replicaSecret}})
+	if err != nil {
+		return nil, err
+	}
+	s, err := yamux.Client(codersdk.CoalescedYamuxConn(conn), api.relayYamuxConfig())
+	if err != nil {
+		_ = conn.Close()
+		return nil, err
+	}
+	if api.peers.sessions == nil {
+		api.peers.sessions = map[string]*yamux.Session{}
+	}
+	api.peers.sessions[r.ID] = s
+	api.log.Info("replica relay session dialed", "replica", r.ID, "hostname", r.Hostname, "relay_address", r.RelayAddress)
+	return s, nil
+}
+
+// closePeers ends every session to other replicas (shutdown).
+func (api *API) closePeers() {
+	api.peers.mu.Lock()
+	defer api.peers.mu.Unlock()
+	for id, s := range api.peers.sessions {
+		_ = s.Close()
+		delete(api.peers.sessions, id)
+	}
+}
+
+// agentReplica is the live replica other than this one that agent a's
+// relay connection is on, if any.
+func (api *API) agentReplica(a database.WorkspaceAgent) (database.Replica, bool) {
+	if api.opts.Replicas == nil || a.ConnectedReplicaID == "" || a.ConnectedReplicaID == api.opts.Replicas.Self().ID {
+		return database.Replica{}, false
+	}
+	for _, r := range api.opts.Replicas.All() {
+		if r.ID == a.ConnectedReplicaID {
+			return r, true
+		}
+	}
+	return database.Replica{}, false
+}
+
+// dialAgent opens a relay stream to agent a: through this replica's
+// session when the agent is connected here, else through the replica it is
+// connected to. It also returns the session the stream runs on.
+func (api *API) dialAgent(ctx context.Context, a database.WorkspaceAgent, hdr codersdk.RelayHeader) (net.Conn, *yamux.Session, error) {
+	if s := api.relay.get(a.ID); s != nil {
+		stream, err := api.openStream(s, hdr)
+		return stream, s.mux, err
+	}
+	if r, ok := api.agentReplica(a); ok {
+		return api.openPeerStream(ctx, r, a.ID, hdr)
+	}
+	return nil, nil, api.agentUnavailable(a)
+}
+
+// agentReachable reports whether dialAgent can reach agent a (here or on a
+// live peer).
+func (api *API) agentReachable(a database.WorkspaceAgent) bool {
+	if api.relay.get(a.ID) != nil {
+		return true
+	}
+	_, ok := api.agentReplica(a)
+	return ok
+}
