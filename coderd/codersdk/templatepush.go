@@ -97,6 +97,32 @@ func (c *Client) PushTemplate(ctx context.Context, req PushTemplateRequest) (Pus
 	return res, nil
 }
 
+// jobReconnectFor is how long WaitJob keeps trying to reach coderd again
+// after a broken connection.
+const jobReconnectFor = 30 * time.Second
+
+// retryable reports whether a call that failed with err should be made
+// again: a transport error (not coderd's answer), within jobReconnectFor of
+// the first failure in a row (*since, set here), after a short pause.
+func retryable(ctx context.Context, err error, since *time.Time) bool {
+	var apiErr *Error
+	if errors.As(err, &apiErr) || ctx.Err() != nil {
+		return false
+	}
+	if since.IsZero() {
+		*since = time.Now()
+	}
+	if time.Since(*since) > jobReconnectFor {
+		return false
+	}
+	select {
+	case <-ctx.Done():
+		return false
+	case <-time.After(500 * time.Millisecond):
+		return true
+	}
+}
+
 // WaitJob follows a job's logs until it ends and returns it; an error when
 // it did not succeed. pending is called once if the job still waits after
 // pendingAfter.
@@ -121,18 +147,44 @@ func (c *Client) WaitJob(ctx context.Context, job ProvisionerJob,
 			}
 		}()
 	}
-	err := follow(ctx, 0, func(l ProvisionerJobLog) error {
-		if logs != nil {
-			logs(l)
+	// A broken connection (the replica behind a load balancer went away)
+	// is followed again from the last line seen, for up to
+	// jobReconnectFor without progress; coderd's own refusals end the wait.
+	// A follow that ends while the job is still running (a replica shutting
+	// down answers its long requests) is followed again too.
+	var after int64
+	var failingSince time.Time
+	var j ProvisionerJob
+	for {
+		err := follow(ctx, after, func(l ProvisionerJobLog) error {
+			after, failingSince = l.ID, time.Time{}
+			if logs != nil {
+				logs(l)
+			}
+			return nil
+		})
+		if err != nil {
+			if !retryable(ctx, err, &failingSince) {
+				return job, fmt.Errorf("follow job logs: %w", err)
+			}
+			continue
 		}
-		return nil
-	})
-	if err != nil {
-		return job, fmt.Errorf("follow job logs: %w", err)
-	}
-	j, err := refresh(ctx)
-	if err != nil {
-		return j, err
+		for {
+			if j, err = refresh(ctx); err == nil {
+				break
+			}
+			if !retryable(ctx, err, &failingSince) {
+				return j, err
+			}
+		}
+		if !j.Status.Active() {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return j, ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
 	}
 	switch j.Status {
 	case ProvisionerJobSucceeded:

@@ -237,9 +237,19 @@ func (db *DB) DeleteAPIKey(ctx context.Context, userID, id string) error {
 // initial when it does not exist yet.
 func (db *DB) DeploymentValue(ctx context.Context, key, initial string) (string, error) {
 	var v string
-	err := db.q().QueryRow(ctx, `WITH ins AS (INSERT INTO deployment (key, value) VALUES ($1, $2) ON CONFLICT (key) DO NOTHING RETURNING value)
-		SELECT value FROM ins UNION ALL SELECT value FROM deployment WHERE key = $1 LIMIT 1`, key, initial).Scan(&v)
-	return v, mapErr(err)
+	var err error
+	// A replica that creates the value at the same moment makes this
+	// statement's INSERT wait and then do nothing, while its SELECT still
+	// sees the table as it was when the statement began: without the row.
+	// The next statement sees it.
+	for range 3 {
+		err = mapErr(db.q().QueryRow(ctx, `WITH ins AS (INSERT INTO deployment (key, value) VALUES ($1, $2) ON CONFLICT (key) DO NOTHING RETURNING value)
+			SELECT value FROM ins UNION ALL SELECT value FROM deployment WHERE key = $1 LIMIT 1`, key, initial).Scan(&v))
+		if !errors.Is(err, ErrNotFound) {
+			break
+		}
+	}
+	return v, err
 }
 
 // collect scans every row with scan.
