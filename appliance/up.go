@@ -217,6 +217,7 @@ func Up(ctx context.Context, opts UpOptions) error {
 		},
 		AuditJournal:     l.AuditJournal(),
 		ReplicaTrustFile: trust.CertFile(),
+		Appliance:        func(ctx context.Context) (codersdk.Appliance, error) { return Overview(ctx, dir) },
 		Telemetry:        false, UpdateCheck: false,
 		AgentBinariesDir: filepath.Join(rel, bundle.DirBin),
 		Version:          buildinfo.Version(),

@@ -239,11 +239,12 @@ func TestUpgradeAndRollback(t *testing.T) {
 	if out, err := e.coder("appliance", "upgrade", b, "--dir", e.dir, "--public-key", pub); err != nil {
 		t.Fatalf("upgrade to B: %v\n%s", err, out)
 	}
-	checkData := func(release string) {
+	checkData := func(release, upgradeOutcome string) {
 		t.Helper()
 		stop := e.up()
 		defer stop()
 		c := login()
+		checkOverview(t, c, release, upgradeOutcome)
 		if _, err := c.TemplateByName(ctx, "default", "process"); err != nil {
 			t.Fatalf("%s: template: %v", release, err)
 		}
@@ -256,7 +257,7 @@ func TestUpgradeAndRollback(t *testing.T) {
 			t.Fatalf("status: release %q, %v; want %s", st.Release, err, release)
 		}
 	}
-	checkData("2026.11.2")
+	checkData("2026.11.2", "succeeded")
 
 	// C's server cannot start: the upgrade rolls back to B, which serves.
 	src := filepath.Join(work, "broken")
@@ -278,7 +279,7 @@ func TestUpgradeAndRollback(t *testing.T) {
 	if err == nil || !strings.Contains(out, "rolled back to 2026.11.2") {
 		t.Fatalf("upgrade to a broken release: %v\n%s", err, out)
 	}
-	checkData("2026.11.2")
+	checkData("2026.11.2", "rolled back")
 
 	// Restore the backup: a user created after it is gone again.
 	stop = e.up()
@@ -341,5 +342,42 @@ func TestUpgradeAndRollback(t *testing.T) {
 	}
 	if !createdLater {
 		t.Error("the audit record of the user created after the backup was lost by the restore")
+	}
+}
+
+// checkOverview reads GET /api/v2/appliance as the owner: the release, the
+// components with their versions, what the mirror serves, the certificates
+// with their expiry, the disk, and how the last upgrade ended.
+func checkOverview(t *testing.T, c *codersdk.Client, release, upgradeOutcome string) {
+	t.Helper()
+	a, err := c.Appliance(context.Background())
+	if err != nil {
+		t.Fatalf("GET /api/v2/appliance: %v", err)
+	}
+	if a.Release != release || a.Bundle == "" || a.BuiltAt.IsZero() || a.DiskUsed <= 0 || a.DiskFree <= 0 {
+		t.Errorf("appliance overview: release %q (want %s), bundle %q, built %s, disk %d used %d free", a.Release, release, a.Bundle, a.BuiltAt, a.DiskUsed, a.DiskFree)
+	}
+	versions := map[string]codersdk.ApplianceComponent{}
+	for _, comp := range a.Components {
+		versions[comp.Name] = comp
+	}
+	if versions["coderd"].State != "ok" || versions["coderd"].Version == "" || versions["mirror"].State != "ok" || versions["terraform"].Version != "1.11.4" || versions["postgres"].Version == "" {
+		t.Errorf("appliance components: %+v", a.Components)
+	}
+	if len(a.Providers) == 0 || a.Providers[0].Source != "registry.terraform.io/coder/coder" || len(a.Templates) == 0 {
+		t.Errorf("mirror contents: providers %+v, templates %q", a.Providers, a.Templates)
+	}
+	roles := map[string]bool{}
+	for _, cert := range a.Certificates {
+		roles[cert.Role] = true
+		if cert.NotAfter.Before(time.Now()) || cert.ExpiresSoon || len(cert.SHA256) != 64 {
+			t.Errorf("certificate %+v: want valid for more than 30 days", cert)
+		}
+	}
+	if !roles["appliance CA"] || !roles["serving certificate"] {
+		t.Errorf("certificates: %+v, want the appliance CA and the serving certificate", a.Certificates)
+	}
+	if a.LastUpgrade == nil || a.LastUpgrade.Outcome != upgradeOutcome || !strings.Contains(a.LastUpgrade.Description, "upgrade from") {
+		t.Errorf("last upgrade: %+v, want outcome %q", a.LastUpgrade, upgradeOutcome)
 	}
 }

@@ -416,6 +416,9 @@ func azTable() []azCase {
 		{name: "audit/list-filtered", method: "GET", path: azStatic("/api/v2/audit?q=action:login&limit=5"), want: azOwnerOnly},
 		// The replicas serving the deployment.
 		{name: "replicas/list", method: "GET", path: azStatic("/api/v2/replicas"), want: azOwnerOnly},
+		// The appliance overview: owners only; a coderd without an
+		// appliance (as here) answers them 404.
+		{name: "appliance/overview", method: "GET", path: azStatic("/api/v2/appliance"), want: azWant{404, 403, 403, 0, 401}},
 	}
 	var rows []azCase
 	for _, e := range endpoints {

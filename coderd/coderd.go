@@ -93,6 +93,9 @@ type Options struct {
 	// Replicas is this replica's registration among the deployment's
 	// replicas (nil in tests that run one API without one).
 	Replicas *replicasync.Manager
+	// Appliance, when set, describes the installed appliance for GET
+	// /api/v2/appliance (nil: a plain coder server, which answers 404).
+	Appliance func(context.Context) (codersdk.Appliance, error)
 	// PeerHTTPClient dials other replicas' relay addresses (its TLS trust
 	// checks their certificates); nil means http.DefaultClient.
 	PeerHTTPClient *http.Client
@@ -307,6 +310,7 @@ func (api *API) routes() *gin.Engine {
 	a.GET("/organizations/:org/provisionerdaemons", api.handle(api.provisionerDaemons))
 	a.GET("/provisionerdaemons", api.handle(api.provisionerDaemons))
 	a.GET("/replicas", api.handle(api.replicas))
+	a.GET("/appliance", api.handle(api.appliance))
 
 	a.POST("/files", api.handle(api.postFile))
 	a.GET("/files/:file", api.handle(api.file))

@@ -25,6 +25,7 @@ const (
 	resDeploymentStats resource = "deployment_stats"
 	resAuditLog        resource = "audit_log"
 	resReplica         resource = "replica"
+	resAppliance       resource = "appliance"
 )
 
 type action string
@@ -54,6 +55,7 @@ var policy = map[resource]map[action][]string{
 	resDeploymentStats: {actRead: ownerOnly},
 	resAuditLog:        {actRead: ownerOnly},
 	resReplica:         {actRead: ownerOnly},
+	resAppliance:       {actRead: ownerOnly},
 }
 
 // selfActions are what every user may do on objects they own.

@@ -40,6 +40,7 @@ import (
 	"time"
 
 	"airgapcoder/coderd"
+	"airgapcoder/coderd/codersdk"
 	"airgapcoder/internal/buildinfo"
 	"airgapcoder/postgres"
 	"airgapcoder/terraform"
@@ -117,6 +118,9 @@ type Config struct {
 	// ShutdownTimeout bounds the graceful shutdown of the HTTP servers
 	// (default 30s).
 	ShutdownTimeout time.Duration
+	// Appliance describes the installed appliance for the API and the
+	// dashboard (set by the appliance; nil for coder server).
+	Appliance func(context.Context) (codersdk.Appliance, error)
 	// ReplicaTrustFile is a PEM file of the CAs other replicas'
 	// certificates chain to, for relaying to an agent connected to another
 	// replica over HTTPS (the appliance's trust store); empty means the

@@ -151,6 +151,10 @@ type Options struct {
 	OnFirstUser func(ctx context.Context, username, token string)
 	// Now is coderd's clock (default time.Now).
 	Now func() time.Time
+	// Appliance, when set, answers GET /api/v2/appliance (the appliance's
+	// own overview is tested against a real appliance in package
+	// appliance; the dashboard's page only needs the data).
+	Appliance func(context.Context) (codersdk.Appliance, error)
 }
 
 // Deployment is a running API.
@@ -225,7 +229,7 @@ func New(t testing.TB, opts Options) *Deployment {
 		DB: db, Pubsub: ps, Logger: log, AccessURL: u, Version: "v0.0.0-test", Replicas: replicas,
 		ProvisionerPSK: opts.ProvisionerPSK, JobHeartbeatTimeout: opts.JobHeartbeatTimeout, AgentBinariesDir: opts.AgentBinariesDir,
 		AgentHeartbeatInterval: opts.AgentHeartbeatInterval, AgentKeepAliveInterval: opts.AgentKeepAliveInterval,
-		RateLimits: limits, OnFirstUser: opts.OnFirstUser, Now: opts.Now,
+		RateLimits: limits, OnFirstUser: opts.OnFirstUser, Now: opts.Now, Appliance: opts.Appliance,
 	})
 	if err != nil {
 		t.Fatal(err)

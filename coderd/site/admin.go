@@ -142,6 +142,22 @@ func (h *Handler) adminReplicas(w http.ResponseWriter, r *http.Request, s sessio
 	return nil
 }
 
+// adminAppliance shows the appliance: its release, components, what its
+// mirror serves, its certificates, its disk and its last upgrade. A plain
+// coder server has none, which the page says in words.
+func (h *Handler) adminAppliance(w http.ResponseWriter, r *http.Request, s session) error {
+	a, err := s.client.Appliance(r.Context())
+	if codersdk.IsStatus(err, http.StatusNotFound) {
+		h.render(w, http.StatusOK, "adminappliance", page{Title: "Appliance", User: &s.user})
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	h.render(w, http.StatusOK, "adminappliance", page{Title: "Appliance", User: &s.user, Data: a})
+	return nil
+}
+
 // auditFilters are the audit page's filter fields, each a key of the API's
 // search query q.
 var auditFilters = []string{"username", "action", "resource_type", "workspace", "outcome", "since", "until"}

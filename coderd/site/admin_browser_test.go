@@ -106,7 +106,7 @@ func adminAndTemplatePages(b *browser, adminEmail, adminPassword string) {
 	if n := get(b, "count admin links", chromedp.Evaluate[int](`document.querySelectorAll('nav a[href^="/admin"]').length`)); n != 0 {
 		t.Errorf("a member's nav has %d admin links, want none", n)
 	}
-	for _, p := range []string{"/admin/users", "/admin/provisioners", "/admin/audit", "/admin/replicas"} {
+	for _, p := range []string{"/admin/users", "/admin/provisioners", "/admin/audit", "/admin/replicas", "/admin/appliance"} {
 		b.do("member opens "+p, chromedp.Navigate(b.url(p)), chromedp.WaitVisible(chromedp.CSS("main")))
 		body := get(b, "read "+p, chromedp.Text(chromedp.CSS("main")))
 		if !strings.Contains(body, "You are not allowed to see this page") || strings.Contains(body, "admin@example.com") || strings.Contains(body, "builtin") {

@@ -33,6 +33,7 @@ import (
 	"time"
 
 	"airgapcoder/coderd/codersdk"
+	"airgapcoder/internal/bytesize"
 )
 
 //go:embed templates/*.html
@@ -96,7 +97,7 @@ func New(opts Options) (*Handler, error) {
 func Owns(path string) bool {
 	switch path {
 	case "/", "/setup", "/login", "/logout", "/workspaces", "/workspaces/new", "/templates", "/favicon.ico",
-		"/admin/users", "/admin/provisioners", "/admin/audit", "/admin/replicas":
+		"/admin/users", "/admin/provisioners", "/admin/audit", "/admin/replicas", "/admin/appliance":
 		return true
 	}
 	if strings.HasPrefix(path, "/static/") {
@@ -166,6 +167,8 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		err = h.authed(h.ownerOnly(h.adminAudit))(w, r)
 	case p == "/admin/replicas":
 		err = h.authed(h.ownerOnly(h.adminReplicas))(w, r)
+	case p == "/admin/appliance":
+		err = h.authed(h.ownerOnly(h.adminAppliance))(w, r)
 	case strings.HasSuffix(p, "/terminal"):
 		err = h.authed(h.terminal)(w, r)
 	case strings.HasSuffix(p, "/build"):
@@ -395,11 +398,12 @@ var funcs = template.FuncMap{
 		}
 		return out
 	},
+	"bytes": bytesize.Format,
 	"statusClass": func(s any) string {
 		switch fmt.Sprint(s) {
-		case "running", "connected", "ready", "succeeded", "active", "idle", "success":
+		case "running", "connected", "ready", "succeeded", "active", "idle", "success", "ok":
 			return "ok"
-		case "failed", "canceled", "timeout", "start_error", "start_timeout", "disconnected", "suspended", "offline", "failure":
+		case "failed", "canceled", "timeout", "start_error", "start_timeout", "disconnected", "suspended", "offline", "failure", "down", "rolled back":
 			return "bad"
 		}
 		return "busy"
