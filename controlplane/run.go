@@ -152,7 +152,7 @@ func (st *startup) startAPI(ctx context.Context) error {
 	}
 	api, err := coderd.New(ctx, coderd.Options{
 		PeerHTTPClient: peerClient, Appliance: cfg.Appliance,
-		DB:             st.db, Pubsub: st.pubsub, Logger: st.log.With("component", "api"), AccessURL: st.accessURL, Version: cfg.Version,
+		DB: st.db, Pubsub: st.pubsub, Logger: st.log.With("component", "api"), AccessURL: st.accessURL, Version: cfg.Version,
 		ProvisionerPSK: cfg.ProvisionerPSK, BuiltinProvisionerKey: st.builtinKey, JobHeartbeatTimeout: cfg.JobHeartbeatTimeout,
 		Telemetry: cfg.Telemetry, UpdateCheck: cfg.UpdateCheck, UpdateChecker: st.checker, Registerer: st.registry,
 		AuditRetention: cfg.AuditRetention, AuditJournal: cfg.AuditJournal,

@@ -28,9 +28,9 @@ func TestBrowserAppliance(t *testing.T) {
 			{Name: "mirror", State: "down", Detail: "connection refused"},
 			{Name: "terraform", Version: "1.11.4"},
 		},
-		Providers:    []codersdk.ApplianceProvider{{Source: "registry.terraform.io/coder/coder", Version: "2.20.0", Platforms: []string{"linux_amd64"}}},
-		Images:       []codersdk.ApplianceImage{{Reference: "registry.acme.internal/base:1", Digest: "sha256:" + strings.Repeat("ab", 32), Platforms: []string{"linux/amd64"}}},
-		Templates:    []string{"process", "container"},
+		Providers: []codersdk.ApplianceProvider{{Source: "registry.terraform.io/coder/coder", Version: "2.20.0", Platforms: []string{"linux_amd64"}}},
+		Images:    []codersdk.ApplianceImage{{Reference: "registry.acme.internal/base:1", Digest: "sha256:" + strings.Repeat("ab", 32), Platforms: []string{"linux/amd64"}}},
+		Templates: []string{"process", "container"},
 		Certificates: []codersdk.ApplianceCertificate{
 			{Role: "appliance CA", Subject: "CN=Acme Coder CA", Issuer: "CN=Acme Coder CA", NotAfter: now.Add(5 * 365 * 24 * time.Hour), SHA256: strings.Repeat("c", 64)},
 			{Role: "imported CA", Subject: "CN=Acme Root", Issuer: "CN=Acme Root", NotAfter: now.Add(10 * 24 * time.Hour), ExpiresSoon: true, SHA256: strings.Repeat("d", 64)},
@@ -57,15 +57,15 @@ func TestBrowserAppliance(t *testing.T) {
 	b.signIn("admin@example.com", coderdtest.FirstUserPassword)
 	b.do("appliance page", chromedp.Click(chromedp.CSS(`nav a[href="/admin/appliance"]`)), chromedp.WaitVisible(chromedp.CSS("#components")))
 	for sel, want := range map[string]string{
-		"#release":      "Release 2026.11.2 of bundle acme-coder",
-		"#last-upgrade": "rolled back",
+		"#release":       "Release 2026.11.2 of bundle acme-coder",
+		"#last-upgrade":  "rolled back",
 		"#last-upgrade ": "upgrade from 2026.11.2 to 2026.11.3: failed",
-		"#components":   "1.11.4",
-		"#disk":         "3.0 GiB used by the appliance, 40.0 GiB free",
-		"#certificates": "expires soon",
-		"#providers":    "registry.terraform.io/coder/coder",
-		"#images":       "registry.acme.internal/base:1",
-		"#templates":    "container",
+		"#components":    "1.11.4",
+		"#disk":          "3.0 GiB used by the appliance, 40.0 GiB free",
+		"#certificates":  "expires soon",
+		"#providers":     "registry.terraform.io/coder/coder",
+		"#images":        "registry.acme.internal/base:1",
+		"#templates":     "container",
 	} {
 		b.waitText("appliance page "+sel, sel, want, 5*time.Second)
 	}
