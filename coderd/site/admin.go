@@ -41,6 +41,11 @@ func (h *Handler) adminUsers(w http.ResponseWriter, r *http.Request, s session) 
 	form := map[string]string{}
 	var bad map[string]string
 	var postErr string
+	if r.Method == http.MethodPost && r.PostFormValue("action") == "suspend" && r.PostFormValue("confirm") != "yes" {
+		// Suspending cuts a user off at once: ask first.
+		http.Redirect(w, r, "/admin/users?confirm-suspend="+url.QueryEscape(r.PostFormValue("user")), http.StatusSeeOther)
+		return nil
+	}
 	if r.Method == http.MethodPost {
 		notice, err := h.postAdminUsers(r, s, form)
 		if err == nil {
@@ -57,9 +62,15 @@ func (h *Handler) adminUsers(w http.ResponseWriter, r *http.Request, s session) 
 	if postErr != "" {
 		status = http.StatusBadRequest
 	}
+	var confirm *codersdk.User
+	for i, u := range res.Users {
+		if id := r.URL.Query().Get("confirm-suspend"); id != "" && u.ID == id {
+			confirm = &res.Users[i]
+		}
+	}
 	h.render(w, status, "adminusers", page{Title: "Users", User: &s.user, Error: postErr, Data: map[string]any{
 		"Users": res.Users, "Roles": assignableRoles, "Form": form, "Invalid": bad,
-		"Notice": r.URL.Query().Get("notice"),
+		"Notice": r.URL.Query().Get("notice"), "ConfirmSuspend": confirm,
 	}})
 	return nil
 }

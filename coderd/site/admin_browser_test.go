@@ -36,7 +36,11 @@ func adminAndTemplatePages(b *browser, adminEmail, adminPassword string) {
 	if n := get(b, "count the owner's account buttons", chromedp.Evaluate[int](`document.querySelectorAll('#users tr[data-user="admin"] button[data-action]').length`)); n != 0 {
 		t.Errorf("the owner's own row has %d suspend/activate buttons, want none", n)
 	}
-	b.do("suspend the member", chromedp.Click(chromedp.CSS(memberRow+` button[data-action=suspend]`)), chromedp.WaitVisible(chromedp.CSS(".notice")))
+	b.do("suspend the member", chromedp.Click(chromedp.CSS(memberRow+` button[data-action=suspend]`)), chromedp.WaitVisible(chromedp.CSS("#confirm-suspend")))
+	b.waitText("asked to confirm", "#confirm-suspend", "Suspend "+member+"?", 5*time.Second)
+	b.waitText("not suspended before the confirmation", memberRow+` [data-field=status]`, "active", 5*time.Second)
+	b.screenshot("admin-users-confirm-suspend")
+	b.do("confirm", chromedp.Click(chromedp.CSS("#confirm-suspend-button")), chromedp.WaitVisible(chromedp.CSS(".notice")))
 	b.waitText("suspended notice", ".notice", "Suspended "+member, 5*time.Second)
 	b.waitText("the member is suspended", memberRow+` [data-field=status]`, "suspended", 5*time.Second)
 	b.screenshot("admin-users-suspended")

@@ -2,6 +2,7 @@ package site
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -195,9 +196,22 @@ func ownerAndName(path string) (string, string) {
 	return parts[0], parts[1]
 }
 
-func (h *Handler) workspace(w http.ResponseWriter, r *http.Request, s session) error {
+// workspaceAt looks up the workspace a /@owner/name… path names. A
+// workspace the visitor may not see is "not found", like one that does not
+// exist, whatever the API's reason (a member may not even look up another
+// user): the page confirms nothing about other users' workspaces.
+func (h *Handler) workspaceAt(r *http.Request, s session) (codersdk.Workspace, error) {
 	owner, name := ownerAndName(r.URL.Path)
 	ws, err := s.client.WorkspaceByOwnerAndName(r.Context(), owner, name)
+	if codersdk.IsStatus(err, http.StatusForbidden) || codersdk.IsStatus(err, http.StatusNotFound) {
+		return ws, &codersdk.Error{StatusCode: http.StatusNotFound, Response: codersdk.Response{
+			Message: fmt.Sprintf("Workspace %s/%s not found, or not yours to see", owner, name)}}
+	}
+	return ws, err
+}
+
+func (h *Handler) workspace(w http.ResponseWriter, r *http.Request, s session) error {
+	ws, err := h.workspaceAt(r, s)
 	if err != nil {
 		return err
 	}
@@ -251,7 +265,7 @@ func (h *Handler) postBuild(w http.ResponseWriter, r *http.Request, s session) e
 	}
 	owner, name := ownerAndName(r.URL.Path)
 	base := "/@" + url.PathEscape(owner) + "/" + url.PathEscape(name)
-	ws, err := s.client.WorkspaceByOwnerAndName(r.Context(), owner, name)
+	ws, err := h.workspaceAt(r, s)
 	if err != nil {
 		return err
 	}
@@ -279,8 +293,7 @@ func (h *Handler) postBuild(w http.ResponseWriter, r *http.Request, s session) e
 }
 
 func (h *Handler) terminal(w http.ResponseWriter, r *http.Request, s session) error {
-	owner, name := ownerAndName(r.URL.Path)
-	ws, err := s.client.WorkspaceByOwnerAndName(r.Context(), owner, name)
+	ws, err := h.workspaceAt(r, s)
 	if err != nil {
 		return err
 	}

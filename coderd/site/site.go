@@ -19,6 +19,7 @@ package site
 import (
 	"context"
 	"embed"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"html/template"
@@ -366,6 +367,23 @@ func (h *Handler) renderError(w http.ResponseWriter, r *http.Request, err error)
 	h.render(w, status, "error", page{Title: http.StatusText(status), Error: apiMessage(err)})
 }
 
+// statusClassOf colours a status (of a workspace, build, agent, user,
+// daemon, audit outcome, component): "ok", "bad", "idle" (at rest:
+// stopped, off); anything not listed is "busy" (on its way somewhere).
+var statusClassOf = map[string]string{
+	"running": "ok", "connected": "ok", "ready": "ok", "succeeded": "ok", "active": "ok", "idle": "ok", "success": "ok", "ok": "ok",
+	"failed": "bad", "canceled": "bad", "timeout": "bad", "start_error": "bad", "start_timeout": "bad", "disconnected": "bad",
+	"suspended": "bad", "offline": "bad", "failure": "bad", "down": "bad", "rolled back": "bad",
+	"stopped": "idle", "off": "idle", "deleted": "idle", "created": "idle",
+}
+
+func statusClass(s any) string {
+	if c, ok := statusClassOf[fmt.Sprint(s)]; ok {
+		return c
+	}
+	return "busy"
+}
+
 var funcs = template.FuncMap{
 	"since": func(t time.Time) string {
 		if t.IsZero() {
@@ -398,14 +416,12 @@ var funcs = template.FuncMap{
 		}
 		return out
 	},
-	"bytes": bytesize.Format,
-	"statusClass": func(s any) string {
-		switch fmt.Sprint(s) {
-		case "running", "connected", "ready", "succeeded", "active", "idle", "success", "ok":
-			return "ok"
-		case "failed", "canceled", "timeout", "start_error", "start_timeout", "disconnected", "suspended", "offline", "failure", "down", "rolled back":
-			return "bad"
-		}
-		return "busy"
+	"bytes":       bytesize.Format,
+	"statusClass": statusClass,
+	// statusClasses is statusClassOf as JSON, for live.js (the one place
+	// the colours of statuses are decided).
+	"statusClasses": func() (string, error) {
+		b, err := json.Marshal(statusClassOf)
+		return string(b), err
 	},
 }

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	cdpbrowser "github.com/chromedp/cdproto/browser"
 	"github.com/chromedp/cdproto/cdp"
 	"github.com/chromedp/cdproto/input"
 	cdplog "github.com/chromedp/cdproto/log"
@@ -219,6 +220,18 @@ func (b *browser) typeLine(text string) {
 	}
 }
 
+// ctrlShift presses Ctrl+Shift+key in the focused element.
+func (b *browser) ctrlShift(key, code string, vk int64) {
+	b.t.Helper()
+	const mods = 2 | 8 // Ctrl, Shift
+	for _, typ := range []input.DispatchKeyEventType{input.DispatchKeyEventTypeRawKeyDown, input.DispatchKeyEventTypeKeyUp} {
+		if err := call(b.ctx, input.DispatchKeyEvent, input.DispatchKeyEventParams{Type: typ, Modifiers: mods,
+			Key: key, Code: code, WindowsVirtualKeyCode: vk}); err != nil {
+			b.t.Fatalf("Ctrl+Shift+%s: %v", key, err)
+		}
+	}
+}
+
 // waitTerminalLine waits until a line of the terminal's buffer is want.
 func (b *browser) waitTerminalLine(want string, timeout time.Duration) {
 	b.t.Helper()
@@ -396,6 +409,68 @@ func TestBrowserDashboard(t *testing.T) {
 	b.waitTerminalLine("again-42", 30*time.Second)
 	b.check()
 
+	// Copy and paste: select a line of output, Ctrl+Shift+C puts it on the
+	// clipboard; a command on the clipboard, Ctrl+Shift+V and Enter run it.
+	for _, name := range []string{"clipboard-read", "clipboard-write"} {
+		if err := call(b.ctx, cdpbrowser.SetPermission, cdpbrowser.SetPermissionParams{
+			Permission: &cdpbrowser.PermissionDescriptor{Name: name}, Setting: cdpbrowser.PermissionSettingGranted, Origin: b.base.String(),
+		}); err != nil {
+			t.Fatalf("grant %s: %v", name, err)
+		}
+	}
+	b.typeLine("echo copy-$((6*7))-me")
+	b.waitTerminalLine("copy-42-me", 30*time.Second)
+	if _, err := chromedp.Run(b.ctx, chromedp.Evaluate[bool](`(() => { const t = window.coderTerminal, buf = t.buffer.active;
+		for (let i = buf.length - 1; i >= 0; i--) if (buf.getLine(i).translateToString(true).trim() === "copy-42-me") { t.selectLines(i, i); return true; }
+		return false; })()`)); err != nil {
+		t.Fatal(err)
+	}
+	b.ctrlShift("C", "KeyC", 67)
+	b.waitText("copy notice", "#term-clipboard", "Copied", 10*time.Second)
+	if got := get(b, "read the clipboard", chromedp.Evaluate[string](`navigator.clipboard.readText()`, chromedp.EvalAwaitPromise)); strings.TrimSpace(got) != "copy-42-me" {
+		t.Errorf("clipboard after Ctrl+Shift+C: %q, want the selected line", got)
+	}
+	if _, err := chromedp.Run(b.ctx, chromedp.Evaluate[any](`navigator.clipboard.writeText("echo pasted-$((50+5))")`, chromedp.EvalAwaitPromise)); err != nil {
+		t.Fatal(err)
+	}
+	b.do("focus terminal", chromedp.Focus(chromedp.CSS(".xterm-helper-textarea")))
+	b.ctrlShift("V", "KeyV", 86)
+	// The clipboard is read asynchronously: Enter once the command is there.
+	deadline := time.Now().Add(10 * time.Second)
+	for !get(b, "pasted text", chromedp.Evaluate[bool](`(() => { const buf = window.coderTerminal.buffer.active;
+		for (let i = 0; i < buf.length; i++) if (buf.getLine(i).translateToString(true).endsWith("echo pasted-$((50+5))")) return true;
+		return false; })()`)) {
+		if time.Now().After(deadline) {
+			t.Fatal("Ctrl+Shift+V did not paste the clipboard into the terminal")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	b.typeLine("")
+	b.waitTerminalLine("pasted-55", 30*time.Second)
+	b.check()
+
+	// The session ends while the terminal is open, then its connection
+	// drops: the terminal says why and stops, rather than retrying forever.
+	if _, err := chromedp.Run(b.ctx, chromedp.Evaluate[any](`fetch("/api/v2/users/logout", {method: "POST"}).then(r => r.status)`, chromedp.EvalAwaitPromise)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := chromedp.Run(b.ctx, chromedp.Evaluate[any](`window.coderTerminalSocket.close(4000, "test")`)); err != nil {
+		t.Fatal(err)
+	}
+	b.waitText("terminal gives up", "#term-status", "Your session ended; the terminal stopped reconnecting.", 10*time.Second)
+	if href := get(b, "sign-in link", chromedp.Evaluate[string](`document.querySelector("#term-status a").getAttribute("href")`)); !strings.HasPrefix(href, "/login?redirect=%2F%40admin%2Fdev%2Fterminal") {
+		t.Errorf("the terminal's sign-in link: %q", href)
+	}
+	time.Sleep(6 * time.Second) // longer than the longest retry delay
+	if status := get(b, "status", chromedp.Text(chromedp.CSS("#term-status"))); !strings.HasPrefix(status, "Your session ended") {
+		t.Errorf("the terminal still reconnects after the session ended: %q", status)
+	}
+	b.mu.Lock()
+	b.errors = nil // the refused reconnects and the API's 401 are the point
+	b.mu.Unlock()
+	b.do("sign in again", chromedp.Navigate(b.url("/login")))
+	b.signIn(email, password)
+
 	// A member sees neither the workspace in the list nor its page.
 	_, _ = d.CreateUser(t, admin, "member")
 	b.do("back to the dashboard", chromedp.Navigate(b.url("/workspaces")), chromedp.WaitVisible(chromedp.CSS("#workspaces")))
@@ -408,10 +483,15 @@ func TestBrowserDashboard(t *testing.T) {
 	b.screenshot("member-workspaces")
 	b.do("member opens admin's workspace", chromedp.Navigate(b.url("/@admin/dev")), chromedp.WaitVisible(chromedp.CSS("main")))
 	body := get(b, "read", chromedp.Text(chromedp.CSS("main")))
-	// The API answers 403 (members may not look up other users) or 404.
-	if strings.Contains(body, "Terminal") || strings.Contains(body, "process") ||
-		!(strings.Contains(body, "Forbidden") || strings.Contains(body, "not found")) {
-		t.Errorf("a member opening /@admin/dev: page says %q, want it refused in words and nothing of the workspace", body)
+	// Not found, as for a workspace that does not exist: nothing confirms
+	// that the owner or the workspace exists.
+	if strings.Contains(body, "Terminal") || strings.Contains(body, "process") || strings.Contains(body, "Forbidden") ||
+		!strings.Contains(body, "Workspace admin/dev not found, or not yours to see") {
+		t.Errorf("a member opening /@admin/dev: page says %q, want the same not-found as for a workspace that does not exist", body)
+	}
+	b.do("member opens a workspace that does not exist", chromedp.Navigate(b.url("/@admin/nothing/terminal")), chromedp.WaitVisible(chromedp.CSS("main")))
+	if other := get(b, "read", chromedp.Text(chromedp.CSS("main"))); !strings.Contains(other, "Workspace admin/nothing not found, or not yours to see") {
+		t.Errorf("a member opening a missing workspace's terminal: %q", other)
 	}
 	b.mu.Lock()
 	b.errors = nil // the 404 of that page is the point
@@ -424,6 +504,9 @@ func TestBrowserDashboard(t *testing.T) {
 	b.do("open workspace", chromedp.Navigate(b.url("/@admin/dev")), chromedp.WaitVisible(chromedp.CSS("#stop")))
 	b.do("stop", chromedp.Click(chromedp.CSS("#stop")), chromedp.WaitVisible(chromedp.CSS("#workspace")))
 	b.waitText("workspace stops", "#workspace [data-field=status]", "stopped", 2*time.Minute)
+	if c := get(b, "status colour", chromedp.Evaluate[string](`document.querySelector("#workspace [data-field=status]").className`)); c != "status idle" {
+		t.Errorf("a stopped workspace's status, updated live, has class %q, want %q (at rest, not busy)", c, "status idle")
+	}
 	b.waitButtons("stopped: only Start", map[string]bool{"start": true, "stop": false, "cancel": false, "update": false}, 10*time.Second)
 	b.do("delete without confirmation",
 		chromedp.Click(chromedp.CSS("#workspace details summary")),

@@ -4,8 +4,9 @@
 "use strict";
 (function () {
   const POLL_MS = 1500;
-  const cls = (s) => ({ running: "ok", connected: "ok", ready: "ok", succeeded: "ok",
-    failed: "bad", canceled: "bad", timeout: "bad", start_error: "bad", start_timeout: "bad", disconnected: "bad" })[s] || "busy";
+  // The colours of statuses come from the page (site.go, statusClassOf).
+  const classes = JSON.parse(document.body.dataset.statusClasses || "{}");
+  const cls = (s) => classes[s] || "busy";
   const setStatus = (el, s) => { if (el && el.textContent !== s) { el.textContent = s; el.className = "status " + cls(s); } };
   const el = (tag, text, attrs) => {
     const e = document.createElement(tag);

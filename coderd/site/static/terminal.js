@@ -26,6 +26,7 @@
     const q = new URLSearchParams({ reconnect: id, width: term.cols, height: term.rows });
     ws = new WebSocket(`${proto}//${location.host}/api/v2/workspaceagents/${agentID}/pty?${q}`);
     ws.binaryType = "arraybuffer";
+    window.coderTerminalSocket = ws; // for tests
     // The agent replays what the session printed lately on every attach:
     // clear the screen before the first message so it is not shown twice.
     let fresh = true;
@@ -34,12 +35,25 @@
       if (fresh) { term.reset(); fresh = false; }
       term.write(typeof ev.data === "string" ? ev.data : new Uint8Array(ev.data));
     };
-    ws.onclose = (ev) => {
+    ws.onclose = async (ev) => {
       // 1000: the shell exited. Anything else: the session lives on in the
-      // agent (a blip, coderd restarting): come back to it.
+      // agent (a blip, coderd restarting): come back to it, unless coderd
+      // refuses this visitor for good (the browser hides a refused
+      // upgrade's status, so ask the API).
       if (ev.code === 1000) {
         statusEl.textContent = "session ended; reload the page for a new shell";
         sessionStorage.removeItem(key);
+        return;
+      }
+      const refusal = await refused();
+      if (refusal) {
+        statusEl.textContent = refusal.text;
+        if (refusal.link) {
+          const a = document.createElement("a");
+          a.href = refusal.link;
+          a.textContent = " Sign in again";
+          statusEl.append(a);
+        }
         return;
       }
       statusEl.textContent = `disconnected${ev.reason ? " (" + ev.reason + ")" : ""}; reconnecting…`;
@@ -47,6 +61,54 @@
       delay = Math.min(delay * 2, 5000);
     };
   }
+  // refused says why coderd will not let this visitor back to the agent
+  // (the session ended, the agent or workspace is gone or not theirs), or
+  // null when trying again may work.
+  async function refused() {
+    let resp;
+    try {
+      resp = await fetch(`/api/v2/workspaceagents/${agentID}`, { credentials: "same-origin" });
+    } catch (e) {
+      return null; // coderd unreachable: a blip
+    }
+    if (resp.status === 401) {
+      const back = encodeURIComponent(location.pathname + location.search);
+      return { text: "Your session ended; the terminal stopped reconnecting.", link: `/login?redirect=${back}` };
+    }
+    if (resp.status === 403 || resp.status === 404) {
+      let msg = "";
+      try { msg = (await resp.json()).message || ""; } catch (e) { /* not JSON */ }
+      return { text: `This workspace's agent is gone or not yours to reach (${resp.status}${msg ? ": " + msg : ""}); the terminal stopped reconnecting.` };
+    }
+    return null;
+  }
+
+  // Copy and paste as in a desktop terminal: Ctrl+Shift+C copies the
+  // selection, Ctrl+Shift+V pastes; Ctrl+C and Ctrl+V go to the shell. The
+  // browser's own paste (its menu, Shift+Insert) reaches xterm's input as
+  // usual.
+  const clipEl = document.getElementById("term-clipboard");
+  const say = (text) => { clipEl.textContent = text; };
+  term.attachCustomKeyEventHandler((ev) => {
+    if (ev.type !== "keydown" || !ev.ctrlKey || !ev.shiftKey || ev.altKey || ev.metaKey) return true;
+    if (ev.code === "KeyC") {
+      ev.preventDefault();
+      const text = term.getSelection();
+      if (!text) { say("Select text to copy first."); return false; }
+      navigator.clipboard.writeText(text).then(
+        () => say(`Copied ${text.length} characters.`),
+        () => say("The browser refused the clipboard: copy with its menu instead."));
+      return false;
+    }
+    if (ev.code === "KeyV") {
+      ev.preventDefault();
+      navigator.clipboard.readText().then(
+        (text) => { term.paste(text); say(""); },
+        () => say("The browser refused the clipboard: paste with its menu or Shift+Insert instead."));
+      return false;
+    }
+    return true;
+  });
   term.onData((data) => send({ data }));
   term.onResize(({ cols, rows }) => send({ height: rows, width: cols }));
   window.addEventListener("resize", () => fit.fit());
