@@ -41,19 +41,16 @@
     });
   }
 
-  const page = document.querySelector("[data-live=workspace]");
-  if (!page) return;
-  const base = page.dataset.base;
-  const logEl = document.getElementById("build-log");
-  let following = null;
-  async function follow(buildID) {
-    if (following === buildID) return;
-    following = buildID;
-    logEl.textContent = "";
+  // followLog streams a job's log (the API's NDJSON …/logs?follow=true)
+  // into pre, from the first line, until the job ends; after a network
+  // error it goes on from the last line. keep() false stops it (the page
+  // moved on to another build).
+  async function followLog(path, pre, keep) {
+    pre.textContent = "";
     let after = 0;
     for (;;) {
       try {
-        const res = await fetch(`/api/v2/workspacebuilds/${buildID}/logs?after=${after}&follow=true`, { credentials: "same-origin" });
+        const res = await fetch(`${path}?after=${after}&follow=true`, { credentials: "same-origin" });
         if (!res.ok || !res.body) return;
         const reader = res.body.pipeThrough(new TextDecoderStream()).getReader();
         let buf = "";
@@ -67,17 +64,35 @@
             if (!line.trim()) continue;
             const l = JSON.parse(line);
             after = Math.max(after, l.id);
-            if (following !== buildID) return;
-            const atEnd = logEl.scrollTop + logEl.clientHeight >= logEl.scrollHeight - 4;
-            logEl.append((l.stage ? "[" + l.stage + "] " : "") + l.output + "\n");
-            if (atEnd) logEl.scrollTop = logEl.scrollHeight;
+            if (!keep()) return;
+            const atEnd = pre.scrollTop + pre.clientHeight >= pre.scrollHeight - 4;
+            pre.append((l.stage ? "[" + l.stage + "] " : "") + l.output + "\n");
+            if (atEnd) pre.scrollTop = pre.scrollHeight;
           }
         }
       } catch (e) {
-        if (following !== buildID) return;
+        if (!keep()) return;
         await new Promise((r) => setTimeout(r, POLL_MS));
       }
     }
+  }
+
+  // A template version's import that is still running: follow its log,
+  // then reload once it ended, to show the outcome.
+  const importLog = document.querySelector("pre[data-follow]");
+  if (importLog) {
+    followLog(importLog.dataset.follow, importLog, () => true).then(() => location.reload());
+  }
+
+  const page = document.querySelector("[data-live=workspace]");
+  if (!page) return;
+  const base = page.dataset.base;
+  const logEl = document.getElementById("build-log");
+  let following = null;
+  function follow(buildID) {
+    if (following === buildID) return;
+    following = buildID;
+    followLog(`/api/v2/workspacebuilds/${buildID}/logs`, logEl, () => following === buildID);
   }
   function renderAgents(w) {
     const box = page.querySelector("[data-field=agents]");
