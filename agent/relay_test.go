@@ -102,9 +102,7 @@ func newRelayEnv(t testing.TB, agentOpts ...func(*agent.Options)) *relayEnv {
 	e.member, _ = e.d.CreateUser(t, e.admin, "member")
 	e.tadmin, _ = e.d.CreateUser(t, e.admin, "tadmin", codersdk.RoleTemplateAdmin)
 	e.alice, _ = e.d.CreateUser(t, e.admin, "alice")
-	psk := e.d.Client()
-	psk.ProvisionerPSK = "psk"
-	e.daemon = coderdtest.NewDaemon(t, psk, "test", nil)
+	e.daemon = e.d.NewDaemon(t, "test", nil)
 	e.workspace = coderdtest.CreateWorkspaceWithAgent(t, e.admin, e.alice, e.daemon, "dev", codersdk.ProvisionedAgent{
 		Token: e.token, Directory: e.dir, Env: map[string]string{"FROM_TEMPLATE": "yes"},
 		Scripts: []codersdk.AgentScript{{DisplayName: codersdk.ScriptStartupDisplayName, RunOnStart: true,

@@ -34,9 +34,7 @@ func newScriptEnv(t *testing.T) *scriptEnv {
 	t.Helper()
 	d := coderdtest.New(t, coderdtest.Options{ProvisionerPSK: "psk", AgentHeartbeatInterval: 200 * time.Millisecond, AgentKeepAliveInterval: time.Second})
 	admin, _ := d.CreateFirstUser(t)
-	psk := d.Client()
-	psk.ProvisionerPSK = "psk"
-	return &scriptEnv{d: d, admin: admin, daemon: coderdtest.NewDaemon(t, psk, "test", nil)}
+	return &scriptEnv{d: d, admin: admin, daemon: d.NewDaemon(t, "test", nil)}
 }
 
 // workspace builds a workspace with agent pa and runs its agent in this

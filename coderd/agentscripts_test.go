@@ -50,9 +50,7 @@ func TestResourcesAndAgentManifest(t *testing.T) {
 	d := coderdtest.New(t, coderdtest.Options{ProvisionerPSK: "psk"})
 	admin, _ := d.CreateFirstUser(t)
 	alice, _ := d.CreateUser(t, admin, "alice")
-	psk := d.Client()
-	psk.ProvisionerPSK = "psk"
-	daemon := coderdtest.NewDaemon(t, psk, "res", nil)
+	daemon := d.NewDaemon(t, "res", nil)
 	tpl := coderdtest.CreateTemplate(t, admin, daemon, "res", coderdtest.MinimalTemplate, nil)
 	w, err := alice.CreateWorkspace(ctx, codersdk.Me, codersdk.CreateWorkspaceRequest{TemplateID: tpl.ID, Name: "dev"})
 	if err != nil {

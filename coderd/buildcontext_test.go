@@ -35,9 +35,7 @@ func TestBuildJobContext(t *testing.T) {
 		t.Fatal(err)
 	}
 	aliceClient.SessionToken = login.SessionToken
-	psk := d.Client()
-	psk.ProvisionerPSK = "psk"
-	daemon := coderdtest.NewDaemon(t, psk, "ctx", nil)
+	daemon := d.NewDaemon(t, "ctx", nil)
 
 	// The version's variables: one given at creation, one left to its
 	// default, one sensitive.

@@ -32,10 +32,8 @@ func TestWorkspaceTagsRouteBuilds(t *testing.T) {
 	ctx := context.Background()
 	d := coderdtest.New(t, coderdtest.Options{ProvisionerPSK: "psk"})
 	admin, _ := d.CreateFirstUser(t)
-	psk := d.Client()
-	psk.ProvisionerPSK = "psk"
-	eu := coderdtest.NewDaemon(t, psk, "eu", map[string]string{"zone": "eu", "team": "platform"})
-	us := coderdtest.NewDaemon(t, psk, "us", map[string]string{"zone": "us", "team": "platform"})
+	eu := d.NewDaemon(t, "eu", map[string]string{"zone": "eu", "team": "platform"})
+	us := d.NewDaemon(t, "us", map[string]string{"zone": "us", "team": "platform"})
 	// Tagged daemons take untagged jobs too: eu runs the import.
 	tpl, _ := coderdtest.ImportTemplate(t, admin, eu, "zoned", codersdk.CreateTemplateVersionRequest{}, zoneTemplate)
 	v, err := admin.TemplateVersion(ctx, tpl.ActiveVersionID)
@@ -94,9 +92,7 @@ func TestWorkspaceTagsRefused(t *testing.T) {
 	ctx := context.Background()
 	d := coderdtest.New(t, coderdtest.Options{ProvisionerPSK: "psk"})
 	admin, _ := d.CreateFirstUser(t)
-	psk := d.Client()
-	psk.ProvisionerPSK = "psk"
-	daemon := coderdtest.NewDaemon(t, psk, "any", map[string]string{"zone": "eu"})
+	daemon := d.NewDaemon(t, "any", map[string]string{"zone": "eu"})
 	zone := codersdk.TemplateVersionParameter{Name: "zone", Type: codersdk.ParameterTypeString, DefaultValue: "eu"}
 	refs := map[string]string{"data.coder_parameter.zone": "zone"}
 	for i, tc := range []struct {

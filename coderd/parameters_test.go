@@ -49,9 +49,7 @@ func newParamHarness(t *testing.T) *paramHarness {
 	h := &paramHarness{d: coderdtest.New(t, coderdtest.Options{ProvisionerPSK: "psk"})}
 	h.admin, _ = h.d.CreateFirstUser(t)
 	h.member, _ = h.d.CreateUser(t, h.admin, "alice")
-	psk := h.d.Client()
-	psk.ProvisionerPSK = "psk"
-	h.daemon = coderdtest.NewDaemon(t, psk, "params", nil)
+	h.daemon = h.d.NewDaemon(t, "params", nil)
 	h.template, _ = coderdtest.ImportTemplate(t, h.admin, h.daemon, "params", codersdk.CreateTemplateVersionRequest{},
 		codersdk.CompleteJobRequest{Parameters: richParameters})
 	return h

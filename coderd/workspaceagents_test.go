@@ -32,9 +32,7 @@ func newAgentHarness(t *testing.T, pa codersdk.ProvisionedAgent) *agentHarness {
 	h.admin, _ = h.d.CreateFirstUser(t)
 	h.alice, _ = h.d.CreateUser(t, h.admin, "alice")
 	h.member, _ = h.d.CreateUser(t, h.admin, "member")
-	psk := h.d.Client()
-	psk.ProvisionerPSK = "psk"
-	h.daemon = coderdtest.NewDaemon(t, psk, "test", nil)
+	h.daemon = h.d.NewDaemon(t, "test", nil)
 	if pa.Token == "" {
 		pa.Token = uuid.NewString()
 	}

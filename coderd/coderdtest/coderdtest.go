@@ -160,6 +160,7 @@ type Options struct {
 // Deployment is a running API.
 type Deployment struct {
 	URL         *url.URL
+	psk         string
 	DatabaseURL string
 	DB          *database.DB
 	API         *coderd.API
@@ -252,13 +253,25 @@ func New(t testing.TB, opts Options) *Deployment {
 		})
 	}
 	t.Cleanup(stop)
-	return &Deployment{URL: u, DatabaseURL: dbURL, DB: db, API: api, server: srv, stop: stop}
+	return &Deployment{URL: u, psk: opts.ProvisionerPSK, DatabaseURL: dbURL, DB: db, API: api, server: srv, stop: stop}
 }
 
 // Close stops the deployment now, as a crash would for its clients: every
 // connection is cut. Its database stays; New with DatabaseURL and Address
 // starts it again.
 func (d *Deployment) Close() { d.stop() }
+
+// NewDaemon registers a provisioner daemon that authenticates with the
+// deployment's pre-shared key (Options.ProvisionerPSK must be set).
+func (d *Deployment) NewDaemon(t testing.TB, name string, tags map[string]string) *Daemon {
+	t.Helper()
+	if d.psk == "" {
+		t.Fatal("coderdtest: NewDaemon needs Options.ProvisionerPSK")
+	}
+	c := d.Client()
+	c.ProvisionerPSK = d.psk
+	return NewDaemon(t, c, name, tags)
+}
 
 // Client returns an unauthenticated client.
 func (d *Deployment) Client() *codersdk.Client {

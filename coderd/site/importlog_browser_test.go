@@ -21,9 +21,7 @@ func TestBrowserImportLogFollows(t *testing.T) {
 	ctx := context.Background()
 	d := coderdtest.New(t, coderdtest.Options{ProvisionerPSK: "psk"})
 	admin, _ := d.CreateFirstUser(t)
-	psk := d.Client()
-	psk.ProvisionerPSK = "psk"
-	daemon := coderdtest.NewDaemon(t, psk, "fake", nil)
+	daemon := d.NewDaemon(t, "fake", nil)
 	tpl, _ := coderdtest.ImportTemplate(t, admin, daemon, "slow", codersdk.CreateTemplateVersionRequest{}, codersdk.CompleteJobRequest{})
 	v := coderdtest.UploadVersion(t, admin, tpl.ID, coderdtest.MinimalTemplate, nil)
 	job := daemon.Acquire(t, 20*time.Second)

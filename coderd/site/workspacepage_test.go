@@ -84,9 +84,7 @@ func TestWorkspacePage(t *testing.T) {
 	ctx := context.Background()
 	d := coderdtest.New(t, coderdtest.Options{ProvisionerPSK: "psk"})
 	admin, _ := d.CreateFirstUser(t)
-	psk := d.Client()
-	psk.ProvisionerPSK = "psk"
-	daemon := coderdtest.NewDaemon(t, psk, "page", nil)
+	daemon := d.NewDaemon(t, "page", nil)
 	tpl := coderdtest.CreateTemplate(t, admin, daemon, "page", coderdtest.MinimalTemplate, nil)
 	w, err := admin.CreateWorkspace(ctx, codersdk.Me, codersdk.CreateWorkspaceRequest{TemplateID: tpl.ID, Name: "dev"})
 	if err != nil {
@@ -178,9 +176,7 @@ func BenchmarkWorkspaceList1000(b *testing.B) {
 	ctx := context.Background()
 	d := coderdtest.New(b, coderdtest.Options{ProvisionerPSK: "psk"})
 	admin, _ := d.CreateFirstUser(b)
-	psk := d.Client()
-	psk.ProvisionerPSK = "psk"
-	tpl := coderdtest.CreateTemplate(b, admin, coderdtest.NewDaemon(b, psk, "bench-import", nil), "bench", coderdtest.MinimalTemplate, nil)
+	tpl := coderdtest.CreateTemplate(b, admin, d.NewDaemon(b, "bench-import", nil), "bench", coderdtest.MinimalTemplate, nil)
 
 	// Creation and builds run in parallel, each worker with its own daemon.
 	start := time.Now()
@@ -188,7 +184,7 @@ func BenchmarkWorkspaceList1000(b *testing.B) {
 	var wg sync.WaitGroup
 	errs := make(chan error, workers)
 	for k := range workers {
-		daemon := coderdtest.NewDaemon(b, psk, fmt.Sprintf("bench-%d", k), nil)
+		daemon := d.NewDaemon(b, fmt.Sprintf("bench-%d", k), nil)
 		wg.Go(func() {
 			for i := k; i < n; i += workers {
 				if _, err := admin.CreateWorkspace(ctx, codersdk.Me, codersdk.CreateWorkspaceRequest{TemplateID: tpl.ID, Name: fmt.Sprintf("ws-%04d", i)}); err != nil {
