@@ -32,3 +32,27 @@ func (inv *invocation) provisionerCmd() *cobra.Command {
 	cmd.AddCommand(list)
 	return cmd
 }
+
+// replicasCmd lists the coderd replicas serving the deployment.
+func (inv *invocation) replicasCmd() *cobra.Command {
+	cmd := &cobra.Command{Use: "replicas", Short: "List the coderd replicas serving the deployment (owners)"}
+	out := outputFlag(cmd)
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		client, err := inv.client()
+		if err != nil {
+			return err
+		}
+		rs, err := client.Replicas(cmd.Context())
+		if err != nil {
+			return err
+		}
+		return render(inv.stdout, *out, rs, []string{"HOST", "RELAY ADDRESS", "VERSION", "STARTED", "LAST HEARTBEAT"}, func() [][]string {
+			rows := [][]string{}
+			for _, r := range rs {
+				rows = append(rows, []string{r.Hostname, r.RelayAddress, r.Version, ago(r.CreatedAt), ago(r.LastHeartbeatAt)})
+			}
+			return rows
+		})
+	}
+	return cmd
+}

@@ -88,6 +88,9 @@ func TestReplicasBehindHAProxy(t *testing.T) {
 		return baseEnv(t, "CODER_URL="+base, "CODER_SESSION_TOKEN="+login.SessionToken)
 	}
 	lb := envFor(lbURL)
+	if out := mustRun(t, lb, "replicas"); strings.Count(out, "http://127.0.0.1:") != 3 {
+		t.Errorf("coder replicas lists %d replicas, want 3:\n%s", strings.Count(out, "http://127.0.0.1:"), out)
+	}
 
 	mustRun(t, lb, "templates", "create", "process", "--directory", "../examples/templates/process", "-y")
 	mustRun(t, lb, "create", "dev", "--template", "process", "-y", "--parameter", "base_dir="+t.TempDir())

@@ -141,6 +141,7 @@ func (inv *invocation) root() *cobra.Command {
 		inv.transitionCmd("stop", codersdk.WorkspaceTransitionStop),
 		inv.transitionCmd("delete", codersdk.WorkspaceTransitionDelete),
 		inv.provisionerCmd(),
+		inv.replicasCmd(),
 		inv.provisionerdCmd(),
 		inv.applianceCmd(),
 		inv.mirrorCmd(),

@@ -107,25 +107,7 @@ func TestApplianceOffline(t *testing.T) {
 	e.cliEnv = []string{"CODER_CONFIG_DIR=" + filepath.Join(work, "cli"), "CODER_URL=" + accessURL}
 
 	var bundleFile, volumesBefore string
-	e.step("build coder", func() {
-		// As make build does: static, so that it runs as the agent in
-		// any image.
-		build := exec.Command("go", "build", "-o", e.bin, "airgapcoder/cmd/coder")
-		build.Env = append(os.Environ(), "CGO_ENABLED=0")
-		if out, err := build.CombinedOutput(); err != nil {
-			t.Fatalf("go build: %v\n%s", err, out)
-		}
-		bin, err := elf.Open(e.bin)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer bin.Close()
-		for _, p := range bin.Progs {
-			if p.Type == elf.PT_INTERP {
-				t.Fatal("the coder binary is dynamically linked: it would not run as the agent in an image without glibc")
-			}
-		}
-	})
+	e.step("build coder", e.buildCoder)
 	e.step("bundle build (connected side)", func() {
 		e.run("bundle", "keygen", "--output", filepath.Join(work, "keys"))
 		root, _ := filepath.Abs("..")
@@ -188,19 +170,7 @@ registries:
 		}
 	})
 
-	e.step("create offline namespace", func() {
-		if out, err := exec.Command("ip", "netns", "add", e.netns).CombinedOutput(); err != nil {
-			t.Fatalf("ip netns add: %v\n%s", err, out)
-		}
-		t.Cleanup(func() { _ = exec.Command("ip", "netns", "del", e.netns).Run() })
-		if out, err := exec.Command("ip", "netns", "exec", e.netns, "ip", "link", "set", "lo", "up").CombinedOutput(); err != nil {
-			t.Fatalf("lo up: %v\n%s", err, out)
-		}
-		out, _ := exec.Command("ip", "netns", "exec", e.netns, "ip", "-o", "link").CombinedOutput()
-		if n := strings.Count(strings.TrimSpace(string(out)), "\n") + 1; n != 1 {
-			t.Fatalf("the namespace must have only a loopback interface, got:\n%s", out)
-		}
-	})
+	e.step("create offline namespace", e.createNetns)
 
 	dir := filepath.Join(work, "appliance")
 	caFile := filepath.Join(dir, "certs", "ca.pem")
@@ -221,14 +191,7 @@ registries:
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { _ = up.Process.Kill() })
-		deadline := time.Now().Add(3 * time.Minute)
-		for !e.curlOK(accessURL+"/healthz", "--cacert", caFile) {
-			if time.Now().After(deadline) {
-				b, _ := os.ReadFile(filepath.Join(work, "up.log"))
-				t.Fatalf("appliance not healthy after 3m:\n%s", tail(string(b), 40))
-			}
-			time.Sleep(250 * time.Millisecond)
-		}
+		e.waitHealthy(accessURL, caFile, filepath.Join(work, "up.log"), 3*time.Minute)
 	})
 
 	e.step("plain HTTP redirects to HTTPS", func() {
@@ -480,6 +443,58 @@ registries:
 		t.Fatalf("%d of %d connect() calls left the machine:\n%s", bad, total, strings.Join(offenders, "\n"))
 	}
 	fmt.Printf("e2e egress: %d connect() calls, all to loopback or unix sockets: zero egress\n", total)
+}
+
+// buildCoder builds the coder binary as make build does: static, so that
+// it runs as the agent in any image.
+func (e *env) buildCoder() {
+	e.t.Helper()
+	build := exec.Command("go", "build", "-o", e.bin, "airgapcoder/cmd/coder")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		e.t.Fatalf("go build: %v\n%s", err, out)
+	}
+	bin, err := elf.Open(e.bin)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	defer bin.Close()
+	for _, p := range bin.Progs {
+		if p.Type == elf.PT_INTERP {
+			e.t.Fatal("the coder binary is dynamically linked: it would not run as the agent in an image without glibc")
+		}
+	}
+}
+
+// createNetns creates the test's network namespace with only a loopback
+// interface, removed when the test ends.
+func (e *env) createNetns() {
+	e.t.Helper()
+	if out, err := exec.Command("ip", "netns", "add", e.netns).CombinedOutput(); err != nil {
+		e.t.Fatalf("ip netns add: %v\n%s", err, out)
+	}
+	e.t.Cleanup(func() { _ = exec.Command("ip", "netns", "del", e.netns).Run() })
+	if out, err := exec.Command("ip", "netns", "exec", e.netns, "ip", "link", "set", "lo", "up").CombinedOutput(); err != nil {
+		e.t.Fatalf("lo up: %v\n%s", err, out)
+	}
+	out, _ := exec.Command("ip", "netns", "exec", e.netns, "ip", "-o", "link").CombinedOutput()
+	if n := strings.Count(strings.TrimSpace(string(out)), "\n") + 1; n != 1 {
+		e.t.Fatalf("the namespace must have only a loopback interface, got:\n%s", out)
+	}
+}
+
+// waitHealthy waits until the appliance at url answers /healthz (checked
+// with the CA in caFile), failing with the end of its log after timeout.
+func (e *env) waitHealthy(url, caFile, logPath string, timeout time.Duration) {
+	e.t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !e.curlOK(url+"/healthz", "--cacert", caFile) {
+		if time.Now().After(deadline) {
+			b, _ := os.ReadFile(logPath)
+			e.t.Fatalf("appliance %s not healthy after %s:\n%s", url, timeout, tail(string(b), 40))
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
 }
 
 func tail(s string, n int) string {
