@@ -28,6 +28,7 @@ import (
 type relayWorkspace struct {
 	coder string
 	env   []string
+	d     *coderdtest.Deployment
 }
 
 func newRelayWorkspace(b *testing.B) *relayWorkspace {
@@ -35,7 +36,7 @@ func newRelayWorkspace(b *testing.B) *relayWorkspace {
 	coder := testbin.Coder(b)
 	d := coderdtest.NewWithProvisioners(b, coder)
 	admin, _ := d.CreateFirstUser(b)
-	w := &relayWorkspace{coder: coder, env: []string{
+	w := &relayWorkspace{coder: coder, d: d, env: []string{
 		"PATH=" + os.Getenv("PATH"), "HOME=" + b.TempDir(),
 		"CODER_URL=" + d.URL.String(), "CODER_SESSION_TOKEN=" + admin.SessionToken,
 	}}
@@ -62,11 +63,15 @@ func (w *relayWorkspace) run(b *testing.B, args ...string) string {
 }
 
 // portForward runs `coder port-forward dev --tcp LOCAL:remote` until the
-// benchmark ends and returns LOCAL once it listens.
-func (w *relayWorkspace) portForward(b *testing.B, remote int) int {
+// benchmark ends and returns LOCAL once it listens. via, when set, is the
+// URL of the replica the CLI talks to (default: the one the agent is on).
+func (w *relayWorkspace) portForward(b *testing.B, remote int, via ...string) int {
 	b.Helper()
 	local := testport.Port(b)
 	cmd := w.command("port-forward", "dev", "--tcp", fmt.Sprintf("127.0.0.1:%d:%d", local, remote))
+	for _, u := range via {
+		cmd.Env = append(cmd.Env, "CODER_URL="+u)
+	}
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		b.Fatal(err)
@@ -258,4 +263,30 @@ func BenchmarkSSHCat(b *testing.B) {
 	b.ReportMetric(mib/local.Seconds(), "local-MiB/s")
 	b.ReportMetric(mib/relayed.Seconds(), "ssh-MiB/s")
 	b.ReportMetric(local.Seconds()/relayed.Seconds(), "ratio")
+}
+
+// BenchmarkPortForwardAcrossReplicas measures bulk TCP through the built
+// `coder port-forward` talking to a second replica, which relays to the
+// replica the agent is on, against the same through the agent's replica,
+// alternating (issue 16's benchmark: the extra hop's cost as a ratio).
+//
+//	go test ./bench/ -run '^$' -bench PortForwardAcrossReplicas -benchtime 1x
+func BenchmarkPortForwardAcrossReplicas(b *testing.B) {
+	w := newRelayWorkspace(b)
+	second := coderdtest.New(b, coderdtest.Options{DatabaseURL: w.d.DatabaseURL})
+	server := iperf3Server(b)
+	same := w.portForward(b, server)
+	across := w.portForward(b, server, second.URL.String())
+	iperf3(b, same, 1) // warm up both paths
+	iperf3(b, across, 1)
+	const seconds = 5
+	var direct, relayed float64
+	for b.Loop() {
+		direct += iperf3(b, same, seconds)
+		relayed += iperf3(b, across, seconds)
+	}
+	n := float64(b.N)
+	b.ReportMetric(direct/n, "same-replica-MiB/s")
+	b.ReportMetric(relayed/n, "across-replicas-MiB/s")
+	b.ReportMetric(relayed/direct, "ratio")
 }

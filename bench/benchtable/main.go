@@ -32,6 +32,7 @@ var rows = []row{
 	{"bulk TCP through coder port-forward, down, 1 stream", "iperf3 directly on loopback", "BenchmarkPortForwardIperf3/down-1", "ratio", false, 0.5},
 	{"bulk TCP through coder port-forward, up, 4 streams", "iperf3 directly on loopback", "BenchmarkPortForwardIperf3/up-4", "ratio", false, 0.5},
 	{"bulk TCP through coder port-forward, down, 4 streams", "iperf3 directly on loopback", "BenchmarkPortForwardIperf3/down-4", "ratio", false, 0.5},
+	{"bulk TCP through coder port-forward via another replica", "the same via the agent's replica", "BenchmarkPortForwardAcrossReplicas", "ratio", false, 0},
 	{"coder ssh: cat of 1 GiB to /dev/null", "the same cat locally", "BenchmarkSSHCat", "ratio", false, 0.4},
 	{"new connection + 1 round trip through coder port-forward", "directly on loopback", "BenchmarkPortForwardConnect", "ratio", true, 5},
 	{"  the same, p50 in µs", "", "BenchmarkPortForwardConnect", "relayed-p50-µs", true, 1000},
