@@ -821,3 +821,105 @@ func TestRelayAcrossReplicas(t *testing.T) {
 		return codersdk.IsAgentUnavailable(err), fmt.Sprintf("dial through B after the agent stopped: %v", err)
 	})
 }
+
+// cuttableProxy forwards TCP connections to target until cut, which drops
+// every connection and refuses new ones until restore.
+type cuttableProxy struct {
+	t      *testing.T
+	addr   string
+	target string
+	mu     sync.Mutex
+	ln     net.Listener
+	conns  []net.Conn
+}
+
+func newCuttableProxy(t *testing.T, target string) *cuttableProxy {
+	p := &cuttableProxy{t: t, target: target}
+	p.listen("127.0.0.1:0")
+	t.Cleanup(p.cut)
+	return p
+}
+
+func (p *cuttableProxy) listen(addr string) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	p.mu.Lock()
+	p.ln, p.addr = ln, ln.Addr().String()
+	p.mu.Unlock()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			up, err := net.Dial("tcp", p.target)
+			if err != nil {
+				c.Close()
+				continue
+			}
+			p.mu.Lock()
+			p.conns = append(p.conns, c, up)
+			p.mu.Unlock()
+			go func() { _, _ = io.Copy(up, c); up.Close() }()
+			go func() { _, _ = io.Copy(c, up); c.Close() }()
+		}
+	}()
+}
+
+func (p *cuttableProxy) cut() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	_ = p.ln.Close()
+	for _, c := range p.conns {
+		_ = c.Close()
+	}
+	p.conns = nil
+}
+
+func (p *cuttableProxy) restore() { p.listen(p.addr) }
+
+// TestDialWaitsForReconnectingAgent: an agent whose connection drops (not
+// a shutdown) is waited for: a user's connection made meanwhile succeeds
+// once the agent is back, told by the database's notification, with no
+// retry by the client.
+func TestDialWaitsForReconnectingAgent(t *testing.T) {
+	t.Parallel()
+	e := newRelayEnv(t)
+	e.stopAgent() // the env's own agent; this test runs one behind a proxy
+	proxy := newCuttableProxy(t, e.d.URL.Host)
+	e.startAgent(t, func(o *agent.Options) {
+		u, _ := url.Parse("http://" + proxy.addr)
+		c := codersdk.New(u)
+		c.SessionToken = e.token
+		o.Client = c
+	})
+	e.waitReady(t, e.alice)
+	port := uint16(coderdtest.EchoServer(t))
+
+	proxy.cut()
+	waitFor(t, 10*time.Second, func() (bool, string) {
+		a, err := e.alice.WorkspaceAgent(context.Background(), e.agentID)
+		return err == nil && a.Status != codersdk.AgentStatusConnected, fmt.Sprintf("agent status %s (%v): want it seen gone", a.Status, err)
+	})
+	go func() {
+		time.Sleep(time.Second)
+		proxy.restore()
+	}()
+	start := time.Now()
+	conn, err := e.alice.DialWorkspaceAgent(context.Background(), e.agentID, codersdk.DialOptions{Kind: codersdk.RelayKindTCP, Port: port})
+	if err != nil {
+		t.Fatalf("dial while the agent reconnects: %v (after %s)", err, time.Since(start))
+	}
+	defer conn.Close()
+	t.Logf("the dial waited %s for the agent to reconnect", time.Since(start).Round(time.Millisecond))
+	if _, err := conn.Write([]byte("back")); err != nil {
+		t.Fatal(err)
+	}
+	got := make([]byte, 4)
+	_ = conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if _, err := io.ReadFull(conn, got); err != nil || string(got) != "back" {
+		t.Fatalf("echo after the reconnect: %q %v", got, err)
+	}
+}

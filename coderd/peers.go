@@ -246,15 +246,66 @@ func (api *API) agentReplica(a database.WorkspaceAgent) (database.Replica, bool)
 // dialAgent opens a relay stream to agent a: through this replica's
 // session when the agent is connected here, else through the replica it is
 // connected to. It also returns the session the stream runs on.
+//
+// An agent of a running workspace that is on no live replica (it is
+// reconnecting, perhaps after its replica died) is waited for, up to
+// agentReconnectWait: the replica it reconnects to announces it on
+// database.ChannelAgentConnection, and this replica looks again then.
 func (api *API) dialAgent(ctx context.Context, a database.WorkspaceAgent, hdr codersdk.RelayHeader) (net.Conn, *yamux.Session, error) {
-	if s := api.relay.get(a.ID); s != nil {
-		stream, err := api.openStream(s, hdr)
-		return stream, s.mux, err
+	var wake chan struct{}
+	var deadline <-chan time.Time
+	for {
+		if s := api.relay.get(a.ID); s != nil {
+			stream, err := api.openStream(s, hdr)
+			return stream, s.mux, err
+		}
+		if r, ok := api.agentReplica(a); ok {
+			return api.openPeerStream(ctx, r, a.ID, hdr)
+		}
+		if !reconnecting(a) || api.ps == nil {
+			return nil, nil, api.agentUnavailable(a)
+		}
+		if wake == nil {
+			wake = make(chan struct{}, 1)
+			cancel := api.ps.Subscribe(database.ChannelAgentConnection, func(id string) {
+				if id == a.ID || id == "" { // "": the listener reconnected and may have missed one
+					select {
+					case wake <- struct{}{}:
+					default:
+					}
+				}
+			})
+			defer cancel()
+			t := time.NewTimer(agentReconnectWait)
+			defer t.Stop()
+			deadline = t.C
+			// It may have connected between the look-up and the subscription.
+			wake <- struct{}{}
+		}
+		select {
+		case <-ctx.Done():
+			return nil, nil, ctx.Err()
+		case <-deadline:
+			return nil, nil, api.agentUnavailable(a)
+		case <-wake:
+		}
+		fresh, err := api.db.AgentByID(ctx, a.ID)
+		if err != nil {
+			return nil, nil, err
+		}
+		a = fresh
 	}
-	if r, ok := api.agentReplica(a); ok {
-		return api.openPeerStream(ctx, r, a.ID, hdr)
-	}
-	return nil, nil, api.agentUnavailable(a)
+}
+
+// agentReconnectWait is how long a connection waits for an agent of a
+// running workspace that is reconnecting.
+const agentReconnectWait = 10 * time.Second
+
+// reconnecting reports whether agent a belongs to a running workspace and
+// has not shut down: it will connect again.
+func reconnecting(a database.WorkspaceAgent) bool {
+	return a.LatestBuild && a.Transition == string(codersdk.WorkspaceTransitionStart) &&
+		a.LifecycleState != codersdk.AgentLifecycleShuttingDown && a.LifecycleState != codersdk.AgentLifecycleOff
 }
 
 // agentReachable reports whether dialAgent can reach agent a (here or on a

@@ -163,6 +163,8 @@ func (api *API) agentConnect(c *gin.Context) error {
 	log := api.log.With("agent", a.ID, "agent_name", a.Name, "workspace", a.OwnerName+"/"+a.WorkspaceName, "remote", c.Request.RemoteAddr)
 	if err := api.db.MarkAgentConnected(ctx, a.ID, api.now(), api.ReplicaID()); err != nil {
 		log.Warn("record agent connection", "err", err)
+	} else if err := api.db.NotifyAgentConnection(ctx, a.ID); err != nil {
+		log.Warn("announce agent connection", "err", err)
 	}
 	log.Info("workspace agent connected", "agents_on_replica", api.relay.connected())
 
@@ -188,6 +190,7 @@ loop:
 		if err := api.db.MarkAgentDisconnected(dctx, api.relay.idOf(s), api.now(), api.ReplicaID()); err != nil {
 			log.Warn("record agent disconnection", "err", err)
 		}
+		_ = api.db.NotifyAgentConnection(dctx, api.relay.idOf(s))
 	}
 	log.Info("workspace agent disconnected", "reason", reason, "connected_for", api.now().Sub(s.connected).Round(time.Millisecond))
 	return nil

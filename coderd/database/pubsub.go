@@ -32,7 +32,7 @@ type Pubsub struct {
 
 // Channels are every notification channel coderd uses; a replica's
 // Pubsub listens on all of them.
-var Channels = []string{ChannelJobPosted, ChannelJobUpdated, ChannelReplicas}
+var Channels = []string{ChannelJobPosted, ChannelJobUpdated, ChannelReplicas, ChannelAgentConnection}
 
 // NewPubsub returns a Pubsub for the given channels. Call Run to connect.
 func NewPubsub(url string, log *slog.Logger, channels ...string) *Pubsub {
