@@ -103,6 +103,12 @@ func TestReplicasBehindHAProxy(t *testing.T) {
 		}
 	})
 	mustRun(t, lb, "ssh", "dev", "--", "true")
+	// A long session through each replica, to see how those through the
+	// replicas that die end.
+	sessions := map[*replicaProc]*proc{}
+	for _, r := range replicas {
+		sessions[r] = start(t, envFor(r.url), "ssh", "dev", "--", "sleep", "600")
+	}
 
 	// Through each replica directly: ssh, a forwarded port, a dev URL.
 	echo := coderdtest.EchoServer(t)
@@ -181,6 +187,13 @@ func TestReplicasBehindHAProxy(t *testing.T) {
 	t.Logf("the agent reconnected %s after its replica died", time.Since(killed).Round(time.Millisecond))
 	if out := mustRun(t, lb, "ssh", "dev", "--", "echo", "after"); strings.TrimSpace(out) != "after" {
 		t.Errorf("coder ssh through the load balancer after failover: %q", out)
+	}
+	// The sessions that went through a replica that died ended, saying so.
+	for _, r := range []*replicaProc{builder, holder} {
+		p := sessions[r]
+		if code := p.wait(t, 30*time.Second); code == 0 || !strings.Contains(p.stderr.String(), "was lost before the command ended") {
+			t.Errorf("the ssh session through %s, which died: exit %d, stderr %q; want a failure that says the connection was lost", r.name, code, p.stderr)
+		}
 	}
 }
 

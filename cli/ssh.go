@@ -260,7 +260,6 @@ func (inv *invocation) sshSession(ctx context.Context, conn net.Conn, wa workspa
 		return &exitCodeError{code: 130} // as a shell reports an interrupted command
 	}
 	var ee *ssh.ExitError
-	var missing *ssh.ExitMissingError
 	switch {
 	case err == nil:
 		return nil
@@ -270,10 +269,11 @@ func (inv *invocation) sshSession(ctx context.Context, conn net.Conn, wa workspa
 			code = 255
 		}
 		return &exitCodeError{code: code}
-	case errors.As(err, &missing):
-		return fmt.Errorf("the connection to workspace %s ended before the command did", wa.workspace.Name)
 	}
-	return fmt.Errorf("ssh session: %w", err)
+	// The relay connection broke: coderd (or the replica this session went
+	// through) went away, or the agent did.
+	return fmt.Errorf("the connection to workspace %s through coderd was lost before the command ended "+
+		"(was a coderd replica or the workspace's agent restarted?): run it again; a new connection goes to a live replica", wa.workspace.Name)
 }
 
 // spliceLocal copies between a local connection and a relayed one. When
