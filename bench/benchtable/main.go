@@ -45,7 +45,10 @@ var rows = []row{
 	{"job claim, long-poll, 4 waiting daemons (time)", "a 100 ms poller", "BenchmarkJobClaimLatency/N=4", "notify_vs_poll_ratio", true, 0},
 	{"GET /api/v2/workspaces, 10,000 rows (time)", "raw pgx", "BenchmarkListWorkspaces10k/all", "api_vs_raw_ratio", true, 0},
 	{"process workspace build (time)", "terraform init + apply by hand", "BenchmarkProcessWorkspaceBuild", "build_vs_raw_terraform_ratio", true, 0},
-	{"coderd with 200 agents and 50 builds: RSS, API p99", "", "", "", true, 0},
+	{"coderd with 200 agents and 50 builds: peak RSS in MB", "", "BenchmarkLoad200Agents", "server-peak-RSS-MB", true, 300},
+	{"  the same: API p99 in ms", "", "BenchmarkLoad200Agents", "api-p99-ms", true, 100},
+	{"  the same: failed builds", "", "BenchmarkLoad200Agents", "failed-builds", true, 0.5},
+	{"  the same: agents connected at the end", "", "BenchmarkLoad200Agents", "agents-connected", false, 200},
 }
 
 func main() {
