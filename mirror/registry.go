@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"log/slog"
 	"net/http"
@@ -44,17 +45,17 @@ func NewRegistry(dir string, log *slog.Logger) (*Registry, error) {
 // Repositories returns the names of the repositories served, sorted.
 func (rg *Registry) Repositories() []string { return rg.layout.names() }
 
-// Registry error codes of the distribution specification.
+// Registry error codes, only from the distribution specification's list
+// (clients and the conformance suite know no others).
 const (
 	codeUnsupported     = "UNSUPPORTED"
 	codeNameUnknown     = "NAME_UNKNOWN"
 	codeManifestUnknown = "MANIFEST_UNKNOWN"
 	codeBlobUnknown     = "BLOB_UNKNOWN"
 	codeDigestInvalid   = "DIGEST_INVALID"
-	codeTagInvalid      = "TAG_INVALID"
-	codePaginationInval = "PAGINATION_NUMBER_INVALID"
-	codeNotFound        = "NOT_FOUND"
-	codeUnknown         = "UNKNOWN"
+	// codeUnknown is Docker's code for a server error, which the
+	// specification's list has none for; only a 500 carries it.
+	codeUnknown = "UNKNOWN"
 )
 
 // regError is an error the registry answers with its JSON error format.
@@ -97,7 +98,7 @@ func (rg *Registry) serve(w http.ResponseWriter, r *http.Request) error {
 	rest, ok := strings.CutPrefix(r.URL.Path, "/v2/")
 	switch {
 	case !ok && r.URL.Path != "/v2":
-		return regErrorf(http.StatusNotFound, codeNotFound, "not a registry path: %s", r.URL.Path)
+		return regErrorf(http.StatusNotFound, codeUnsupported, "not a registry path: %s", r.URL.Path)
 	case rest == "":
 		respondJSON(w, http.StatusOK, struct{}{})
 		return nil
@@ -118,6 +119,13 @@ func (rg *Registry) serve(w http.ResponseWriter, r *http.Request) error {
 		}
 		return rg.manifest(w, r, repo, rest[i+len("/manifests/"):])
 	}
+	if i := strings.LastIndex(rest, "/referrers/"); i > 0 {
+		repo, err := rg.repo(rest[:i])
+		if err != nil {
+			return err
+		}
+		return rg.referrers(w, r, repo, rest[i+len("/referrers/"):])
+	}
 	if i := strings.LastIndex(rest, "/blobs/"); i > 0 {
 		ref := rest[i+len("/blobs/"):]
 		if ref == "uploads" || strings.HasPrefix(ref, "uploads/") {
@@ -129,7 +137,27 @@ func (rg *Registry) serve(w http.ResponseWriter, r *http.Request) error {
 		}
 		return rg.blob(w, r, repo, ref)
 	}
-	return regErrorf(http.StatusNotFound, codeNotFound, "not a registry path: %s", r.URL.Path)
+	return regErrorf(http.StatusNotFound, codeUnsupported, "not a registry path: %s", r.URL.Path)
+}
+
+// referrers answers the OCI 1.1 referrers API: an image index of the
+// manifests that refer to digest. The mirror carries no referrers (yet:
+// signatures and attestations do not come along), so the index is empty,
+// as the specification wants for a digest nothing refers to; with an
+// artifactType filter it says the filter was applied.
+func (rg *Registry) referrers(w http.ResponseWriter, r *http.Request, repo *repository, ref string) error {
+	if _, err := parseDigest(ref); err != nil {
+		return err
+	}
+	if r.URL.Query().Get("artifactType") != "" {
+		w.Header().Set("OCI-Filters-Applied", "artifactType")
+	}
+	w.Header().Set("Content-Type", "application/vnd.oci.image.index.v1+json")
+	w.WriteHeader(http.StatusOK)
+	if r.Method == http.MethodGet {
+		_, _ = io.WriteString(w, `{"schemaVersion":2,"mediaType":"application/vnd.oci.image.index.v1+json","manifests":[]}`+"\n")
+	}
+	return nil
 }
 
 func (rg *Registry) repo(name string) (*repository, error) {
@@ -157,10 +185,12 @@ func (rg *Registry) manifest(w http.ResponseWriter, r *http.Request, repo *repos
 		}
 		digest = h
 	} else {
-		if !tagPattern.MatchString(ref) {
-			return regErrorf(http.StatusBadRequest, codeTagInvalid, "invalid tag %q", ref)
-		}
+		// A malformed tag names no manifest: the specification's answer
+		// is 404 MANIFEST_UNKNOWN.
 		h, ok := repo.tags[ref]
+		if !tagPattern.MatchString(ref) {
+			ok = false
+		}
 		if !ok {
 			return regErrorf(http.StatusNotFound, codeManifestUnknown, "%s:%s is not in this mirror", repo.name, ref)
 		}
@@ -223,7 +253,7 @@ func page(w http.ResponseWriter, r *http.Request, names []string) ([]string, err
 	if s := q.Get("n"); s != "" {
 		n, err := strconv.Atoi(s)
 		if err != nil || n < 0 {
-			return nil, regErrorf(http.StatusBadRequest, codePaginationInval, "invalid n %q", s)
+			return nil, regErrorf(http.StatusBadRequest, codeUnsupported, "invalid n %q: a page size is a whole number", s)
 		}
 		if n < len(names) {
 			names = names[:n]

@@ -204,8 +204,40 @@ func TestRegistryProtocol(t *testing.T) {
 		{"delete manifest", "DELETE", "/v2/ghcr.io/acme/tool/manifests/" + tool.digest.String(), 405, "UNSUPPORTED"},
 		{"delete blob", "DELETE", "/v2/ghcr.io/acme/tool/blobs/" + toolLayer.String(), 405, "UNSUPPORTED"},
 		{"new repository", "POST", "/v2/x/y/blobs/uploads/", 405, "UNSUPPORTED"},
-		{"not an API path", "GET", "/v2/ghcr.io/acme/tool", 404, "NOT_FOUND"},
+		{"not an API path", "GET", "/v2/ghcr.io/acme/tool", 404, "UNSUPPORTED"},
+		{"malformed tag", "GET", "/v2/ghcr.io/acme/tool/manifests/-bad-tag", 404, "MANIFEST_UNKNOWN"},
+		{"malformed referrers digest", "GET", "/v2/ghcr.io/acme/tool/referrers/sha256:xyz", 400, "DIGEST_INVALID"},
+		{"referrers of an unknown repository", "GET", "/v2/x/y/referrers/" + tool.digest.String(), 404, "NAME_UNKNOWN"},
+		{"bad page size", "GET", "/v2/_catalog?n=x", 400, "UNSUPPORTED"},
 	}
+	// Every error code is one of the distribution specification's.
+	specCodes := map[string]bool{"BLOB_UNKNOWN": true, "BLOB_UPLOAD_INVALID": true, "BLOB_UPLOAD_UNKNOWN": true, "DIGEST_INVALID": true,
+		"MANIFEST_BLOB_UNKNOWN": true, "MANIFEST_INVALID": true, "MANIFEST_UNKNOWN": true, "NAME_INVALID": true, "NAME_UNKNOWN": true,
+		"SIZE_INVALID": true, "UNAUTHORIZED": true, "DENIED": true, "UNSUPPORTED": true, "TOOMANYREQUESTS": true}
+	for _, tt := range errorTests {
+		if !specCodes[tt.code] {
+			t.Errorf("%s: code %s is not in the specification's list", tt.name, tt.code)
+		}
+	}
+	t.Run("referrers", func(t *testing.T) {
+		for _, q := range []string{"", "?artifactType=application/vnd.dev.cosign.artifact.sig.v1%2Bjson"} {
+			rec := f.do(t, "GET", "/v2/ghcr.io/acme/tool/referrers/"+tool.digest.String()+q)
+			if rec.Code != 200 || rec.Header().Get("Content-Type") != "application/vnd.oci.image.index.v1+json" {
+				t.Fatalf("referrers%s: %d %q, want 200 and an OCI image index", q, rec.Code, rec.Header().Get("Content-Type"))
+			}
+			var idx struct {
+				SchemaVersion int               `json:"schemaVersion"`
+				MediaType     string            `json:"mediaType"`
+				Manifests     []json.RawMessage `json:"manifests"`
+			}
+			if err := json.Unmarshal(rec.Body.Bytes(), &idx); err != nil || idx.SchemaVersion != 2 || idx.Manifests == nil || len(idx.Manifests) != 0 {
+				t.Errorf("referrers%s: %s (%v), want an empty image index", q, rec.Body.String(), err)
+			}
+			if filtered := rec.Header().Get("OCI-Filters-Applied"); (q != "") != (filtered == "artifactType") {
+				t.Errorf("referrers%s: OCI-Filters-Applied %q", q, filtered)
+			}
+		}
+	})
 	for _, tt := range errorTests {
 		t.Run(tt.name, func(t *testing.T) {
 			rec := f.do(t, tt.method, tt.path)
