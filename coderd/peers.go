@@ -56,10 +56,16 @@ type peerReply struct {
 	Message string `json:"message,omitempty"`
 }
 
-// peers holds this replica's sessions to the others, by replica id.
+// peers holds this replica's sessions to the others, by replica id. Each
+// peer has its own lock, so that dialing a dead peer holds up no other.
 type peers struct {
 	mu       sync.Mutex
-	sessions map[string]*yamux.Session
+	sessions map[string]*peerSession
+}
+
+type peerSession struct {
+	mu  sync.Mutex
+	mux *yamux.Session
 }
 
 // loadReplicaSecret reads the deployment's replica secret, creating it on
@@ -187,9 +193,20 @@ func (api *API) openPeerStream(ctx context.Context, r database.Replica, agentID 
 // is none or the last one closed.
 func (api *API) peerSession(ctx context.Context, r database.Replica) (*yamux.Session, error) {
 	api.peers.mu.Lock()
-	defer api.peers.mu.Unlock()
-	if s := api.peers.sessions[r.ID]; s != nil && !s.IsClosed() {
-		return s, nil
+	if api.peers.sessions == nil {
+		api.peers.sessions = map[string]*peerSession{}
+	}
+	p := api.peers.sessions[r.ID]
+	if p == nil {
+		p = &peerSession{}
+		api.peers.sessions[r.ID] = p
+	}
+	api.peers.mu.Unlock()
+
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.mux != nil && !p.mux.IsClosed() {
+		return p.mux, nil
 	}
 	u, err := url.Parse(r.RelayAddress)
 	if err != nil {
@@ -206,25 +223,26 @@ func (api *API) peerSession(ctx context.Context, r database.Replica) (*yamux.Ses
 	if err != nil {
 		return nil, err
 	}
-	s, err := yamux.Client(codersdk.CoalescedYamuxConn(conn), api.relayYamuxConfig())
+	mux, err := yamux.Client(codersdk.CoalescedYamuxConn(conn), api.relayYamuxConfig())
 	if err != nil {
 		_ = conn.Close()
 		return nil, err
 	}
-	if api.peers.sessions == nil {
-		api.peers.sessions = map[string]*yamux.Session{}
-	}
-	api.peers.sessions[r.ID] = s
+	p.mux = mux
 	api.log.Info("replica relay session dialed", "replica", r.ID, "hostname", r.Hostname, "relay_address", r.RelayAddress)
-	return s, nil
+	return mux, nil
 }
 
 // closePeers ends every session to other replicas (shutdown).
 func (api *API) closePeers() {
 	api.peers.mu.Lock()
 	defer api.peers.mu.Unlock()
-	for id, s := range api.peers.sessions {
-		_ = s.Close()
+	for id, p := range api.peers.sessions {
+		p.mu.Lock()
+		if p.mux != nil {
+			_ = p.mux.Close()
+		}
+		p.mu.Unlock()
 		delete(api.peers.sessions, id)
 	}
 }
