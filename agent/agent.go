@@ -374,7 +374,7 @@ func (a *Agent) yamuxConfig() *yamux.Config {
 	cfg.Logger = yamuxLogger{a.log}
 	cfg.KeepAliveInterval = a.opts.KeepAliveInterval
 	cfg.ConnectionWriteTimeout = a.opts.KeepAliveInterval
-	cfg.MaxStreamWindowSize = 8 << 20
+	cfg.MaxStreamWindowSize = codersdk.RelayStreamWindow
 	cfg.StreamCloseTimeout = 30 * time.Second
 	return cfg
 }

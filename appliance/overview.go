@@ -9,9 +9,6 @@ import (
 	"airgapcoder/coderd/codersdk"
 )
 
-// certExpiryWarning is how close to its end a certificate is flagged.
-const certExpiryWarning = 30 * 24 * time.Hour
-
 // Overview describes the appliance installed in dir for the dashboard's
 // Appliance page (GET /api/v2/appliance): the current release and its
 // bundle, each component's version and health (as `coder appliance status`
@@ -20,11 +17,7 @@ const certExpiryWarning = 30 * 24 * time.Hour
 // disk. The last upgrade's outcome comes from the audit log, which coderd
 // reads itself.
 func Overview(ctx context.Context, dir string) (codersdk.Appliance, error) {
-	st, err := GetStatus(ctx, dir)
-	if err != nil {
-		return codersdk.Appliance{}, fmt.Errorf("appliance overview: %w", err)
-	}
-	m, err := readManifest(Layout{Dir: st.Dir}.Release(st.Release))
+	st, m, err := getStatus(ctx, dir)
 	if err != nil {
 		return codersdk.Appliance{}, fmt.Errorf("appliance overview: %w", err)
 	}
@@ -60,7 +53,7 @@ func Overview(ctx context.Context, dir string) (codersdk.Appliance, error) {
 	for _, c := range list {
 		out.Certificates = append(out.Certificates, codersdk.ApplianceCertificate{
 			Role: c.Role, Subject: c.Subject, Issuer: c.Issuer, NotAfter: c.NotAfter, SHA256: c.SHA256,
-			ExpiresSoon: c.NotAfter.Sub(now) < certExpiryWarning,
+			ExpiresSoon: c.NotAfter.Sub(now) < certs.RenewBefore,
 		})
 	}
 	return out, nil

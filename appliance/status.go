@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"airgapcoder/bundle"
 	"airgapcoder/certs"
 )
 
@@ -37,22 +38,28 @@ type Component struct {
 
 // GetStatus reads the installed releases and probes the running components.
 func GetStatus(ctx context.Context, dir string) (Status, error) {
+	st, _, err := getStatus(ctx, dir)
+	return st, err
+}
+
+// getStatus is GetStatus, also returning the current release's manifest.
+func getStatus(ctx context.Context, dir string) (Status, bundle.Manifest, error) {
+	var m bundle.Manifest
 	dir, err := filepath.Abs(dir)
 	if err != nil {
-		return Status{}, err
+		return Status{}, m, err
 	}
 	l := Layout{Dir: dir}
 	st := Status{Dir: dir}
 	if st.Release, err = l.CurrentRelease(); err != nil {
-		return st, err
+		return st, m, err
 	}
 	if st.Release == "" {
-		return st, fmt.Errorf("nothing is installed in %s", dir)
+		return st, m, fmt.Errorf("nothing is installed in %s", dir)
 	}
 	st.Previous, _ = l.PreviousRelease()
-	m, err := readManifest(l.Release(st.Release))
-	if err != nil {
-		return st, err
+	if m, err = readManifest(l.Release(st.Release)); err != nil {
+		return st, m, err
 	}
 	st.Bundle = m.Name
 	st.Providers, st.Images, st.Templates = len(m.Components.Providers), len(m.Components.Images), len(m.Components.Templates)
@@ -69,7 +76,7 @@ func GetStatus(ctx context.Context, dir string) (Status, error) {
 	}
 	cfg, err := LoadConfig(dir, nil)
 	if err != nil {
-		return st, err
+		return st, m, err
 	}
 	// Each listener is probed on this host (loopback for a wildcard
 	// address), its certificate verified as the name clients use.
@@ -108,5 +115,5 @@ func GetStatus(ctx context.Context, dir string) (Status, error) {
 		pg.Version = m.Components.Postgres.Version
 	}
 	st.Components = append(st.Components, pg)
-	return st, nil
+	return st, m, nil
 }

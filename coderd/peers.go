@@ -322,8 +322,7 @@ const agentReconnectWait = 10 * time.Second
 // reconnecting reports whether agent a belongs to a running workspace and
 // has not shut down: it will connect again.
 func reconnecting(a database.WorkspaceAgent) bool {
-	return a.LatestBuild && a.Transition == string(codersdk.WorkspaceTransitionStart) &&
-		a.LifecycleState != codersdk.AgentLifecycleShuttingDown && a.LifecycleState != codersdk.AgentLifecycleOff
+	return ofRunningBuild(a) && a.LifecycleState != codersdk.AgentLifecycleShuttingDown && a.LifecycleState != codersdk.AgentLifecycleOff
 }
 
 // agentReachable reports whether dialAgent can reach agent a (here or on a

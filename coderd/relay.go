@@ -121,7 +121,7 @@ func (api *API) relayYamuxConfig() *yamux.Config {
 	cfg.Logger = yamuxLogger{api.log}
 	cfg.KeepAliveInterval = api.opts.AgentKeepAliveInterval
 	cfg.ConnectionWriteTimeout = api.opts.AgentKeepAliveInterval
-	cfg.MaxStreamWindowSize = 8 << 20
+	cfg.MaxStreamWindowSize = codersdk.RelayStreamWindow
 	cfg.StreamOpenTimeout = 30 * time.Second
 	cfg.StreamCloseTimeout = 30 * time.Second
 	return cfg
@@ -163,7 +163,7 @@ func (api *API) agentConnect(c *gin.Context) error {
 	log := api.log.With("agent", a.ID, "agent_name", a.Name, "workspace", a.OwnerName+"/"+a.WorkspaceName, "remote", c.Request.RemoteAddr)
 	if err := api.db.MarkAgentConnected(ctx, a.ID, api.now(), api.ReplicaID()); err != nil {
 		log.Warn("record agent connection", "err", err)
-	} else if err := api.db.NotifyAgentConnection(ctx, a.ID); err != nil {
+	} else if err := api.db.Notify(ctx, database.ChannelAgentConnection, a.ID); err != nil {
 		log.Warn("announce agent connection", "err", err)
 	}
 	log.Info("workspace agent connected", "agents_on_replica", api.relay.connected())
@@ -190,7 +190,7 @@ loop:
 		if err := api.db.MarkAgentDisconnected(dctx, api.relay.idOf(s), api.now(), api.ReplicaID()); err != nil {
 			log.Warn("record agent disconnection", "err", err)
 		}
-		_ = api.db.NotifyAgentConnection(dctx, api.relay.idOf(s))
+		_ = api.db.Notify(dctx, database.ChannelAgentConnection, api.relay.idOf(s))
 	}
 	log.Info("workspace agent disconnected", "reason", reason, "connected_for", api.now().Sub(s.connected).Round(time.Millisecond))
 	return nil
@@ -221,9 +221,15 @@ func (api *API) agentHeartbeat(ctx context.Context, s *agentSession, token strin
 	}
 }
 
+// ofRunningBuild reports whether agent a belongs to its workspace's latest
+// build and that build started the workspace.
+func ofRunningBuild(a database.WorkspaceAgent) bool {
+	return a.LatestBuild && a.Transition == string(codersdk.WorkspaceTransitionStart)
+}
+
 // agentUnavailable says why an agent has no session on this replica.
 func (api *API) agentUnavailable(a database.WorkspaceAgent) error {
-	if !a.LatestBuild || a.Transition != string(codersdk.WorkspaceTransitionStart) {
+	if !ofRunningBuild(a) {
 		return errorf(http.StatusConflict, "", "Agent %s belongs to an old build of workspace %s/%s; connect to the workspace's current agent (is the workspace stopped? run `coder start %s`)",
 			a.Name, a.OwnerName, a.WorkspaceName, a.WorkspaceName)
 	}

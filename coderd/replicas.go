@@ -15,7 +15,7 @@ func (api *API) replicas(c *gin.Context) error {
 	if err := authorize(c, resReplica, actRead, ""); err != nil {
 		return err
 	}
-	maxAge := 3 * replicasync.DefaultInterval
+	maxAge := replicasync.DefaultMaxAge
 	if api.opts.Replicas != nil {
 		maxAge = api.opts.Replicas.MaxAge()
 	}

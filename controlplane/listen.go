@@ -65,11 +65,8 @@ func (st *startup) resolveAccessURL(context.Context) error {
 	s := st.s
 	raw := s.cfg.AccessURL
 	if raw == "" {
-		ln, scheme := st.httpLn, "http://"
-		if st.tlsLn != nil {
-			ln, scheme = st.tlsLn, "https://"
-		}
-		raw = scheme + advertisedAddr(ln.Addr(), s.cfg.AdvertiseHost)
+		var ln net.Listener
+		raw, ln = st.ownURL()
 		if host, _, _ := net.SplitHostPort(ln.Addr().String()); net.ParseIP(host).IsUnspecified() {
 			s.log.Warn("listening on every interface without --access-url: workspaces and redirects use "+raw+"; set --access-url to the name users reach this server by",
 				"listen", ln.Addr().String())
@@ -86,21 +83,29 @@ func (st *startup) resolveAccessURL(context.Context) error {
 	return nil
 }
 
+// ownURL is this server's own address as clients use it: the HTTPS
+// listener when TLS is on, else the HTTP one, with the advertised host in
+// place of an unspecified one.
+func (st *startup) ownURL() (string, net.Listener) {
+	ln, scheme := st.httpLn, "http://"
+	if st.tlsLn != nil {
+		ln, scheme = st.tlsLn, "https://"
+	}
+	return scheme + advertisedAddr(ln.Addr(), st.s.cfg.AdvertiseHost), ln
+}
+
 // registerReplica lists this server among the deployment's replicas, with
 // its own listener (not the access URL, which may be a load balancer) as
 // the address other replicas reach it at. It fails when replicas of
 // another version serve the deployment.
 func (st *startup) registerReplica(ctx context.Context) error {
-	ln, scheme := st.httpLn, "http://"
-	if st.tlsLn != nil {
-		ln, scheme = st.tlsLn, "https://"
-	}
+	relay, _ := st.ownURL()
 	hostname, err := os.Hostname()
 	if err != nil {
 		return fmt.Errorf("hostname: %w", err)
 	}
 	m, err := replicasync.New(ctx, st.db, st.pubsub, replicasync.Options{
-		Hostname: hostname, RelayAddress: scheme + advertisedAddr(ln.Addr(), st.s.cfg.AdvertiseHost),
+		Hostname: hostname, RelayAddress: relay,
 		Version: st.s.cfg.Version, Interval: st.s.cfg.ReplicaHeartbeatInterval, Logger: st.log.With("component", "replicas"),
 	})
 	if err != nil {

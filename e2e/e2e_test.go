@@ -109,7 +109,6 @@ func TestApplianceOffline(t *testing.T) {
 	var bundleFile, volumesBefore string
 	e.step("build coder", e.buildCoder)
 	e.step("bundle build (connected side)", func() {
-		e.run("bundle", "keygen", "--output", filepath.Join(work, "keys"))
 		root, _ := filepath.Abs("..")
 		// The connected side's registry, with a runnable workspace image,
 		// and the container template twice: as written (image by tag)
@@ -157,11 +156,7 @@ registries:
 				_ = exec.Command("podman", "rmi", "-f", id).Run()
 			}
 		})
-		if err := os.WriteFile(filepath.Join(work, "bundle.yaml"), []byte(cfg), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		e.run("bundle", "build", "-f", filepath.Join(work, "bundle.yaml"), "--output", filepath.Join(work, "out"),
-			"--sign-key", filepath.Join(work, "keys", "bundle.key"), "--cache-dir", filepath.Join(work, "cache"))
+		e.buildBundle(cfg)
 		bundleFile = filepath.Join(work, "out", "e2e-2026.11.1.bundle")
 		// Templates run against the official Coder provider, carried in
 		// the bundle's mirror.
@@ -481,6 +476,18 @@ func (e *env) createNetns() {
 	if n := strings.Count(strings.TrimSpace(string(out)), "\n") + 1; n != 1 {
 		e.t.Fatalf("the namespace must have only a loopback interface, got:\n%s", out)
 	}
+}
+
+// buildBundle builds the bundle bundle.yaml cfg describes into work/out on
+// the connected side, signed with a key made for the test (work/keys).
+func (e *env) buildBundle(cfg string) {
+	e.t.Helper()
+	e.run("bundle", "keygen", "--output", filepath.Join(e.work, "keys"))
+	if err := os.WriteFile(filepath.Join(e.work, "bundle.yaml"), []byte(cfg), 0o644); err != nil {
+		e.t.Fatal(err)
+	}
+	e.run("bundle", "build", "-f", filepath.Join(e.work, "bundle.yaml"), "--output", filepath.Join(e.work, "out"),
+		"--sign-key", filepath.Join(e.work, "keys", "bundle.key"), "--cache-dir", filepath.Join(e.work, "cache"))
 }
 
 // waitHealthy waits until the appliance at url answers /healthz (checked

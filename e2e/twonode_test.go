@@ -34,7 +34,6 @@ func TestApplianceTwoNodes(t *testing.T) {
 	e.step("build coder", e.buildCoder)
 	bundleFile := filepath.Join(work, "out", "two-2026.11.1.bundle")
 	e.step("bundle build", func() {
-		e.run("bundle", "keygen", "--output", filepath.Join(work, "keys"))
 		root, _ := filepath.Abs("..")
 		cfg := fmt.Sprintf(`version: 1
 name: two
@@ -48,11 +47,7 @@ providers:
 templates:
   - %s/examples/templates/process
 `, testprovider.Mirror(t), root)
-		if err := os.WriteFile(filepath.Join(work, "bundle.yaml"), []byte(cfg), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		e.run("bundle", "build", "-f", filepath.Join(work, "bundle.yaml"), "--output", filepath.Join(work, "out"),
-			"--sign-key", filepath.Join(work, "keys", "bundle.key"), "--cache-dir", filepath.Join(work, "cache"))
+		e.buildBundle(cfg)
 	})
 	e.step("create offline namespace", e.createNetns)
 

@@ -195,6 +195,11 @@ func (c *Client) dialWebSocket(ctx context.Context, path string) (net.Conn, erro
 	return websocket.NetConn(context.Background(), conn, websocket.MessageBinary), nil
 }
 
+// RelayStreamWindow is the yamux stream window both ends of a relay
+// session use: large enough that a bulk transfer does not wait for window
+// updates on loopback-fast links (docs/relay.md, Transport).
+const RelayStreamWindow = 8 << 20
+
 // yamuxHeaderSize is the size of a yamux frame header: version, type,
 // flags, stream id and length.
 const yamuxHeaderSize = 12

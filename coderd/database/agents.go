@@ -134,13 +134,6 @@ func (db *DB) MarkAgentConnected(ctx context.Context, id string, now time.Time, 
 // the agent looks again at once.
 const ChannelAgentConnection = "coder_agent_connection"
 
-// NotifyAgentConnection announces on ChannelAgentConnection that agent id
-// connected or disconnected.
-func (db *DB) NotifyAgentConnection(ctx context.Context, id string) error {
-	_, err := db.q().Exec(ctx, `SELECT pg_notify($1, $2)`, ChannelAgentConnection, id)
-	return err
-}
-
 // MarkAgentDisconnected records that an agent's connection to replica
 // replicaID went down at now. It changes nothing when the agent has
 // connected to another replica since.

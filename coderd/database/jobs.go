@@ -122,7 +122,7 @@ func (db *DB) InsertJob(ctx context.Context, p InsertJobParams) (ProvisionerJob,
 	if err != nil {
 		return ProvisionerJob{}, fmt.Errorf("insert job: %w", err)
 	}
-	if _, err := db.q().Exec(ctx, `SELECT pg_notify($1, $2)`, ChannelJobPosted, j.ID); err != nil {
+	if err := db.Notify(ctx, ChannelJobPosted, j.ID); err != nil {
 		return ProvisionerJob{}, fmt.Errorf("notify job posted: %w", err)
 	}
 	return j, nil
@@ -224,8 +224,7 @@ func (db *DB) FailStaleJobs(ctx context.Context, before time.Time) ([]Provisione
 }
 
 func (db *DB) notifyJobUpdated(ctx context.Context, jobID string) error {
-	_, err := db.q().Exec(ctx, `SELECT pg_notify($1, $2)`, ChannelJobUpdated, jobID)
-	return err
+	return db.Notify(ctx, ChannelJobUpdated, jobID)
 }
 
 // QueuePosition returns the job's 1-based position among pending jobs of its

@@ -34,6 +34,13 @@ type Pubsub struct {
 // Pubsub listens on all of them.
 var Channels = []string{ChannelJobPosted, ChannelJobUpdated, ChannelReplicas, ChannelAgentConnection}
 
+// Notify sends payload on channel to every replica's subscribers (in the
+// current transaction, if any: delivered when it commits).
+func (db *DB) Notify(ctx context.Context, channel, payload string) error {
+	_, err := db.q().Exec(ctx, `SELECT pg_notify($1, $2)`, channel, payload)
+	return err
+}
+
 // NewPubsub returns a Pubsub for the given channels. Call Run to connect.
 func NewPubsub(url string, log *slog.Logger, channels ...string) *Pubsub {
 	return &Pubsub{url: url, channels: channels, log: log, subs: map[string]map[int]func(string){}, ready: make(chan struct{})}

@@ -65,10 +65,3 @@ func (db *DB) DeleteReplicasOlderThan(ctx context.Context, maxAge time.Duration)
 	tag, err := db.q().Exec(ctx, `DELETE FROM replicas WHERE updated_at < now() - make_interval(secs => $1)`, maxAge.Seconds())
 	return tag.RowsAffected(), err
 }
-
-// NotifyReplicas tells every replica's subscribers on ChannelReplicas that
-// replica id joined or left.
-func (db *DB) NotifyReplicas(ctx context.Context, id string) error {
-	_, err := db.q().Exec(ctx, `SELECT pg_notify($1, $2)`, ChannelReplicas, id)
-	return err
-}

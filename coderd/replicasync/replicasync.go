@@ -36,6 +36,9 @@ import (
 // DefaultInterval is how often a replica refreshes its heartbeat.
 const DefaultInterval = 3 * time.Second
 
+// DefaultMaxAge is MaxAge with DefaultInterval.
+const DefaultMaxAge = 3 * DefaultInterval
+
 // forgetAfter is how long the rows of dead replicas stay (for operators
 // who look at the table after an incident) before a live replica deletes
 // them.
@@ -96,7 +99,7 @@ func New(ctx context.Context, db *database.DB, ps *database.Pubsub, opts Options
 		return nil, fmt.Errorf("register replica: %w", err)
 	}
 	m.self = self
-	if err := db.NotifyReplicas(ctx, self.ID); err != nil {
+	if err := db.Notify(ctx, database.ChannelReplicas, self.ID); err != nil {
 		return nil, fmt.Errorf("announce replica: %w", err)
 	}
 	if err := m.refresh(ctx); err != nil {
@@ -235,7 +238,7 @@ func (m *Manager) leave() error {
 	if err := m.db.DeleteReplica(ctx, id); err != nil {
 		return fmt.Errorf("remove replica %s: %w", id, err)
 	}
-	if err := m.db.NotifyReplicas(ctx, id); err != nil {
+	if err := m.db.Notify(ctx, database.ChannelReplicas, id); err != nil {
 		return fmt.Errorf("announce replica %s left: %w", id, err)
 	}
 	m.log.Info("replica left the deployment", "id", id)
