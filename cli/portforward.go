@@ -108,6 +108,10 @@ interrupted. NAME is [owner/]workspace[.agent].`,
 
 // forward accepts connections on ln and relays each to port remote.
 func (inv *invocation) forward(ctx context.Context, client *codersdk.Client, wa workspaceAgent, ln net.Listener, remote uint16, wait time.Duration) {
+	d := &preparedDialer{client: client, agentID: wa.agent.ID}
+	defer d.close()
+	d.refill(ctx)
+	opts := codersdk.DialOptions{Kind: codersdk.RelayKindTCP, Port: remote}
 	var conns sync.WaitGroup
 	defer conns.Wait()
 	for {
@@ -122,12 +126,103 @@ func (inv *invocation) forward(ctx context.Context, client *codersdk.Client, wa 
 			defer local.Close()
 			stop := context.AfterFunc(ctx, func() { _ = local.Close() })
 			defer stop()
-			conn, err := inv.dialAgent(ctx, client, wa, codersdk.DialOptions{Kind: codersdk.RelayKindTCP, Port: remote}, wait, true)
+			conn, err := inv.dialAgentWith(ctx, wa, wait, true, func(dctx context.Context) (net.Conn, error) {
+				return d.dial(dctx, ctx, opts)
+			})
 			if err != nil {
 				fmt.Fprintf(inv.stderr, "forward %s to port %d: %v\n", local.RemoteAddr(), remote, oneLine(err))
 				return
 			}
 			spliceLocal(local, conn)
 		})
+	}
+}
+
+// preparedDialer opens a listener's relayed connections and keeps one
+// prepared ahead (codersdk.PreparedConn), so that a new local connection
+// waits only for the target's dial in the workspace. It prepares the next
+// after each use, not on a timer: an idle port-forward holds at most one
+// idle connection to coderd, and one older than preparedMaxAge is not
+// trusted to be alive (coderd drops them after codersdk.PreparedConnIdle).
+type preparedDialer struct {
+	client  *codersdk.Client
+	agentID string
+
+	mu        sync.Mutex
+	ready     *codersdk.PreparedConn
+	preparing bool
+	closed    bool
+}
+
+const preparedMaxAge = codersdk.PreparedConnIdle * 3 / 4
+
+// dial connects to opts' target on a prepared connection (a fresh one when
+// none is ready, or when the one ready turns out lost), and starts
+// preparing the next one under life, the dialer's context.
+func (d *preparedDialer) dial(ctx, life context.Context, opts codersdk.DialOptions) (net.Conn, error) {
+	p := d.take()
+	d.refill(life)
+	if p != nil {
+		conn, err := p.Connect(ctx, opts)
+		if !errors.Is(err, codersdk.ErrPreparedConnLost) {
+			return conn, err
+		}
+	}
+	p, err := d.client.PrepareWorkspaceAgentConn(ctx, d.agentID)
+	if err != nil {
+		return nil, err
+	}
+	return p.Connect(ctx, opts)
+}
+
+// take returns the prepared connection, if one is ready and young enough.
+func (d *preparedDialer) take() *codersdk.PreparedConn {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	p := d.ready
+	d.ready = nil
+	if p != nil && p.Age() > preparedMaxAge {
+		_ = p.Close()
+		return nil
+	}
+	return p
+}
+
+// refill prepares a connection in the background unless one is ready or
+// on its way. A failure is left for the next dial to meet and report.
+func (d *preparedDialer) refill(life context.Context) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.ready != nil || d.preparing || d.closed {
+		return
+	}
+	d.preparing = true
+	go func() {
+		ctx, cancel := context.WithTimeout(life, 30*time.Second)
+		defer cancel()
+		p, err := d.client.PrepareWorkspaceAgentConn(ctx, d.agentID)
+		d.mu.Lock()
+		defer d.mu.Unlock()
+		d.preparing = false
+		if err != nil {
+			return
+		}
+		if d.ready != nil || d.closed {
+			_ = p.Close()
+			return
+		}
+		d.ready = p
+	}()
+}
+
+// close discards the prepared connection, now and when one on its way
+// arrives.
+func (d *preparedDialer) close() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.closed = true
+	if d.ready != nil {
+		_ = d.ready.Close()
+		d.ready = nil
 	}
 }

@@ -323,13 +323,23 @@ func TestCLIWorkspaceAccess(t *testing.T) {
 
 // TestCLIAgentSurvivesCoderdRestart stops coderd and starts it again on the
 // same address and database: the agent (the built binary) reconnects within
-// seconds and coder ssh works again.
+// seconds and coder ssh works again. A coder port-forward running across
+// the restart forwards new connections again (the connection it prepared
+// ahead died with coderd).
 func TestCLIAgentSurvivesCoderdRestart(t *testing.T) {
 	t.Parallel()
 	r := newRelayCLI(t)
 	if out := mustRun(t, r.env, "ssh", "dev", "--", "echo", "before"); out != "before\n" {
 		t.Fatalf("before the restart: %q", out)
 	}
+	echo, local := coderdtest.EchoServer(t), testport.Port(t)
+	pf := start(t, r.env, "port-forward", "dev", "--wait", "30s", "--tcp", fmt.Sprintf("127.0.0.1:%d:%d", local, echo))
+	pf.waitStderr(t, "Forwarding", 30*time.Second)
+	forwarded := fmt.Sprintf("127.0.0.1:%d", local)
+	if err := roundTrip(forwarded, "before"); err != nil {
+		t.Fatalf("coder port-forward before the restart: %v", err)
+	}
+	time.Sleep(time.Second) // idle, as users leave it: the next connection is prepared
 	addr := r.d.URL.Host
 	r.d.Close()
 	opts := r.opts
@@ -347,6 +357,9 @@ func TestCLIAgentSurvivesCoderdRestart(t *testing.T) {
 	t.Logf("coder ssh worked %s after coderd came back", took.Round(time.Millisecond))
 	if took > 15*time.Second {
 		t.Errorf("the agent took %s to come back, want seconds", took)
+	}
+	if err := roundTrip(forwarded, "after"); err != nil {
+		t.Errorf("coder port-forward started before the restart: %v\nstderr: %s", err, pf.stderr)
 	}
 	r.waitReady(t, alice)
 	// The agent stops cleanly and says so.

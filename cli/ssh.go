@@ -70,11 +70,19 @@ func resolveAgent(ctx context.Context, client *codersdk.Client, arg string) (wor
 // that is not connected yet (starting, or reconnecting after a coderd
 // restart).
 func (inv *invocation) dialAgent(ctx context.Context, client *codersdk.Client, wa workspaceAgent, opts codersdk.DialOptions, wait time.Duration, quiet bool) (net.Conn, error) {
+	return inv.dialAgentWith(ctx, wa, wait, quiet, func(ctx context.Context) (net.Conn, error) {
+		return client.DialWorkspaceAgent(ctx, wa.agent.ID, opts)
+	})
+}
+
+// dialAgentWith calls dial until it connects, waiting up to wait while the
+// agent is not connected (saying so once, unless quiet).
+func (inv *invocation) dialAgentWith(ctx context.Context, wa workspaceAgent, wait time.Duration, quiet bool, dial func(context.Context) (net.Conn, error)) (net.Conn, error) {
 	deadline := time.Now().Add(wait)
 	told := false
 	for {
 		dctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		conn, err := client.DialWorkspaceAgent(dctx, wa.agent.ID, opts)
+		conn, err := dial(dctx)
 		cancel()
 		if err == nil {
 			return conn, nil

@@ -30,34 +30,8 @@ import (
 // both ways and duration; refused attempts are recorded too.
 func TestAuditRelayConnections(t *testing.T) {
 	ctx := context.Background()
-	app := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		// Closing after each answer ends the relayed connection, so its
-		// record is written now rather than after the idle timeout.
-		w.Header().Set("Connection", "close")
-		fmt.Fprintf(w, "hello from %s\n", r.URL.Path)
-	}))
-	t.Cleanup(app.Close)
-	_, portStr, _ := net.SplitHostPort(app.Listener.Addr().String())
-	appPort, _ := strconv.Atoi(portStr)
-
-	d := coderdtest.New(t, coderdtest.Options{ProvisionerPSK: "psk", AgentHeartbeatInterval: 200 * time.Millisecond, AgentKeepAliveInterval: time.Second})
-	owner, _ := d.CreateFirstUser(t)
-	alice, _ := d.CreateUser(t, owner, "alice")
-	bob, _ := d.CreateUser(t, owner, "bob")
-	pskClient := d.Client()
-	pskClient.ProvisionerPSK = "psk"
-	daemon := coderdtest.NewDaemon(t, pskClient, "test", nil)
-	token := uuid.NewString()
-	w := coderdtest.CreateWorkspaceWithAgent(t, owner, alice, daemon, "dev", codersdk.ProvisionedAgent{Token: token, Directory: t.TempDir()})
-	agentID := coderdtest.WorkspaceAgent(t, w).ID
-	startAgent(t, d, token)
-	waitUntil(t, 30*time.Second, func() (bool, string) {
-		a, err := alice.WorkspaceAgent(ctx, agentID)
-		if err != nil {
-			return false, err.Error()
-		}
-		return a.Status == codersdk.AgentStatusConnected, "agent status " + string(a.Status)
-	})
+	f := newRelayFixture(t)
+	d, owner, alice, bob, agentID, appPort := f.d, f.owner, f.alice, f.bob, f.agentID, f.appPort
 
 	// record waits for the connect record w describes among those of q.
 	record := func(t *testing.T, q string, w auditWant) codersdk.AuditLog {
@@ -195,6 +169,50 @@ func TestAuditRelayConnections(t *testing.T) {
 		record(t, "username:bob outcome:failure", auditWant{actor: "bob", action: codersdk.AuditActionConnect, resourceType: codersdk.AuditResourceWorkspaceAgent,
 			workspace: "alice/dev", status: http.StatusNotFound, fields: map[string]any{"kind": "dev-url"}})
 	})
+}
+
+// relayFixture is a deployment with users alice (whose workspace "dev" has
+// a connected agent) and bob, and an HTTP app on the workspace's loopback
+// that closes each connection after one answer (so that a relayed
+// connection's record is written at once).
+type relayFixture struct {
+	d            *coderdtest.Deployment
+	owner, alice *codersdk.Client
+	bob          *codersdk.Client
+	agentID      string
+	appPort      int
+}
+
+func newRelayFixture(t *testing.T) relayFixture {
+	t.Helper()
+	ctx := context.Background()
+	app := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Connection", "close")
+		fmt.Fprintf(w, "hello from %s\n", r.URL.Path)
+	}))
+	t.Cleanup(app.Close)
+	_, portStr, _ := net.SplitHostPort(app.Listener.Addr().String())
+	appPort, _ := strconv.Atoi(portStr)
+
+	d := coderdtest.New(t, coderdtest.Options{ProvisionerPSK: "psk", AgentHeartbeatInterval: 200 * time.Millisecond, AgentKeepAliveInterval: time.Second})
+	owner, _ := d.CreateFirstUser(t)
+	alice, _ := d.CreateUser(t, owner, "alice")
+	bob, _ := d.CreateUser(t, owner, "bob")
+	pskClient := d.Client()
+	pskClient.ProvisionerPSK = "psk"
+	daemon := coderdtest.NewDaemon(t, pskClient, "test", nil)
+	token := uuid.NewString()
+	w := coderdtest.CreateWorkspaceWithAgent(t, owner, alice, daemon, "dev", codersdk.ProvisionedAgent{Token: token, Directory: t.TempDir()})
+	agentID := coderdtest.WorkspaceAgent(t, w).ID
+	startAgent(t, d, token)
+	waitUntil(t, 30*time.Second, func() (bool, string) {
+		a, err := alice.WorkspaceAgent(ctx, agentID)
+		if err != nil {
+			return false, err.Error()
+		}
+		return a.Status == codersdk.AgentStatusConnected, "agent status " + string(a.Status)
+	})
+	return relayFixture{d: d, owner: owner, alice: alice, bob: bob, agentID: agentID, appPort: appPort}
 }
 
 // startAgent runs a workspace agent with token in this process until the

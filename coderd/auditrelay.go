@@ -51,40 +51,46 @@ func (api *API) auditRelayed(ctx context.Context, e *auditEntry, hdr codersdk.Re
 	e.write(ctx, http.StatusSwitchingProtocols)
 }
 
-// devURLAudit is what a dev URL request hands its transport's dials: the
-// request's record, to copy for each connection it opens.
-type devURLAudit struct {
+// connAudit is the audit record of a request that opens connections later
+// (a dev URL request hands it to its transport's dials; a prepared relay
+// connection keeps it until its target comes): each connection's record is
+// a copy.
+type connAudit struct {
 	row    database.AuditLog
 	fields map[string]any
 }
 
-// devURLAuditOf returns the audit record of a dev URL request and leaves the
+// connAuditOf returns the audit record of the request and leaves the
 // request itself out of the log: its connections are recorded instead.
-func devURLAuditOf(c *gin.Context) *devURLAudit {
+func connAuditOf(c *gin.Context) *connAudit {
 	v, ok := c.Get(ctxAudit)
 	if !ok {
 		return nil
 	}
 	e := v.(*auditEntry)
 	e.skip(c)
-	return &devURLAudit{row: e.row, fields: maps.Clone(e.fields)}
+	return &connAudit{row: e.row, fields: maps.Clone(e.fields)}
+}
+
+// entry is a new record for one connection, a copy of the request's.
+func (a *connAudit) entry(api *API) *auditEntry {
+	row := a.row
+	row.Time = time.Time{}
+	return &auditEntry{api: api, row: row, fields: maps.Clone(a.fields)}
 }
 
 // auditDevURLConn returns conn counting its bytes; closing it writes the
 // connection's record.
-func (api *API) auditDevURLConn(conn net.Conn, a *devURLAudit, hdr codersdk.RelayHeader) net.Conn {
+func (api *API) auditDevURLConn(conn net.Conn, a *connAudit, hdr codersdk.RelayHeader) net.Conn {
 	if a == nil {
 		return conn
 	}
 	began := time.Now()
 	return &auditedConn{Conn: conn, ended: func(toAgent, fromAgent int64) {
-		row := a.row
-		row.Time = time.Time{}
-		fields := maps.Clone(a.fields)
-		maps.Copy(fields, connFields("dev-url", hdr.Host, hdr.Port, hdr.ConnID, began, toAgent, fromAgent))
-		api.log.Info("relay connection closed", "conn", hdr.ConnID, "user", row.Username, "workspace", row.WorkspaceOwner+"/"+row.WorkspaceName,
+		e := a.entry(api)
+		maps.Copy(e.fields, connFields("dev-url", hdr.Host, hdr.Port, hdr.ConnID, began, toAgent, fromAgent))
+		api.log.Info("relay connection closed", "conn", hdr.ConnID, "user", e.row.Username, "workspace", e.row.WorkspaceOwner+"/"+e.row.WorkspaceName,
 			"kind", "dev-url", "port", hdr.Port, "bytes_to_agent", toAgent, "bytes_from_agent", fromAgent, "duration", time.Since(began).Round(time.Millisecond))
-		e := &auditEntry{api: api, row: row, fields: fields}
 		e.write(context.Background(), http.StatusOK)
 	}}
 }

@@ -90,7 +90,7 @@ func (api *API) authenticate(ctx context.Context, token string) (database.User, 
 	if !ok || len(id) != keyIDLength || len(secret) != keySecretLength {
 		return database.User{}, database.APIKey{}, unauthorized("Invalid session token: it must look like <10 characters>-<22 characters>")
 	}
-	key, err := api.db.APIKeyByID(ctx, id)
+	key, user, userDeleted, err := api.db.APIKeyWithUser(ctx, id)
 	if err != nil {
 		if err == database.ErrNotFound {
 			return database.User{}, database.APIKey{}, unauthorized("Invalid session token: no such key (it was deleted or never existed); log in again")
@@ -105,12 +105,8 @@ func (api *API) authenticate(ctx context.Context, token string) (database.User, 
 	if !now.Before(key.ExpiresAt) {
 		return database.User{}, database.APIKey{}, unauthorized("Session token expired at %s; log in again or create a new token", key.ExpiresAt.Format(time.RFC3339))
 	}
-	user, err := api.db.UserByID(ctx, key.UserID)
-	if err != nil {
-		if err == database.ErrNotFound {
-			return database.User{}, database.APIKey{}, unauthorized("The user of this session token no longer exists")
-		}
-		return database.User{}, database.APIKey{}, err
+	if userDeleted {
+		return database.User{}, database.APIKey{}, unauthorized("The user of this session token no longer exists")
 	}
 	// Checked on every request, so suspending a user stops its sessions
 	// and tokens at once; they work again when it is activated.

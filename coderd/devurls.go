@@ -260,7 +260,7 @@ type devURLCaller struct{}
 
 type devURLCall struct {
 	user, workspace string
-	audit           *devURLAudit
+	audit           *connAudit
 }
 
 func (api *API) proxyDevURL(c *gin.Context, d devURL, t devTarget, who string) {
@@ -324,7 +324,7 @@ func (api *API) proxyDevURL(c *gin.Context, d devURL, t devTarget, who string) {
 			c.JSON(ae.status, ae.Response)
 		},
 	}
-	r := c.Request.WithContext(context.WithValue(c.Request.Context(), devURLCaller{}, devURLCall{user: who, workspace: t.agent.OwnerName + "/" + t.agent.WorkspaceName, audit: devURLAuditOf(c)}))
+	r := c.Request.WithContext(context.WithValue(c.Request.Context(), devURLCaller{}, devURLCall{user: who, workspace: t.agent.OwnerName + "/" + t.agent.WorkspaceName, audit: connAuditOf(c)}))
 	api.log.Debug("dev URL request", "user", who, "workspace", t.agent.OwnerName+"/"+t.agent.WorkspaceName, "target", d.kind+"/"+d.target,
 		"method", r.Method, "path", d.rest)
 	rp.ServeHTTP(c.Writer, r)

@@ -67,22 +67,30 @@ func (api *API) handle(h handler) gin.HandlerFunc {
 		if err == nil {
 			return
 		}
-		var ae *apiError
-		switch {
-		case errors.As(err, &ae):
-		case errors.Is(err, database.ErrNotFound):
-			ae = notFound("Resource")
-		case errors.Is(err, c.Request.Context().Err()) && c.Request.Context().Err() != nil:
+		if errors.Is(err, c.Request.Context().Err()) && c.Request.Context().Err() != nil {
 			return // client went away
-		default:
-			api.log.Error("internal error", "method", c.Request.Method, "path", c.Request.URL.Path, "err", err)
-			ae = errorf(http.StatusInternalServerError, err.Error(), "Internal error")
 		}
+		ae := api.apiErrorOf(err, "method", c.Request.Method, "path", c.Request.URL.Path)
 		if c.Writer.Written() {
 			return
 		}
 		c.JSON(ae.status, ae.Response)
 	}
+}
+
+// apiErrorOf is err as the API answers it: an apiError as it is, a missing
+// row as 404, anything else an internal error, logged with attrs.
+func (api *API) apiErrorOf(err error, attrs ...any) *apiError {
+	var ae *apiError
+	switch {
+	case errors.As(err, &ae):
+	case errors.Is(err, database.ErrNotFound):
+		ae = notFound("Resource")
+	default:
+		api.log.Error("internal error", append(attrs, "err", err)...)
+		ae = errorf(http.StatusInternalServerError, err.Error(), "Internal error")
+	}
+	return ae
 }
 
 const maxJSONBody = 1 << 20

@@ -284,19 +284,31 @@ func newConnID() string {
 
 // relayHeaderFromQuery reads ?kind=ssh|tcp&port=N&host=H.
 func relayHeaderFromQuery(c *gin.Context) (codersdk.RelayHeader, error) {
-	hdr := codersdk.RelayHeader{Kind: c.DefaultQuery("kind", codersdk.RelayKindSSH), ConnID: newConnID()}
+	t := codersdk.RelayTarget{Kind: c.DefaultQuery("kind", codersdk.RelayKindSSH), Host: c.Query("host")}
+	if t.Kind == codersdk.RelayKindTCP {
+		port, err := strconv.ParseUint(c.Query("port"), 10, 16)
+		if err != nil {
+			return codersdk.RelayHeader{}, validation("port", "must be a TCP port (1-65535)")
+		}
+		t.Port = uint16(port)
+	}
+	return relayHeaderOf(t)
+}
+
+// relayHeaderOf checks a user's connection target and makes it the header
+// of a new relayed connection.
+func relayHeaderOf(t codersdk.RelayTarget) (codersdk.RelayHeader, error) {
+	hdr := codersdk.RelayHeader{Kind: t.Kind, ConnID: newConnID()}
 	switch hdr.Kind {
 	case codersdk.RelayKindSSH:
 	case codersdk.RelayKindTCP:
-		port, err := strconv.ParseUint(c.Query("port"), 10, 16)
-		if err != nil || port == 0 {
+		if t.Port == 0 {
 			return hdr, validation("port", "must be a TCP port (1-65535)")
 		}
-		hdr.Port = uint16(port)
-		hdr.Host = c.Query("host")
-		if len(hdr.Host) > 253 || strings.ContainsAny(hdr.Host, "/ \t\r\n") {
+		if len(t.Host) > 253 || strings.ContainsAny(t.Host, "/ \t\r\n") {
 			return hdr, validation("host", "must be a host name or IP address")
 		}
+		hdr.Port, hdr.Host = t.Port, t.Host
 	default:
 		return hdr, validation("kind", "must be ssh or tcp")
 	}
@@ -316,22 +328,41 @@ type agentStream struct {
 // header from the request with header, and opens the stream. e, the
 // connection's audit record, learns the agent and the header.
 func (api *API) openAgentStream(c *gin.Context, e *auditEntry, header func(*gin.Context) (codersdk.RelayHeader, error)) (*agentStream, error) {
-	a, err := api.agentParam(c)
-	e.agent(a)
+	a, err := api.connectableAgent(c, e)
 	if err != nil {
 		return nil, err
-	}
-	me := actor(c)
-	if !mayConnect(me, a.OwnerID) {
-		return nil, errorf(http.StatusForbidden, "", "Only the workspace's owner and users with the owner role may connect to workspace %s/%s", a.OwnerName, a.WorkspaceName)
 	}
 	hdr, err := header(c)
 	if err != nil {
 		return nil, err
 	}
+	return api.dialAgentStream(c.Request.Context(), a, actor(c), hdr, c.Request.RemoteAddr, e)
+}
+
+// connectableAgent is the agent the path names, when the caller may
+// connect to it; e learns the agent.
+func (api *API) connectableAgent(c *gin.Context, e *auditEntry) (database.WorkspaceAgent, error) {
+	a, err := api.agentParam(c)
+	e.agent(a)
+	if err != nil {
+		return a, err
+	}
+	if !mayConnect(actor(c), a.OwnerID) {
+		return a, mayNotConnect(a)
+	}
+	return a, nil
+}
+
+func mayNotConnect(a database.WorkspaceAgent) error {
+	return errorf(http.StatusForbidden, "", "Only the workspace's owner and users with the owner role may connect to workspace %s/%s", a.OwnerName, a.WorkspaceName)
+}
+
+// dialAgentStream opens user me's stream with header hdr to agent a, for a
+// client at remote.
+func (api *API) dialAgentStream(ctx context.Context, a database.WorkspaceAgent, me database.User, hdr codersdk.RelayHeader, remote string, e *auditEntry) (*agentStream, error) {
 	hdr.User = me.Username
 	attrs := []any{"conn", hdr.ConnID, "user", me.Username, "workspace", a.OwnerName + "/" + a.WorkspaceName, "agent", a.Name,
-		"kind", hdr.Kind, "remote", c.Request.RemoteAddr}
+		"kind", hdr.Kind, "remote", remote}
 	if hdr.Port != 0 {
 		attrs = append(attrs, "port", hdr.Port, "host", hdr.Host)
 	}
@@ -340,7 +371,7 @@ func (api *API) openAgentStream(c *gin.Context, e *auditEntry, header func(*gin.
 		e.field("reconnect", hdr.PTY.Reconnect)
 	}
 	log := api.log.With(attrs...)
-	stream, mux, err := api.dialAgent(c.Request.Context(), a, hdr)
+	stream, mux, err := api.dialAgent(ctx, a, hdr)
 	if err != nil {
 		log.Info("relay connection refused", "err", err)
 		return nil, err
@@ -348,38 +379,51 @@ func (api *API) openAgentStream(c *gin.Context, e *auditEntry, header func(*gin.
 	return &agentStream{Conn: stream, hdr: hdr, mux: mux, log: log}, nil
 }
 
-// workspaceAgentConnect relays a user's WebSocket to a new stream to the
-// agent. Only the workspace's owner and users with the owner role may.
+// workspaceAgentConnect relays a user's connection (a raw upgrade or a
+// WebSocket) to a new stream to the agent. Only the workspace's owner and
+// users with the owner role may. With ?prepare=1 the connection waits for
+// its target (relayprepared.go).
 func (api *API) workspaceAgentConnect(c *gin.Context) error {
+	if c.Query("prepare") != "" {
+		return api.workspaceAgentPrepared(c)
+	}
 	e := api.audit(c, codersdk.AuditActionConnect, codersdk.AuditResourceWorkspaceAgent).resource(c.Param("agent"), "").
 		field("kind", c.DefaultQuery("kind", codersdk.RelayKindSSH))
 	stream, err := api.openAgentStream(c, e, relayHeaderFromQuery)
 	if err != nil {
 		return err
 	}
-	hdr, log := stream.hdr, stream.log
 	ctx, cancel := context.WithCancel(c.Request.Context())
 	defer cancel()
 	nc, err := acceptRelayConn(ctx, c)
 	if err != nil {
 		_ = stream.Close()
-		log.Info("relay connection not accepted", "err", err)
+		stream.log.Info("relay connection not accepted", "err", err)
 		return nil
 	}
-	log.Info("relay connection opened")
+	api.relayUserConn(ctx, nc, stream, e)
+	return nil
+}
+
+// relayUserConn relays user connection nc and agent stream until either
+// ends (or coderd shuts down), then writes the connection's record e.
+func (api *API) relayUserConn(ctx context.Context, nc net.Conn, stream *agentStream, e *auditEntry) {
+	stream.log.Info("relay connection opened")
 	began := time.Now()
+	done := make(chan struct{})
 	go func() {
 		// A shutting-down coderd ends relayed connections with the agent's.
 		select {
 		case <-api.closing:
 			_ = nc.Close()
 		case <-ctx.Done():
+		case <-done:
 		}
 	}()
 	up, down := splice(nc, stream)
-	log.Info("relay connection closed", "bytes_to_agent", up, "bytes_from_agent", down, "duration", time.Since(began).Round(time.Millisecond))
-	api.auditRelayed(ctx, e, hdr, began, up, down)
-	return nil
+	close(done)
+	stream.log.Info("relay connection closed", "bytes_to_agent", up, "bytes_from_agent", down, "duration", time.Since(began).Round(time.Millisecond))
+	api.auditRelayed(ctx, e, stream.hdr, began, up, down)
 }
 
 // acceptRelayConn takes over a relay request's connection: raw bytes after

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -30,8 +31,13 @@ const userColumns = `id, email, username, name, hashed_password, roles, status, 
 
 func scanUser(row pgx.Row) (User, error) {
 	var u User
-	err := row.Scan(&u.ID, &u.Email, &u.Username, &u.Name, &u.HashedPassword, &u.Roles, &u.Status, &u.CreatedAt, &u.UpdatedAt, &u.LastSeenAt)
+	err := row.Scan(u.columns()...)
 	return u, mapErr(err)
+}
+
+// columns are the scan destinations of userColumns.
+func (u *User) columns() []any {
+	return []any{&u.ID, &u.Email, &u.Username, &u.Name, &u.HashedPassword, &u.Roles, &u.Status, &u.CreatedAt, &u.UpdatedAt, &u.LastSeenAt}
 }
 
 // InsertUserParams creates a user.
@@ -168,8 +174,13 @@ const apiKeyColumns = `id, hashed_secret, user_id, login_type, token_name, lifet
 
 func scanAPIKey(row pgx.Row) (APIKey, error) {
 	var k APIKey
-	err := row.Scan(&k.ID, &k.HashedSecret, &k.UserID, &k.LoginType, &k.TokenName, &k.LifetimeSeconds, &k.ExpiresAt, &k.CreatedAt, &k.LastUsed)
+	err := row.Scan(k.columns()...)
 	return k, mapErr(err)
+}
+
+// columns are the scan destinations of apiKeyColumns.
+func (k *APIKey) columns() []any {
+	return []any{&k.ID, &k.HashedSecret, &k.UserID, &k.LoginType, &k.TokenName, &k.LifetimeSeconds, &k.ExpiresAt, &k.CreatedAt, &k.LastUsed}
 }
 
 // InsertAPIKey stores a key.
@@ -180,9 +191,23 @@ func (db *DB) InsertAPIKey(ctx context.Context, k APIKey) (APIKey, error) {
 		k.ID, k.HashedSecret, k.UserID, k.LoginType, k.TokenName, k.LifetimeSeconds, k.ExpiresAt, now))
 }
 
-// APIKeyByID returns a key.
-func (db *DB) APIKeyByID(ctx context.Context, id string) (APIKey, error) {
-	return scanAPIKey(db.q().QueryRow(ctx, `SELECT `+apiKeyColumns+` FROM api_keys WHERE id = $1`, id))
+// APIKeyWithUser returns a key and its user in one query (every
+// authenticated request asks for both). userDeleted reports a user that
+// was deleted since the key was made.
+func (db *DB) APIKeyWithUser(ctx context.Context, id string) (k APIKey, u User, userDeleted bool, err error) {
+	dest := append(append(k.columns(), u.columns()...), &userDeleted)
+	err = db.q().QueryRow(ctx, `SELECT `+qualified("k", apiKeyColumns)+`, `+qualified("u", userColumns)+`, u.deleted
+		FROM api_keys k JOIN users u ON u.id = k.user_id WHERE k.id = $1`, id).Scan(dest...)
+	return k, u, userDeleted, mapErr(err)
+}
+
+// qualified prefixes each of a comma-separated column list with table.
+func qualified(table, columns string) string {
+	cols := strings.Split(columns, ", ")
+	for i, c := range cols {
+		cols[i] = table + "." + c
+	}
+	return strings.Join(cols, ", ")
 }
 
 // APIKeysByUser lists a user's keys of one login type.

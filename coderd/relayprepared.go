@@ -1,0 +1,109 @@
+package coderd
+
+import (
+	"context"
+	"time"
+
+	"github.com/gin-gonic/gin"
+
+	"airgapcoder/coderd/codersdk"
+	"airgapcoder/coderd/database"
+)
+
+// Prepared relay connections (codersdk.PreparedConn): the request is
+// authenticated and the agent checked as for /connect, then the connection
+// is taken over and waits, at most codersdk.PreparedConnIdle, for its
+// target. When the target comes, the session token is checked again (a
+// suspended user or a deleted token gets nothing more), at the same time as
+// the agent is dialed, so the check costs no latency. A connection that
+// never got its target connected nothing and leaves no audit record; every
+// other one leaves the same record as a /connect request.
+
+// workspaceAgentPrepared serves GET /workspaceagents/{agent}/connect?prepare=1.
+func (api *API) workspaceAgentPrepared(c *gin.Context) error {
+	e := api.audit(c, codersdk.AuditActionConnect, codersdk.AuditResourceWorkspaceAgent).resource(c.Param("agent"), "")
+	a, err := api.connectableAgent(c, e)
+	if err != nil {
+		return err
+	}
+	me, token, remote := actor(c), tokenFromRequest(c.Request), c.Request.RemoteAddr
+	record := connAuditOf(c)
+	ctx, cancel := context.WithCancel(c.Request.Context())
+	defer cancel()
+	nc, err := acceptRelayConn(ctx, c)
+	if err != nil {
+		api.log.Info("prepared relay connection not accepted", "err", err, "remote", remote)
+		return nil
+	}
+	stop := context.AfterFunc(ctx, func() { _ = nc.Close() })
+	go func() {
+		select {
+		case <-api.closing:
+			_ = nc.Close()
+		case <-ctx.Done():
+		}
+	}()
+	_ = nc.SetReadDeadline(time.Now().Add(codersdk.PreparedConnIdle))
+	var target codersdk.RelayTarget
+	if err := codersdk.ReadRelayFrame(nc, &target); err != nil {
+		_ = nc.Close() // never used: nothing to record
+		return nil
+	}
+	_ = nc.SetReadDeadline(time.Time{})
+	stop()
+
+	e = record.entry(api).field("kind", target.Kind)
+	stream, err := api.connectPrepared(ctx, a, me, token, target, remote, e)
+	if err != nil {
+		ae := api.apiErrorOf(err, "agent", a.ID, "remote", remote)
+		_ = codersdk.WriteRelayFrame(nc, codersdk.RelayTargetReply{StatusCode: ae.status, Response: ae.Response})
+		_ = nc.Close()
+		e.field("error", ae.Message).write(ctx, ae.status)
+		return nil
+	}
+	if err := codersdk.WriteRelayFrame(nc, codersdk.RelayTargetReply{}); err != nil {
+		_ = stream.Close()
+		_ = nc.Close()
+		return nil
+	}
+	api.relayUserConn(ctx, nc, stream, e)
+	return nil
+}
+
+// connectPrepared checks the prepared connection's token again and dials
+// its target, both at once.
+func (api *API) connectPrepared(ctx context.Context, a database.WorkspaceAgent, me database.User, token string, target codersdk.RelayTarget, remote string, e *auditEntry) (*agentStream, error) {
+	hdr, err := relayHeaderOf(target)
+	if err != nil {
+		return nil, err
+	}
+	type authResult struct {
+		user database.User
+		err  error
+	}
+	authed := make(chan authResult, 1)
+	go func() {
+		u, _, err := api.authenticate(ctx, token)
+		authed <- authResult{u, err}
+	}()
+	if api.relay.get(a.ID) == nil {
+		// Not here: where the agent is now is in its row.
+		if a, err = api.db.AgentByID(ctx, a.ID); err != nil {
+			return nil, err
+		}
+	}
+	stream, dialErr := api.dialAgentStream(ctx, a, me, hdr, remote, e)
+	auth := <-authed
+	switch {
+	case auth.err != nil:
+		err = auth.err
+	case !mayConnect(auth.user, a.OwnerID):
+		err = mayNotConnect(a)
+	default:
+		return stream, dialErr
+	}
+	if dialErr == nil {
+		_ = stream.Close()
+	}
+	return nil, err
+}
