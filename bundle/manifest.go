@@ -127,6 +127,26 @@ type Image struct {
 	Digest    string   `json:"digest"` // the index or manifest digest, "sha256:…"
 	Platforms []string `json:"platforms"`
 	Upstream  string   `json:"upstream"`
+	// Referrers are the signatures, attestations and SBOMs that came
+	// along with the image (stored in the layout beside it).
+	Referrers []ImageReferrer `json:"referrers,omitempty"`
+}
+
+// ImageReferrer is an artifact about an image: an OCI 1.1 referrer (its
+// subject is the image's upstream digest), or a manifest under cosign's
+// tag schema (sha256-<hex>.sig, .att, .sbom).
+type ImageReferrer struct {
+	Digest       string `json:"digest"`
+	ArtifactType string `json:"artifact_type,omitempty"`
+	// Kind is signature, attestation, sbom or other.
+	Kind string `json:"kind"`
+	// Subject is the digest it refers to.
+	Subject string `json:"subject"`
+	// Tag is the cosign tag schema tag, when it came by tag.
+	Tag string `json:"tag,omitempty"`
+	// VerifiedWith names the verify: key the signature verified with at
+	// build, when one did.
+	VerifiedWith string `json:"verified_with,omitempty"`
 }
 
 // Template is one template folder under templates/.

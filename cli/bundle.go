@@ -172,12 +172,25 @@ func componentRows(m *bundle.Manifest) [][]string {
 		rows = append(rows, []string{"provider", p.Source, p.Version, strings.Join(p.Platforms, ","),
 			sizeUnder(bundle.DirProviders+"/"+p.Source, match), orDash(p.Upstream)})
 	}
-	for _, im := range c.Images {
-		digest := im.Digest
+	short := func(digest string) string {
 		if len(digest) > 19 {
-			digest = digest[:19]
+			return digest[:19]
 		}
-		rows = append(rows, []string{"image", im.Ref, orDash(digest), strings.Join(im.Platforms, ","), "-", "layers shared: " + sizeUnder(bundle.DirImages, nil) + " for all images"})
+		return digest
+	}
+	for _, im := range c.Images {
+		rows = append(rows, []string{"image", im.Ref, orDash(short(im.Digest)), strings.Join(im.Platforms, ","), "-", "layers shared: " + sizeUnder(bundle.DirImages, nil) + " for all images"})
+		// What came along with it: signatures, attestations, SBOMs.
+		for _, r := range im.Referrers {
+			detail := "referrer (" + r.ArtifactType + ")"
+			if r.Tag != "" {
+				detail = "cosign tag " + r.Tag
+			}
+			if r.VerifiedWith != "" {
+				detail += ", verified with " + r.VerifiedWith
+			}
+			rows = append(rows, []string{r.Kind, im.Ref, short(r.Digest), "-", "-", detail})
+		}
 	}
 	for _, t := range c.Templates {
 		detail := ""

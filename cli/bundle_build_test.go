@@ -43,7 +43,8 @@ func TestBundleBuild(t *testing.T) {
 	up := upstreamtest.New(t, upstreamtest.Options{ProviderPlatforms: []string{runtime.GOOS + "_" + runtime.GOARCH}})
 	good := write("bundle.yaml", head+
 		"providers:\n  - source: registry.terraform.io/coder/coder\n    versions: [\"2.20.0\"]\n"+
-		"certs: ["+up.CAFile+"]\nregistries:\n  registry.terraform.io: "+up.URL+"\n")
+		"images: [images.test/team/tool:2]\nverify:\n  - images: images.test/team/*\n    key: "+up.CosignKeyFile+"\n"+
+		"certs: ["+up.CAFile+"]\nregistries:\n  registry.terraform.io: "+up.URL+"\n  images.test: "+up.URL+"\n")
 	if code, out, stderr := runMain(t, nil, "bundle", "keygen", "--output", filepath.Join(dir, "keys")); code != 0 {
 		t.Fatalf("keygen: exit %d\n%s%s", code, out, stderr)
 	}
@@ -69,5 +70,19 @@ func TestBundleBuild(t *testing.T) {
 	code, stdout, stderr = runMain(t, nil, "bundle", "verify", first, "--public-key", filepath.Join(dir, "keys", "bundle.pub"))
 	if code != 0 {
 		t.Fatalf("bundle verify: exit %d\n%s\n%s", code, stdout, stderr)
+	}
+	// inspect lists what came along with the image, and what was verified.
+	code, stdout, stderr = runMain(t, nil, "bundle", "inspect", first)
+	if code != 0 {
+		t.Fatalf("bundle inspect: exit %d\n%s\n%s", code, stdout, stderr)
+	}
+	for _, want := range []string{
+		"cosign tag " + up.Signed.SignatureTag + ", verified with " + up.CosignKeyFile,
+		"referrer (application/vnd.dev.cosign.artifact.sig.v1+json), verified with " + up.CosignKeyFile,
+		"referrer (application/spdx+json)",
+	} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("bundle inspect does not say %q:\n%s", want, stdout)
+		}
 	}
 }

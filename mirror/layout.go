@@ -91,6 +91,9 @@ type repository struct {
 	manifests map[v1.Hash]types.MediaType
 	// blobs are the configs and layers reachable from the manifests.
 	blobs map[v1.Hash]bool
+	// referrers maps a digest to the descriptors of the manifests whose
+	// subject it is (OCI 1.1), sorted by digest.
+	referrers map[v1.Hash][]v1.Descriptor
 }
 
 // layoutIndex is the registry's view of an OCI layout: which repository may
@@ -124,7 +127,8 @@ func loadLayout(dir string, log *slog.Logger) (*layoutIndex, error) {
 		name := img.Ref.Repository()
 		repo := li.repos[name]
 		if repo == nil {
-			repo = &repository{name: name, tags: map[string]v1.Hash{}, manifests: map[v1.Hash]types.MediaType{}, blobs: map[v1.Hash]bool{}}
+			repo = &repository{name: name, tags: map[string]v1.Hash{}, manifests: map[v1.Hash]types.MediaType{}, blobs: map[v1.Hash]bool{},
+				referrers: map[v1.Hash][]v1.Descriptor{}}
 			li.repos[name] = repo
 		}
 		if err := li.walk(repo, img.Descriptor, 0); err != nil {
@@ -154,10 +158,13 @@ func (li *layoutIndex) walk(repo *repository, d v1.Descriptor, depth int) error 
 		return err
 	}
 	var m struct {
-		MediaType types.MediaType `json:"mediaType"`
-		Manifests []v1.Descriptor `json:"manifests"`
-		Config    *v1.Descriptor  `json:"config"`
-		Layers    []v1.Descriptor `json:"layers"`
+		MediaType    types.MediaType   `json:"mediaType"`
+		ArtifactType string            `json:"artifactType"`
+		Manifests    []v1.Descriptor   `json:"manifests"`
+		Config       *v1.Descriptor    `json:"config"`
+		Layers       []v1.Descriptor   `json:"layers"`
+		Subject      *v1.Descriptor    `json:"subject"`
+		Annotations  map[string]string `json:"annotations"`
 	}
 	if err := json.Unmarshal(raw, &m); err != nil {
 		return fmt.Errorf("manifest %s: %w", d.Digest, err)
@@ -170,6 +177,17 @@ func (li *layoutIndex) walk(repo *repository, d v1.Descriptor, depth int) error 
 		return fmt.Errorf("manifest %s has no media type", d.Digest)
 	}
 	repo.manifests[d.Digest] = mt
+	if m.Subject != nil {
+		// A referrer: its artifact type is the manifest's, else (an image
+		// manifest used as an artifact) its config's media type.
+		at := m.ArtifactType
+		if at == "" && m.Config != nil {
+			at = string(m.Config.MediaType)
+		}
+		refs := append(repo.referrers[m.Subject.Digest], v1.Descriptor{MediaType: mt, Digest: d.Digest, Size: d.Size, ArtifactType: at, Annotations: m.Annotations})
+		sort.Slice(refs, func(i, j int) bool { return refs[i].Digest.String() < refs[j].Digest.String() })
+		repo.referrers[m.Subject.Digest] = refs
+	}
 	if mt.IsIndex() {
 		for _, child := range m.Manifests {
 			if err := li.walk(repo, child, depth+1); err != nil {

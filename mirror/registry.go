@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"log/slog"
 	"net/http"
@@ -141,21 +140,39 @@ func (rg *Registry) serve(w http.ResponseWriter, r *http.Request) error {
 }
 
 // referrers answers the OCI 1.1 referrers API: an image index of the
-// manifests that refer to digest. The mirror carries no referrers (yet:
-// signatures and attestations do not come along), so the index is empty,
-// as the specification wants for a digest nothing refers to; with an
-// artifactType filter it says the filter was applied.
+// manifests in the repository whose subject is digest (signatures,
+// attestations, SBOMs that came along with the images), empty when none
+// is, as the specification wants. ?artifactType=T keeps those of type T,
+// and the answer says the filter was applied.
 func (rg *Registry) referrers(w http.ResponseWriter, r *http.Request, repo *repository, ref string) error {
-	if _, err := parseDigest(ref); err != nil {
+	h, err := parseDigest(ref)
+	if err != nil {
 		return err
 	}
-	if r.URL.Query().Get("artifactType") != "" {
+	refs := repo.referrers[h]
+	if at := r.URL.Query().Get("artifactType"); at != "" {
 		w.Header().Set("OCI-Filters-Applied", "artifactType")
+		var kept []v1.Descriptor
+		for _, d := range refs {
+			if d.ArtifactType == at {
+				kept = append(kept, d)
+			}
+		}
+		refs = kept
 	}
+	if refs == nil {
+		refs = []v1.Descriptor{}
+	}
+	b, err := json.Marshal(v1.IndexManifest{SchemaVersion: 2, MediaType: "application/vnd.oci.image.index.v1+json", Manifests: refs})
+	if err != nil {
+		return err
+	}
+	b = append(b, '\n')
 	w.Header().Set("Content-Type", "application/vnd.oci.image.index.v1+json")
+	w.Header().Set("Content-Length", strconv.Itoa(len(b)))
 	w.WriteHeader(http.StatusOK)
 	if r.Method == http.MethodGet {
-		_, _ = io.WriteString(w, `{"schemaVersion":2,"mediaType":"application/vnd.oci.image.index.v1+json","manifests":[]}`+"\n")
+		_, _ = w.Write(b)
 	}
 	return nil
 }

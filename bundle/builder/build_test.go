@@ -355,8 +355,25 @@ func checkImages(t *testing.T, e *buildEnv, dir string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(im.Manifests) != len(e.up.Images) {
-		t.Fatalf("index.json: %d entries, want %d", len(im.Manifests), len(e.up.Images))
+	// The images in file order, then what refers to the signed one: its
+	// two referrers (signature, SBOM) and its cosign signature tag.
+	signed := e.up.Signed
+	wantRefs := []string{
+		"images.test/team/tool@" + signed.Referrers[0].Digest.String(),
+		"images.test/team/tool@" + signed.Referrers[1].Digest.String(),
+		"images.test/team/tool:" + signed.SignatureTag,
+	}
+	if len(im.Manifests) != len(e.up.Images)+len(wantRefs) {
+		t.Fatalf("index.json: %d entries, want %d images and %d artifacts", len(im.Manifests), len(e.up.Images), len(wantRefs))
+	}
+	var gotRefs []string
+	for _, d := range im.Manifests[len(e.up.Images):] {
+		gotRefs = append(gotRefs, d.Annotations[mirror.RefNameAnnotation])
+	}
+	slices.Sort(gotRefs)
+	slices.Sort(wantRefs)
+	if !slices.Equal(gotRefs, wantRefs) {
+		t.Errorf("index.json artifacts: got %v, want %v", gotRefs, wantRefs)
 	}
 	for i, want := range e.up.Images {
 		d := im.Manifests[i]

@@ -2,11 +2,13 @@ package builder
 
 import (
 	"bytes"
+	"crypto"
 	"errors"
 	"fmt"
 	"io"
 	"net/url"
 	"os"
+	"path"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -60,6 +62,8 @@ type Config struct {
 	Templates []TemplateSource
 	// Certs are the CA certificate files, in file order.
 	Certs []CertSource
+	// Verify are the signature rules of images:, in file order.
+	Verify []VerifyRule
 	// Registries maps a host ("registry.terraform.io", "docker.io") to the
 	// base URL that replaces "https://<host>/" in every request to it. Nil
 	// when there are no overrides.
@@ -124,6 +128,16 @@ type ProviderSource struct {
 	Versions []string
 	// Path is a folder in `terraform providers mirror` layout for {path}.
 	Path string
+}
+
+// VerifyRule is one verify entry: the images whose names match Images
+// (path.Match over HOST/PATH, no tag) must carry a cosign signature that
+// Key verifies.
+type VerifyRule struct {
+	Origin
+	Images  string
+	KeyFile string
+	Key     crypto.PublicKey
 }
 
 // ImageSource is one images entry.
@@ -402,6 +416,7 @@ func (p *configParser) top(n *yaml.Node) error {
 		"templates":  p.templates,
 		"certs":      p.certs,
 		"registries": p.registries,
+		"verify":     p.verify,
 	})
 	if err != nil {
 		return err
@@ -824,9 +839,55 @@ func (p *configParser) registries(n *yaml.Node, field string) error {
 	return nil
 }
 
+func (p *configParser) verify(n *yaml.Node, field string) error {
+	return p.list(n, field, func(_ int, v *yaml.Node, f string) error {
+		rule := VerifyRule{Origin: p.origin(v, f)}
+		err := p.fields(v, f, map[string]func(*yaml.Node, string) error{
+			"images": func(v *yaml.Node, f string) error {
+				if err := p.str(v, f, &rule.Images); err != nil {
+					return err
+				}
+				if _, err := path.Match(rule.Images, ""); err != nil || rule.Images == "" {
+					return p.errorf(v, f, "%q is not a pattern (HOST/PATH with * and ?, such as ghcr.io/acme/*)", rule.Images)
+				}
+				return nil
+			},
+			"key": func(v *yaml.Node, f string) error {
+				var file string
+				if err := p.str(v, f, &file); err != nil {
+					return err
+				}
+				abs, err := p.path(v, f, file, false)
+				if err != nil {
+					return err
+				}
+				key, err := readCosignKey(abs)
+				if err != nil {
+					return p.errorf(v, f, "%v", err)
+				}
+				rule.KeyFile, rule.Key = file, key
+				return nil
+			},
+		})
+		if err != nil {
+			return err
+		}
+		if rule.Images == "" || rule.Key == nil {
+			return p.errorf(v, f, "needs images: (a pattern) and key: (a cosign public key file)")
+		}
+		p.cfg.Verify = append(p.cfg.Verify, rule)
+		return nil
+	})
+}
+
 // checkCoverage checks what needs the whole file: coder binaries for every
-// platform.
+// platform, and images for every verify rule.
 func (p *configParser) checkCoverage() error {
+	for _, r := range p.cfg.Verify {
+		if !slices.ContainsFunc(p.cfg.Images, r.matches) {
+			return &ConfigError{File: p.file, Line: r.Line, Field: r.Field + ".images", Msg: fmt.Sprintf("%q matches none of the images (patterns match HOST/PATH without the tag, such as docker.io/library/*)", r.Images)}
+		}
+	}
 	if len(p.cfg.Coder) == 0 {
 		return nil
 	}

@@ -71,6 +71,7 @@ type imageResult struct {
 	platforms []string
 	upstream  string
 	digests   []string // the top digest and every platform manifest's
+	referrers []referrer
 }
 
 func (b *builder) fetchImages(ctx context.Context) error {
@@ -96,12 +97,45 @@ func (b *builder) fetchImages(ctx context.Context) error {
 	index := v1.IndexManifest{SchemaVersion: 2, MediaType: types.OCIImageIndex}
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	named := map[string]bool{}
 	for i, src := range b.cfg.Images {
 		d := results[i].desc
 		d.Annotations = map[string]string{mirror.RefNameAnnotation: src.Name}
 		index.Manifests = append(index.Manifests, d)
-		b.comp.Images = append(b.comp.Images, bundle.Image{Ref: src.Name, Digest: d.Digest.String(), Platforms: results[i].platforms, Upstream: results[i].upstream})
+		img := bundle.Image{Ref: src.Name, Digest: d.Digest.String(), Platforms: results[i].platforms, Upstream: results[i].upstream}
+		for _, rf := range results[i].referrers {
+			img.Referrers = append(img.Referrers, rf.ImageReferrer)
+		}
+		b.comp.Images = append(b.comp.Images, img)
 		b.imageDigests[src.Name] = results[i].digests
+	}
+	// Then what refers to them, each once, under its image's repository:
+	// by digest, or by its cosign tag.
+	for i, src := range b.cfg.Images {
+		ir, err := mirror.ParseImageRef(src.Name)
+		if err != nil {
+			return err
+		}
+		for _, rf := range results[i].referrers {
+			refName := ir.Host + "/" + ir.Path + "@" + rf.Digest
+			if rf.Tag != "" {
+				refName = ir.Host + "/" + ir.Path + ":" + rf.Tag
+			}
+			if named[refName] {
+				continue
+			}
+			named[refName] = true
+			h, err := v1.NewHash(rf.Digest)
+			if err != nil {
+				return err
+			}
+			mt := rf.manifest.MediaType
+			if mt == "" {
+				mt = types.OCIManifestSchema1
+			}
+			index.Manifests = append(index.Manifests, v1.Descriptor{MediaType: mt, Digest: h, Size: rf.size, ArtifactType: rf.ArtifactType,
+				Annotations: map[string]string{mirror.RefNameAnnotation: refName}})
+		}
 	}
 	raw, err := json.MarshalIndent(index, "", "  ")
 	if err != nil {
@@ -194,7 +228,11 @@ func (b *builder) manifest(ctx context.Context, r *imageRepo, ref string) ([]byt
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		body, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
-		return nil, "", v1.Hash{}, fmt.Errorf("manifest %s: %s %s", ref, resp.Status, strings.TrimSpace(string(body)))
+		err := fmt.Errorf("manifest %s: %s %s", ref, resp.Status, strings.TrimSpace(string(body)))
+		if resp.StatusCode == http.StatusNotFound {
+			err = notFoundError{err}
+		}
+		return nil, "", v1.Hash{}, err
 	}
 	raw, err := io.ReadAll(io.LimitReader(resp.Body, maxManifestBytes+1))
 	if err != nil {
@@ -225,6 +263,13 @@ func (b *builder) manifest(ctx context.Context, r *imageRepo, ref string) ([]byt
 	return raw, mt, h, nil
 }
 
+// errManifestNotFound matches a manifest the registry does not have (404).
+var errManifestNotFound = errors.New("manifest not found")
+
+type notFoundError struct{ error }
+
+func (notFoundError) Is(target error) bool { return target == errManifestNotFound }
+
 func digestOf(b []byte) string {
 	sum := sha256.Sum256(b)
 	return "sha256:" + hex.EncodeToString(sum[:])
@@ -252,9 +297,49 @@ func bytesOpener(b []byte) opener {
 	}
 }
 
-// fetchImage bundles one image: every requested platform's manifest,
-// config and layers, and the index over them.
+// fetchImage bundles one image (fetchImageManifests) and what refers to
+// it (sources_referrers.go), checked against the verify: rules.
 func (b *builder) fetchImage(ctx context.Context, src ImageSource) (imageResult, error) {
+	res, err := b.fetchImageManifests(ctx, src)
+	if err != nil {
+		return res, err
+	}
+	ref, err := remoteRef(src.Name)
+	if err != nil {
+		return res, err
+	}
+	r, err := b.repoAccess(ctx, ref.Context())
+	if err != nil {
+		return res, err
+	}
+	_, d, _ := strings.Cut(res.upstream, "@")
+	subject, err := v1.NewHash(d)
+	if err != nil {
+		return res, err
+	}
+	if res.referrers, err = b.fetchReferrers(ctx, r, subject); err != nil {
+		return res, err
+	}
+	if err := b.verifyImage(src, subject, res.referrers); err != nil {
+		return res, err
+	}
+	for _, rf := range res.referrers {
+		how := "referrer"
+		if rf.Tag != "" {
+			how = "tag " + rf.Tag
+		}
+		verified := ""
+		if rf.VerifiedWith != "" {
+			verified = ", verified with " + rf.VerifiedWith
+		}
+		b.progress.logf("image %s: %s %s (%s%s)", src.Name, rf.Kind, rf.Digest, how, verified)
+	}
+	return res, nil
+}
+
+// fetchImageManifests bundles one image: every requested platform's
+// manifest, config and layers, and the index over them.
+func (b *builder) fetchImageManifests(ctx context.Context, src ImageSource) (imageResult, error) {
 	ref, err := remoteRef(src.Name)
 	if err != nil {
 		return imageResult{}, err

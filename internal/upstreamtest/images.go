@@ -2,6 +2,7 @@ package upstreamtest
 
 import (
 	"fmt"
+	"maps"
 	"math/rand"
 	"net/http"
 	"net/http/httptest"
@@ -78,7 +79,7 @@ func (u *Upstream) SharedLayers() ([]v1.Hash, error) {
 // to the in-memory registry through its handler, without the network,
 // and so is the workspace image when Options.WorkspaceImage asks for it.
 func (u *Upstream) setupImages(mux *http.ServeMux) error {
-	reg := registry.New(registry.Logger(nopLogger()))
+	reg := registry.New(registry.Logger(nopLogger()), registry.WithReferrersSupport(true))
 	mux.Handle("/v2/", reg)
 	push := remote.WithTransport(handlerTransport{reg})
 
@@ -173,6 +174,12 @@ func (u *Upstream) setupImages(mux *http.ServeMux) error {
 			return err
 		}
 		u.Images = append(u.Images, Image{Ref: b.ref, Repository: b.repo, Tag: b.tag, Digest: d, Index: idx, Platforms: platforms})
+		if b.attest {
+			u.artifactBlobs = map[v1.Hash]bool{}
+			if u.Signed, err = signImage(u.Images[len(u.Images)-1], u.cosignKey, push, u.artifactBlobs); err != nil {
+				return fmt.Errorf("sign %s: %w", b.ref, err)
+			}
+		}
 	}
 	if u.opts.WorkspaceImage {
 		return u.setupWorkspace(push)
@@ -199,9 +206,13 @@ func attestation(pl string, d v1.Hash) (v1.Image, error) {
 }
 
 // Blobs returns every digest the indexes of Images reach: indexes,
-// manifests (attestations included), configs and layers.
+// manifests (attestations included), configs and layers, and those of the
+// signatures and SBOM of Signed.
 func (u *Upstream) Blobs() (map[v1.Hash]bool, error) {
-	all := map[v1.Hash]bool{}
+	all := maps.Clone(u.artifactBlobs)
+	if all == nil {
+		all = map[v1.Hash]bool{}
+	}
 	for _, img := range u.Images {
 		all[img.Digest] = true
 		im, err := img.Index.IndexManifest()

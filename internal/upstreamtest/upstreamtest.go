@@ -40,6 +40,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	v1 "github.com/google/go-containerregistry/pkg/v1"
 )
 
 // Options configure an Upstream. The zero value serves our provider 2.20.0
@@ -90,6 +92,14 @@ type Upstream struct {
 	// set, nil otherwise. Its Ref is WorkspaceRef, its Digest the index's
 	// and Platforms holds the one manifest.
 	Workspace *Image
+	// Signed is what the upstream signed: images.test/team/tool:2, with a
+	// cosign signature under the tag schema and as a referrer, and an SBOM
+	// referrer, all by CosignPublicKey's key.
+	Signed *SignedImage
+	// CosignPublicKey is the signing key's public half in PEM (cosign.pub),
+	// and CosignKeyFile a file holding it.
+	CosignPublicKey []byte
+	CosignKeyFile   string
 	// Postgres describes the fake zonky jars.
 	Postgres Postgres
 	// Releases describes the terraform releases tree.
@@ -97,6 +107,10 @@ type Upstream struct {
 
 	srv  *httptest.Server
 	opts Options
+	// cosignKey signs Signed; artifactBlobs are the digests of what it
+	// pushed (manifests, configs, layers).
+	cosignKey     *ecdsa.PrivateKey
+	artifactBlobs map[v1.Hash]bool
 
 	mu     sync.Mutex
 	counts map[string]int
@@ -157,6 +171,16 @@ func New(t testing.TB, opts Options) *Upstream {
 	u.CAPEM = caPEM
 	u.CAFile = filepath.Join(t.TempDir(), "upstream-ca.pem")
 	if err := os.WriteFile(u.CAFile, caPEM, 0o644); err != nil {
+		t.Fatal(err)
+	}
+
+	cosignKey, cosignPub, err := newCosignKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.cosignKey, u.CosignPublicKey = cosignKey, cosignPub
+	u.CosignKeyFile = filepath.Join(t.TempDir(), "cosign.pub")
+	if err := os.WriteFile(u.CosignKeyFile, cosignPub, 0o644); err != nil {
 		t.Fatal(err)
 	}
 
