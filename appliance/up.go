@@ -145,7 +145,8 @@ func Up(ctx context.Context, opts UpOptions) error {
 	}
 	mir, err := mirror.NewServer(mirror.ServerOptions{
 		Dir: dir, Certificate: mirrorCert, ProvidersDir: filepath.Join(rel, bundle.DirProviders), ImagesDir: filepath.Join(rel, bundle.DirImages),
-		Address: cfg.MirrorAddress, Logger: log.With("component", "mirror"),
+		ModulesDir: filepath.Join(rel, bundle.DirModules),
+		Address:    cfg.MirrorAddress, Logger: log.With("component", "mirror"),
 	})
 	if err != nil {
 		return err
@@ -211,6 +212,7 @@ func Up(ctx context.Context, opts UpOptions) error {
 		Provisioner: controlplane.ProvisionerConfig{
 			Terraform:       terraform.Options{Path: tf, Version: tfVersion},
 			ProviderMirror:  filepath.Join(rel, bundle.DirProviders),
+			ModuleMirror:    mirrorLocal + mirror.ModulesPath,
 			CACertFile:      trust.CertFile(),
 			AgentCACertFile: agentCA,
 			WorkDir:         filepath.Join(l.Cache(), "provisionerd"),

@@ -127,11 +127,12 @@ const (
 	DirImages    = "images"
 	DirTemplates = "templates"
 	DirCerts     = "certs"
+	DirModules   = "modules"
 )
 
 var layoutDirs = map[string]bool{
 	DirBin: true, DirTerraform: true, DirPostgres: true, DirProviders: true,
-	DirImages: true, DirTemplates: true, DirCerts: true,
+	DirImages: true, DirTemplates: true, DirCerts: true, DirModules: true,
 }
 
 // CoderPath is the payload path of the coder binary for platform "os/arch".

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"path"
 	"strings"
 	"time"
 )
@@ -81,6 +82,7 @@ type Components struct {
 	Images    []Image    `json:"images"`
 	Templates []Template `json:"templates"`
 	Certs     []Cert     `json:"certs"`
+	Modules   []Module   `json:"modules,omitempty"`
 }
 
 // Binary is one platform's file of a component.
@@ -147,6 +149,27 @@ type ImageReferrer struct {
 	// VerifiedWith names the verify: key the signature verified with at
 	// build, when one did.
 	VerifiedWith string `json:"verified_with,omitempty"`
+}
+
+// Module is one Terraform module package under modules/, served by the
+// mirror under the module registry protocol as Source at Version.
+type Module struct {
+	// Source is the registry address HOST/NAMESPACE/NAME/SYSTEM, such as
+	// "registry.coder.com/coder/code-server/coder".
+	Source  string `json:"source"`
+	Version string `json:"version"`
+	// Path is the package archive, ModulePath(Source, Version).
+	Path string `json:"path"`
+	// Subdir is the module's folder inside the package ("" for its root).
+	Subdir string `json:"subdir,omitempty"`
+	// Upstream is where the package came from: the registry's download
+	// location, or the local folder.
+	Upstream string `json:"upstream"`
+}
+
+// ModulePath is the payload path of a module package.
+func ModulePath(source, version string) string {
+	return DirModules + "/" + source + "/" + version + ".tar.gz"
 }
 
 // Template is one template folder under templates/.
@@ -312,6 +335,17 @@ func (c *Components) validate(files []File, byPath map[string]*File) error {
 	for _, t := range c.Templates {
 		if !hasFolder(files, t.Path) {
 			return fmt.Errorf("template %s: %q is not a payload folder", t.Name, t.Path)
+		}
+	}
+	for _, mod := range c.Modules {
+		if mod.Path != ModulePath(mod.Source, mod.Version) {
+			return fmt.Errorf("module %s %s: path %q, want %q", mod.Source, mod.Version, mod.Path, ModulePath(mod.Source, mod.Version))
+		}
+		if _, ok := byPath[mod.Path]; !ok {
+			return fmt.Errorf("module %s %s: %q is not a payload file", mod.Source, mod.Version, mod.Path)
+		}
+		if sub := mod.Subdir; sub != "" && (path.Clean(sub) != sub || path.IsAbs(sub) || sub == ".." || strings.HasPrefix(sub, "../")) {
+			return fmt.Errorf("module %s %s: subdir %q is not a clean relative path", mod.Source, mod.Version, mod.Subdir)
 		}
 	}
 	for _, ct := range c.Certs {

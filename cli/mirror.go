@@ -81,6 +81,7 @@ certificate for the address's host, localhost and 127.0.0.1 are generated first
 			srv, err := mirror.NewServer(mirror.ServerOptions{
 				Dir: dir, Certificate: cert, Address: address, Logger: inv.logger(),
 				ProvidersDir: filepath.Join(content, mirror.ProvidersDir), ImagesDir: filepath.Join(content, mirror.ImagesDir),
+				ModulesDir: filepath.Join(content, mirror.ModulesDir),
 			})
 			if err != nil {
 				return err
@@ -107,12 +108,12 @@ certificate for the address's host, localhost and 127.0.0.1 are generated first
 	return cmd
 }
 
-// bundleContent returns the folder that holds providers/ and images/ for
-// the folder dir: dir itself (an extracted bundle), or dir/current, the
-// release an installed appliance runs. Certificates stay in dir/certs either
-// way.
+// bundleContent returns the folder that holds providers/, images/ and
+// modules/ for the folder dir: dir itself (an extracted bundle), or
+// dir/current, the release an installed appliance runs. Certificates stay
+// in dir/certs either way.
 func bundleContent(dir string) string {
-	for _, sub := range []string{mirror.ProvidersDir, mirror.ImagesDir} {
+	for _, sub := range []string{mirror.ProvidersDir, mirror.ImagesDir, mirror.ModulesDir} {
 		if _, err := os.Stat(filepath.Join(dir, sub)); err == nil {
 			return dir
 		}

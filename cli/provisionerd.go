@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -21,6 +22,7 @@ var provisionerdOptions = options{
 	{flag: "terraform-version", env: "CODER_TERRAFORM_VERSION"},
 	{flag: "terraform-download", env: "CODER_TERRAFORM_DOWNLOAD"},
 	{flag: "provider-mirror", env: "CODER_PROVIDER_MIRROR"},
+	{flag: "module-mirror", env: "CODER_MODULE_MIRROR"},
 	{flag: "ca-cert-file", env: "CODER_CA_CERT_FILE"},
 	{flag: "cache-dir", env: "CODER_CACHE_DIRECTORY"},
 	logFormatOption,
@@ -28,13 +30,22 @@ var provisionerdOptions = options{
 
 // terraformFlags declares the flags shared by coder server (for its built-in
 // daemons) and coder provisionerd start.
-func terraformFlags(cmd *cobra.Command, tf *terraform.Options, mirror, caFile *string) {
+func terraformFlags(cmd *cobra.Command, tf *terraform.Options, mirror, modules, caFile *string) {
 	f := cmd.Flags()
 	f.StringVar(&tf.Path, "terraform-path", "", "terraform binary of the pinned version (default: search the PATH)")
 	f.StringVar(&tf.Version, "terraform-version", terraform.DefaultVersion, "Exact terraform version required")
 	f.BoolVar(&tf.AllowDownload, "terraform-download", false, "On a connected host, download the pinned terraform (GPG-verified) when it is missing")
 	f.StringVar(mirror, "provider-mirror", "", "Provider mirror: a folder (filesystem_mirror) or an https URL (network_mirror); the only provider source terraform gets")
+	f.StringVar(modules, "module-mirror", "", "Module registry mirror: the https URL of coder mirror serve's /terraform/modules/; registry module sources resolve against it")
 	f.StringVar(caFile, "ca-cert-file", "", "PEM bundle trusted by terraform and carried in agent init scripts")
+}
+
+// checkModuleMirror refuses a module mirror that is not an https URL.
+func checkModuleMirror(m string) error {
+	if m != "" && !strings.HasPrefix(m, "https://") {
+		return usageErrorf("--module-mirror %s: want the https URL of a mirror's /terraform/modules/", m)
+	}
+	return nil
 }
 
 func absMirror(m string) (string, error) {
@@ -57,9 +68,9 @@ func absMirror(m string) (string, error) {
 func (inv *invocation) provisionerdCmd() *cobra.Command {
 	cmd := &cobra.Command{Use: "provisionerd", Short: "Run an external provisioner daemon"}
 	var (
-		psk, name, mirror, caFile, cacheDir string
-		tags                                []string
-		tf                                  terraform.Options
+		psk, name, mirror, modules, caFile, cacheDir string
+		tags                                         []string
+		tf                                           terraform.Options
 	)
 	start := &cobra.Command{
 		Use:   "start",
@@ -76,6 +87,9 @@ for organization daemons; any user with --tag scope=user).`,
 				return err
 			}
 			if mirror, err = absMirror(mirror); err != nil {
+				return err
+			}
+			if err := checkModuleMirror(modules); err != nil {
 				return err
 			}
 			var client *codersdk.Client
@@ -104,7 +118,7 @@ for organization daemons; any user with --tag scope=user).`,
 			}
 			d, err := provisionerd.New(provisionerd.Options{
 				Client: client, Name: name, Tags: tagMap, Version: buildinfo.Version(), TerraformPath: path,
-				ProviderMirror: mirror, CACertFile: caFile, WorkDir: filepath.Join(cacheDir, "provisionerd"), Logger: logger,
+				ProviderMirror: mirror, ModuleMirror: modules, CACertFile: caFile, WorkDir: filepath.Join(cacheDir, "provisionerd"), Logger: logger,
 			})
 			if err != nil {
 				return err
@@ -122,7 +136,7 @@ for organization daemons; any user with --tag scope=user).`,
 	f.StringVar(&name, "name", host, "Daemon name shown in listings")
 	f.StringArrayVarP(&tags, "tag", "t", nil, "Tag key=value this daemon carries (repeatable)")
 	f.StringVar(&cacheDir, "cache-dir", defaultCacheDir(), "Cache directory (terraform plugins, job folders)")
-	terraformFlags(start, &tf, &mirror, &caFile)
+	terraformFlags(start, &tf, &mirror, &modules, &caFile)
 	logFormatFlag(start)
 	cmd.AddCommand(start)
 	return cmd

@@ -34,6 +34,7 @@ var serverOptions = options{
 	{flag: "terraform-version", env: "CODER_TERRAFORM_VERSION"},
 	{flag: "terraform-download", env: "CODER_TERRAFORM_DOWNLOAD"},
 	{flag: "provider-mirror", env: "CODER_PROVIDER_MIRROR"},
+	{flag: "module-mirror", env: "CODER_MODULE_MIRROR"},
 	{flag: "ca-cert-file", env: "CODER_CA_CERT_FILE"},
 	logFormatOption,
 	{flag: "api-rate-limit", env: "CODER_API_RATE_LIMIT"},
@@ -67,6 +68,9 @@ off by default and, when on, go only to the URLs you configure.`,
 				return err
 			}
 			cfg.Provisioner.ProviderMirror = mirror
+			if err := checkModuleMirror(cfg.Provisioner.ModuleMirror); err != nil {
+				return err
+			}
 			cfg.ConfigDir = inv.globalConfig
 			cfg.Version = buildinfo.Version()
 			cfg.Logger = inv.loggerFor(cmd)
@@ -110,7 +114,7 @@ off by default and, when on, go only to the URLs you configure.`,
 	f.StringVar(&cfg.CacheDir, "cache-dir", defaultCacheDir(), "Cache directory (PostgreSQL binaries)")
 	f.StringVar(&cfg.BuiltinPostgres.RunAsUser, "postgres-run-as", "", "User that runs the built-in PostgreSQL when coder server runs as root (default nobody)")
 	f.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", 30*time.Second, "How long in-flight requests may take to finish on shutdown")
-	terraformFlags(cmd, &cfg.Provisioner.Terraform, &cfg.Provisioner.ProviderMirror, &cfg.Provisioner.CACertFile)
+	terraformFlags(cmd, &cfg.Provisioner.Terraform, &cfg.Provisioner.ProviderMirror, &cfg.Provisioner.ModuleMirror, &cfg.Provisioner.CACertFile)
 	logFormatFlag(cmd)
 	f.IntVar(&cfg.RateLimits.API, "api-rate-limit", coderd.DefaultAPIRateLimit, "API requests per minute allowed per session token, or per IP address without one; 0 (or negative) turns the limit off. Kept in each replica's memory")
 	f.IntVar(&cfg.RateLimits.LoginPerAccount, "login-rate-limit", coderd.DefaultLoginRateLimit, "Failed password logins per minute allowed per account before logins answer 429; 0 turns the limit off")

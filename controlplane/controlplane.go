@@ -139,6 +139,9 @@ type ProvisionerConfig struct {
 	Terraform terraform.Options
 	// ProviderMirror is a folder or https URL: the only provider source.
 	ProviderMirror string
+	// ModuleMirror is the https URL of a module registry mirror (see
+	// provisionerd.Options.ModuleMirror); empty means none.
+	ModuleMirror string
 	// CACertFile is handed to terraform (SSL_CERT_FILE); empty means none.
 	CACertFile string
 	// AgentCACertFile is carried in agent init scripts (default CACertFile).

@@ -69,7 +69,7 @@ func (st *startup) startProvisioners(ctx context.Context) error {
 		d, err := provisionerd.New(provisionerd.Options{
 			Client: client, Name: fmt.Sprintf("built-in-%d", i+1), Version: cfg.Version,
 			TerraformPath: st.terraformPath, ProviderMirror: cfg.Provisioner.ProviderMirror,
-			CACertFile: cfg.Provisioner.CACertFile, AgentCACertFile: cfg.Provisioner.AgentCACertFile,
+			ModuleMirror: cfg.Provisioner.ModuleMirror, CACertFile: cfg.Provisioner.CACertFile, AgentCACertFile: cfg.Provisioner.AgentCACertFile,
 			WorkDir: workDir, AccessURL: st.accessURL.String(), Logger: st.log.With("component", "provisionerd"),
 		})
 		if err != nil {

@@ -37,10 +37,11 @@ type ServerOptions struct {
 	// Certificate is the serving certificate (chain and key). Required:
 	// the caller loads it (an appliance's, with certs.LoadServerCertificate).
 	Certificate tls.Certificate
-	// ProvidersDir and ImagesDir override where the provider tree and the
-	// OCI layout are read from (an installed appliance keeps them in its
-	// current release); empty means Dir/providers and Dir/images.
-	ProvidersDir, ImagesDir string
+	// ProvidersDir, ImagesDir and ModulesDir override where the provider
+	// tree, the OCI layout and the module packages are read from (an
+	// installed appliance keeps them in its current release); empty means
+	// Dir/providers, Dir/images and Dir/modules.
+	ProvidersDir, ImagesDir, ModulesDir string
 	// Address is the TCP address to listen on; empty means DefaultAddress.
 	// Ignored when Listener is set.
 	Address string
@@ -54,8 +55,9 @@ type ServerOptions struct {
 	ShutdownTimeout time.Duration
 }
 
-// Server serves the provider network mirror at ProvidersPath and the
-// read-only OCI registry at RegistryPath over HTTPS, plus GET /healthz.
+// Server serves the provider network mirror at ProvidersPath, the module
+// registry at ModulesPath and the read-only OCI registry at RegistryPath
+// over HTTPS, plus GET /healthz.
 type Server struct {
 	opts     ServerOptions
 	log      *slog.Logger
@@ -87,12 +89,20 @@ func NewServer(opts ServerOptions) (*Server, error) {
 	if opts.ImagesDir == "" {
 		opts.ImagesDir = filepath.Join(opts.Dir, ImagesDir)
 	}
+	if opts.ModulesDir == "" {
+		opts.ModulesDir = filepath.Join(opts.Dir, ModulesDir)
+	}
 	reg, err := NewRegistry(opts.ImagesDir, log)
+	if err != nil {
+		return nil, err
+	}
+	modules, err := ModuleHandler(opts.ModulesDir)
 	if err != nil {
 		return nil, err
 	}
 	mux := http.NewServeMux()
 	mux.Handle(ProvidersPath, http.StripPrefix(ProvidersPath[:len(ProvidersPath)-1], ProviderHandler(opts.ProvidersDir)))
+	mux.Handle(ModulesPath, http.StripPrefix(ModulesPath[:len(ModulesPath)-1], modules))
 	mux.Handle("/v2/", reg)
 	mux.Handle("/v2", reg)
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {

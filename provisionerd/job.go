@@ -84,8 +84,12 @@ func (d *Daemon) execute(ctx context.Context, job *codersdk.AcquiredJob, logs *j
 	if err := os.MkdirAll(cache, 0o700); err != nil {
 		return result, err
 	}
+	hosts, err := d.moduleHosts(ctx)
+	if err != nil {
+		return result, err
+	}
 	rc := filepath.Join(dir, "terraformrc")
-	if err := os.WriteFile(rc, []byte(cliConfig(d.opts.ProviderMirror, cache)), 0o600); err != nil {
+	if err := os.WriteFile(rc, []byte(cliConfig(d.opts.ProviderMirror, cache, d.opts.ModuleMirror, hosts)), 0o600); err != nil {
 		return result, err
 	}
 	r := &tfRun{d: d, ctx: ctx, job: job, dir: dir, src: src, env: d.environment(job, dir, rc, cache), logs: logs}

@@ -88,6 +88,11 @@ type Options struct {
 	// ProviderMirror is a folder (filesystem mirror) or https URL (network
 	// mirror): the only place terraform may install providers from.
 	ProviderMirror string
+	// ModuleMirror is the https URL of a module registry mirror (the
+	// appliance mirror's mirror.ModulesPath), optional. Each job asks it for
+	// its registry hosts and gives terraform a `host` block per host, so
+	// that registry module sources resolve against it and nowhere else.
+	ModuleMirror string
 	// CACertFile is the trust bundle handed to terraform and providers as
 	// SSL_CERT_FILE (optional).
 	CACertFile string

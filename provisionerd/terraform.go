@@ -1,17 +1,28 @@
 package provisionerd
 
 import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
 	"fmt"
+	"net/http"
+	"os"
 	"strings"
+	"time"
 )
 
 // cliConfig is the CLI configuration each job gets: the mirror is the only
 // installation method (no direct block), so terraform never reaches a
-// registry.
-func cliConfig(mirror, pluginCache string) string {
+// registry. Each module host gets a host block whose modules.v1 is the
+// module mirror's folder for that host.
+func cliConfig(mirror, pluginCache, moduleMirror string, moduleHosts []string) string {
 	var b strings.Builder
 	b.WriteString("disable_checkpoint = true\n")
 	fmt.Fprintf(&b, "plugin_cache_dir = %q\n", pluginCache)
+	for _, h := range moduleHosts {
+		fmt.Fprintf(&b, "host %q {\n  services = {\n    \"modules.v1\" = %q\n  }\n}\n", h, strings.TrimSuffix(moduleMirror, "/")+"/"+h+"/")
+	}
 	b.WriteString("provider_installation {\n")
 	switch {
 	case strings.HasPrefix(mirror, "https://"):
@@ -24,4 +35,41 @@ func cliConfig(mirror, pluginCache string) string {
 	}
 	b.WriteString("}\n")
 	return b.String()
+}
+
+// moduleHosts asks the module mirror which registry hosts it serves
+// modules of (none when there is no mirror).
+func (d *Daemon) moduleHosts(ctx context.Context) ([]string, error) {
+	if d.opts.ModuleMirror == "" {
+		return nil, nil
+	}
+	client := &http.Client{Timeout: 30 * time.Second}
+	if d.opts.CACertFile != "" {
+		pem, err := os.ReadFile(d.opts.CACertFile)
+		if err != nil {
+			return nil, fmt.Errorf("module mirror trust: %w", err)
+		}
+		pool := x509.NewCertPool()
+		pool.AppendCertsFromPEM(pem)
+		client.Transport = &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}}
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, d.opts.ModuleMirror, nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("module mirror %s: %w", d.opts.ModuleMirror, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("module mirror %s: %s", d.opts.ModuleMirror, resp.Status)
+	}
+	var body struct {
+		Hosts []string `json:"hosts"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&body); err != nil {
+		return nil, fmt.Errorf("module mirror %s: %w", d.opts.ModuleMirror, err)
+	}
+	return body.Hosts, nil
 }

@@ -204,6 +204,7 @@ func (b *builder) fetchAll(ctx context.Context) error {
 	g.Go(func() error { return b.fetchPostgres(ctx) })
 	g.Go(func() error { return b.fetchProviders(ctx) })
 	g.Go(func() error { return b.fetchImages(ctx) })
+	g.Go(func() error { return b.fetchModules(ctx) })
 	g.Go(func() error { return b.stageCerts(ctx) })
 	return g.Wait()
 }

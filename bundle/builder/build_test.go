@@ -95,7 +95,8 @@ func fakeELF(t *testing.T, path, arch string) {
 // registries is the registries: block that sends every test host to the
 // upstream.
 func (e *buildEnv) registries() string {
-	return fmt.Sprintf("registries:\n  registry.terraform.io: %s\n  docker.io: %s\n  images.test: %s\n  releases.hashicorp.com: %s\n", e.up.URL, e.up.URL, e.up.URL, e.up.URL)
+	return fmt.Sprintf("registries:\n  registry.terraform.io: %s\n  docker.io: %s\n  images.test: %s\n  releases.hashicorp.com: %s\n  %s: %s\n",
+		e.up.URL, e.up.URL, e.up.URL, e.up.URL, upstreamtest.ModuleHost, e.up.URL)
 }
 
 // config writes bundle.yaml with body after a standard head and loads it.

@@ -16,6 +16,7 @@ import (
 	"strings"
 
 	"github.com/google/go-containerregistry/pkg/name"
+	"github.com/hashicorp/go-version"
 	"go.yaml.in/yaml/v3"
 	"golang.org/x/mod/semver"
 
@@ -62,6 +63,8 @@ type Config struct {
 	Templates []TemplateSource
 	// Certs are the CA certificate files, in file order.
 	Certs []CertSource
+	// Modules are the Terraform registry modules, in file order.
+	Modules []ModuleSource
 	// Verify are the signature rules of images:, in file order.
 	Verify []VerifyRule
 	// Registries maps a host ("registry.terraform.io", "docker.io") to the
@@ -127,6 +130,19 @@ type ProviderSource struct {
 	// Versions are the versions to fetch, in file order.
 	Versions []string
 	// Path is a folder in `terraform providers mirror` layout for {path}.
+	Path string
+}
+
+// ModuleSource is one modules entry: a registry module at the newest
+// version that meets Version (a constraint), or, with Path, a local folder
+// served as Source at Version (an exact version).
+type ModuleSource struct {
+	Origin
+	// Source is HOST/NAMESPACE/NAME/SYSTEM (registry.terraform.io when the
+	// file gives NAMESPACE/NAME/SYSTEM).
+	Source  string
+	Version string
+	// Path is the local folder (absolute), "" for a registry module.
 	Path string
 }
 
@@ -417,6 +433,7 @@ func (p *configParser) top(n *yaml.Node) error {
 		"certs":      p.certs,
 		"registries": p.registries,
 		"verify":     p.verify,
+		"modules":    p.modules,
 	})
 	if err != nil {
 		return err
@@ -837,6 +854,61 @@ func (p *configParser) registries(n *yaml.Node, field string) error {
 		p.cfg.Registries[host] = u
 	}
 	return nil
+}
+
+func (p *configParser) modules(n *yaml.Node, field string) error {
+	return p.list(n, field, func(_ int, v *yaml.Node, f string) error {
+		src := ModuleSource{Origin: p.origin(v, f)}
+		err := p.fields(v, f, map[string]func(*yaml.Node, string) error{
+			"source": func(v *yaml.Node, f string) error {
+				var s string
+				if err := p.str(v, f, &s); err != nil {
+					return err
+				}
+				addr, err := mirror.ParseModuleSource(s)
+				if err != nil {
+					return p.errorf(v, f, "%v", err)
+				}
+				src.Source = addr
+				return nil
+			},
+			"version": func(v *yaml.Node, f string) error {
+				return p.str(v, f, &src.Version)
+			},
+			"path": func(v *yaml.Node, f string) error {
+				var s string
+				if err := p.str(v, f, &s); err != nil {
+					return err
+				}
+				abs, err := p.path(v, f, s, true)
+				if err != nil {
+					return err
+				}
+				src.Path = abs
+				return nil
+			},
+		})
+		if err != nil {
+			return err
+		}
+		if src.Source == "" || src.Version == "" {
+			return p.errorf(v, f, "needs source: (HOST/NAMESPACE/NAME/SYSTEM) and version: (a constraint such as \"~> 1.0\", or with path: an exact version)")
+		}
+		if src.Path != "" {
+			if _, err := version.NewSemver(src.Version); err != nil || strings.ContainsAny(src.Version, "<>=~!, ") {
+				return p.errorf(v, f+".version", "%q is not an exact version (a local folder is served as one version, such as 1.0.0)", src.Version)
+			}
+		} else if _, err := version.NewConstraint(src.Version); err != nil {
+			return p.errorf(v, f+".version", "%q is not a version constraint (such as \"~> 1.0\" or \"1.2.3\")", src.Version)
+		}
+		for _, other := range p.cfg.Modules {
+			if other.Source == src.Source {
+				return p.errorf(v, f+".source", "%s is listed twice (first at line %d)", src.Source, other.Line)
+			}
+		}
+		p.cfg.Modules = append(p.cfg.Modules, src)
+		return nil
+	})
 }
 
 func (p *configParser) verify(n *yaml.Node, field string) error {

@@ -213,6 +213,13 @@ func TestParseConfigErrors(t *testing.T) {
 		{"registry bad host", head + "registries:\n  \"https://x\": https://plain/\n"},
 		{"registry duplicate", head + "registries:\n  docker.io: https://a/\n  Docker.io: https://b/\n"},
 		{"registries not a mapping", head + "registries: [docker.io]\n"},
+		{"module bad source", head + "modules:\n  - {source: \"git::https://x/y\", version: \"1.0.0\"}\n"},
+		{"module bad constraint", head + "modules:\n  - {source: registry.coder.com/coder/code-server/coder, version: \"one\"}\n"},
+		{"module no version", head + "modules:\n  - {source: registry.coder.com/coder/code-server/coder}\n"},
+		{"module folder with a constraint", head + "modules:\n  - {source: acme.corp/acme/base/coder, version: \"~> 1.0\", path: .}\n"},
+		{"module duplicate", head + "modules:\n  - {source: hashicorp/consul/aws, version: \"1.0.0\"}\n  - {source: registry.terraform.io/hashicorp/consul/aws, version: \"2.0.0\"}\n"},
+		{"verify key missing", head + "images: [alpine]\nverify:\n  - {images: \"ghcr.io/*\", key: cosign.pub}\n"},
+		{"verify not a key", head + "images: [alpine]\nverify:\n  - {images: \"docker.io/*\", key: .}\n"},
 	}
 	var out bytes.Buffer
 	out.WriteString("# TestParseConfigErrors: each bundle.yaml (the lines after \"|\") and the error\n")

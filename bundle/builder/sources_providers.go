@@ -114,8 +114,8 @@ func (b *builder) fetchProviders(ctx context.Context) error {
 }
 
 // serviceDiscovery reads https://<host>/.well-known/terraform.json and
-// returns the providers.v1 base URL, ending in "/".
-func (b *builder) serviceDiscovery(ctx context.Context, host string) (*url.URL, error) {
+// returns the base URL of service (providers.v1, modules.v1), ending in "/".
+func (b *builder) serviceDiscovery(ctx context.Context, host, service string) (*url.URL, error) {
 	disco, err := url.Parse("https://" + host + "/.well-known/terraform.json")
 	if err != nil {
 		return nil, err
@@ -128,13 +128,13 @@ func (b *builder) serviceDiscovery(ctx context.Context, host string) (*url.URL, 
 	if err := json.Unmarshal(body, &services); err != nil {
 		return nil, fmt.Errorf("service discovery: %s: %w", disco, err)
 	}
-	s, ok := services["providers.v1"].(string)
+	s, ok := services[service].(string)
 	if !ok {
-		return nil, fmt.Errorf("service discovery: %s offers no providers.v1 service", host)
+		return nil, fmt.Errorf("service discovery: %s offers no %s service", host, service)
 	}
 	base, err := disco.Parse(s)
 	if err != nil || (base.Scheme != "https") {
-		return nil, fmt.Errorf("service discovery: providers.v1 %q is not an https URL", s)
+		return nil, fmt.Errorf("service discovery: %s %q is not an https URL", service, s)
 	}
 	if !strings.HasSuffix(base.Path, "/") {
 		base.Path += "/"
@@ -188,7 +188,7 @@ type registryDownload struct {
 func (b *builder) registryProvider(ctx context.Context, src *ProviderSource) error {
 	addr := src.Source
 	fail := func(err error) error { return fmt.Errorf("%s: %s: %w", src.Origin, addr, err) }
-	base, err := b.serviceDiscovery(ctx, addr.Hostname)
+	base, err := b.serviceDiscovery(ctx, addr.Hostname, "providers.v1")
 	if err != nil {
 		return fail(err)
 	}

@@ -28,8 +28,10 @@ import (
 //     such version is locked;
 //   - every resource attribute named "image" whose value is a literal string
 //     must name a bundled image (by tag, or by a digest the bundle holds);
-//   - a module from anywhere but the template folder is an error: an
-//     offline terraform cannot fetch it.
+//   - a registry module (HOST/NAMESPACE/NAME/SYSTEM) must be bundled
+//     (modules: in bundle.yaml) in a version that meets the call's
+//     constraint; a module from anywhere else but the template folder is an
+//     error: an offline terraform cannot fetch it.
 //
 // The copy gets a .terraform.lock.hcl that pins each provider with the h1:
 // and zh: hashes of every bundled platform (any lock file the folder had is
@@ -45,6 +47,7 @@ type templateNeeds struct {
 	providers   map[string][]string // address → version constraints
 	providerPos map[string]string   // address → where it is required
 	images      []templateImage
+	modules     []moduleCall // registry modules called
 }
 
 type templateImage struct {
@@ -67,6 +70,9 @@ func (b *builder) stageTemplates(ctx context.Context) error {
 func (b *builder) stageTemplate(src TemplateSource) error {
 	needs := &templateNeeds{providers: map[string][]string{}, providerPos: map[string]string{}}
 	if err := inspectModule(src.Path, src.Path, needs, 0); err != nil {
+		return err
+	}
+	if err := b.checkTemplateModules(needs); err != nil {
 		return err
 	}
 	tmpl := bundle.Template{Name: src.Name, Path: bundle.TemplatePath(src.Name)}
@@ -147,8 +153,13 @@ func inspectModule(root, dir string, needs *templateNeeds, depth int) error {
 	}
 	for _, name := range mapKeys(mod.ModuleCalls) {
 		call := mod.ModuleCalls[name]
+		if addr, ok := registryModuleSource(call.Source); ok {
+			needs.modules = append(needs.modules, moduleCall{source: addr, version: call.Version,
+				pos: fmt.Sprintf("%s:%d: module %q", rel(call.Pos.Filename), call.Pos.Line, name)})
+			continue
+		}
 		if !strings.HasPrefix(call.Source, "./") && !strings.HasPrefix(call.Source, "../") {
-			return fmt.Errorf("%s:%d: module %q comes from %q, which terraform cannot fetch offline; copy it into the template folder and use a ./ path", rel(call.Pos.Filename), call.Pos.Line, name, call.Source)
+			return fmt.Errorf("%s:%d: module %q comes from %q, which terraform cannot fetch offline; copy it into the folder and use a ./ path, or call it from a module registry and bundle it (modules: in bundle.yaml)", rel(call.Pos.Filename), call.Pos.Line, name, call.Source)
 		}
 		sub := filepath.Join(dir, call.Source)
 		if r, err := filepath.Rel(root, sub); err != nil || r == ".." || strings.HasPrefix(r, ".."+string(filepath.Separator)) {

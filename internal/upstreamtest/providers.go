@@ -130,7 +130,7 @@ func (u *Upstream) setupProvider(mux *http.ServeMux) error {
 	u.Provider = p
 
 	mux.HandleFunc("GET /.well-known/terraform.json", func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, map[string]string{"providers.v1": "/v1/providers/"})
+		writeJSON(w, map[string]string{"providers.v1": "/v1/providers/", "modules.v1": "/v1/modules/"})
 	})
 	mux.HandleFunc("GET /v1/providers/{ns}/{type}/versions", u.serveVersions)
 	mux.HandleFunc("GET /v1/providers/{ns}/{type}/{version}/download/{os}/{arch}", u.serveDownload)

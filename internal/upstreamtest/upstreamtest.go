@@ -197,6 +197,9 @@ func New(t testing.TB, opts Options) *Upstream {
 	if err := u.setupImages(mux); err != nil {
 		t.Fatal(err)
 	}
+	if err := u.setupModules(mux, t.TempDir()); err != nil {
+		t.Fatal(err)
+	}
 	if err := u.setupMaven(mux); err != nil {
 		t.Fatal(err)
 	}
