@@ -192,6 +192,13 @@ func componentRows(m *bundle.Manifest) [][]string {
 			rows = append(rows, []string{r.Kind, im.Ref, short(r.Digest), "-", "-", detail})
 		}
 	}
+	for _, mod := range c.Modules {
+		detail := mod.Upstream
+		if mod.Subdir != "" {
+			detail += " (module in " + mod.Subdir + "/)"
+		}
+		rows = append(rows, []string{"module", mod.Source, mod.Version, "-", sizeUnder(mod.Path, nil), detail})
+	}
 	for _, t := range c.Templates {
 		detail := ""
 		if len(t.Providers) > 0 || len(t.Images) > 0 {

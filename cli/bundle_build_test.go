@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 
@@ -44,7 +45,8 @@ func TestBundleBuild(t *testing.T) {
 	good := write("bundle.yaml", head+
 		"providers:\n  - source: registry.terraform.io/coder/coder\n    versions: [\"2.20.0\"]\n"+
 		"images: [images.test/team/tool:2]\nverify:\n  - images: images.test/team/*\n    key: "+up.CosignKeyFile+"\n"+
-		"certs: ["+up.CAFile+"]\nregistries:\n  registry.terraform.io: "+up.URL+"\n  images.test: "+up.URL+"\n")
+		"modules:\n  - {source: "+upstreamtest.HelloModule+", version: \"~> 1.0\"}\n  - {source: "+upstreamtest.GreetingModule+", version: \"2.0.0\"}\n"+
+		"certs: ["+up.CAFile+"]\nregistries:\n  registry.terraform.io: "+up.URL+"\n  images.test: "+up.URL+"\n  "+upstreamtest.ModuleHost+": "+up.URL+"\n")
 	if code, out, stderr := runMain(t, nil, "bundle", "keygen", "--output", filepath.Join(dir, "keys")); code != 0 {
 		t.Fatalf("keygen: exit %d\n%s%s", code, out, stderr)
 	}
@@ -76,10 +78,17 @@ func TestBundleBuild(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("bundle inspect: exit %d\n%s\n%s", code, stdout, stderr)
 	}
+	if !slices.ContainsFunc(strings.Split(stdout, "\n"), func(l string) bool {
+		f := strings.Fields(l)
+		return len(f) > 2 && f[0] == "module" && f[1] == upstreamtest.HelloModule && f[2] == "1.1.0"
+	}) {
+		t.Errorf("bundle inspect lists no module %s 1.1.0:\n%s", upstreamtest.HelloModule, stdout)
+	}
 	for _, want := range []string{
 		"cosign tag " + up.Signed.SignatureTag + ", verified with " + up.CosignKeyFile,
 		"referrer (application/vnd.dev.cosign.artifact.sig.v1+json), verified with " + up.CosignKeyFile,
 		"referrer (application/spdx+json)",
+		"(module in hello/)",
 	} {
 		if !strings.Contains(stdout, want) {
 			t.Errorf("bundle inspect does not say %q:\n%s", want, stdout)

@@ -120,6 +120,9 @@ func TestApplianceOffline(t *testing.T) {
 			copyTemplate(t, filepath.Join(root, "examples", "templates", "container"), filepath.Join(templates, name),
 				`"docker.io/library/debian:12"`, `"`+image+`"`)
 		}
+		// A template calling a registry module, unchanged, that calls
+		// another (module registry of the upstream; modules: below).
+		writeModularTemplate(t, filepath.Join(templates, "modular"))
 		cfg := fmt.Sprintf(`version: 1
 name: e2e
 release: 2026.11.1
@@ -131,15 +134,21 @@ providers:
   - {path: %s}
 images:
   - %s
+modules:
+  - {source: %s, version: "~> 1.0"}
+  - {source: %s, version: "2.0.0"}
 templates:
   - %s/examples/templates/process
   - %s/container
   - %s/pinned
+  - %s/modular
 certs:
   - %s
 registries:
   images.test: %s
-`, testprovider.Mirror(t), upstreamtest.WorkspaceRef, root, templates, templates, up.CAFile, up.URL)
+  %s: %s
+`, testprovider.Mirror(t), upstreamtest.WorkspaceRef, upstreamtest.HelloModule, upstreamtest.GreetingModule, root, templates, templates, templates,
+			up.CAFile, up.URL, upstreamtest.ModuleHost, up.URL)
 		volumesBefore = podman(t, "volume", "ls", "-q")
 		t.Cleanup(func() {
 			// What the container workspaces left should a step fail: their
@@ -350,6 +359,35 @@ registries:
 		if out := podman(t, "volume", "ls", "-q"); out != volumesBefore {
 			t.Fatalf("deleted workspaces: volumes %q, want only those from before the test %q", out, volumesBefore)
 		}
+	})
+	// Registry modules, resolved offline against the appliance's mirror.
+	e.step("workspace from a template with registry modules", func() {
+		e.coder("create", "mws", "--template", "modular", "-y")
+		var w struct {
+			LatestBuild struct {
+				Resources []struct {
+					Metadata []struct {
+						Key   string `json:"key"`
+						Value string `json:"value"`
+					} `json:"metadata"`
+				} `json:"resources"`
+			} `json:"latest_build"`
+		}
+		if err := json.Unmarshal([]byte(e.coder("show", "mws", "-o", "json")), &w); err != nil {
+			t.Fatal(err)
+		}
+		got := ""
+		for _, r := range w.LatestBuild.Resources {
+			for _, m := range r.Metadata {
+				if m.Key == "message" {
+					got = m.Value
+				}
+			}
+		}
+		if want := upstreamtest.HelloMessage("e2e"); got != want {
+			t.Fatalf("the registry module's output: got %q, want %q", got, want)
+		}
+		e.coder("delete", "mws", "-y")
 	})
 	e.step("appliance stop (SIGTERM)", func() {
 		// Signal the appliance itself, not strace (which traces it).
@@ -571,6 +609,43 @@ func copyTemplate(t *testing.T, src, dst, old, new string) {
 		t.Fatalf("%s has no %s to replace", p, old)
 	}
 	if err := os.WriteFile(p, []byte(strings.ReplaceAll(string(b), old, new)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// writeModularTemplate writes a template that calls the upstream's hello
+// module from its registry, as a Coder template calls a registry module,
+// and shows the module's output as resource metadata.
+func writeModularTemplate(t *testing.T, dir string) {
+	t.Helper()
+	tf := `terraform {
+  required_providers {
+    coder = {
+      source = "coder/coder"
+    }
+  }
+}
+
+module "hello" {
+  source  = "` + upstreamtest.HelloModule + `"
+  version = "~> 1.0"
+  name    = "e2e"
+}
+
+resource "terraform_data" "note" {}
+
+resource "coder_metadata" "note" {
+  resource_id = terraform_data.note.id
+  item {
+    key   = "message"
+    value = module.hello.message
+  }
+}
+`
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "main.tf"), []byte(tf), 0o644); err != nil {
 		t.Fatal(err)
 	}
 }
