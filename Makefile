@@ -64,7 +64,7 @@ bench: deps
 	run ./bench/ -bench 'PortForwardIperf3|PortForwardAcrossReplicas|SSHCat|Load200Agents' -benchtime 1x; \
 	run ./bench/ -bench PortForwardConnect -benchtime 300x; \
 	run ./bench/ -bench 'JobClaimLatency|ListWorkspaces10k|ProcessWorkspaceBuild|EnqueueToProvisionerStart' -benchtime 20x; \
-	run ./bundle/ -bench 'Verify/Mixed' -benchtime 3x; \
+	run ./bundle/ -bench 'Verify/Mixed|DeltaInstall' -benchtime 3x; \
 	run ./bundle/builder/ -bench BuildImages -benchtime 3x; \
 	run ./mirror/ -bench 'ImagePull|TerraformInit' -benchtime 5x; \
 	run ./coderd/site/ -bench WorkspaceList1000 -benchtime 5x; \

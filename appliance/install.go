@@ -113,6 +113,12 @@ func install(ctx context.Context, opts InstallOptions, activate bool) (InstallRe
 		return res, fmt.Errorf("read bundle %s: %w", opts.Bundle, err)
 	}
 	res.Release, res.Manifest = m.Release, m
+	var baseDir string
+	if info.Delta != nil {
+		if baseDir, err = deltaBase(l, opts.Bundle, info.Delta); err != nil {
+			return res, err
+		}
+	}
 	if err := preflightInstall(l, m, info, now()); err != nil {
 		return res, fmt.Errorf("preflight: %w", err)
 	}
@@ -137,7 +143,7 @@ func install(ctx context.Context, opts InstallOptions, activate bool) (InstallRe
 		log.Info("verifying and unpacking bundle", "bundle", opts.Bundle, "release", m.Release, "size", info.TotalSize)
 		// Extract stages beside target (in DIR/releases) and renames it into
 		// place only when every hash has been checked.
-		if _, err := bundle.Extract(ctx, opts.Bundle, target, opts.PublicKey, opts.AllowUnsigned); err != nil {
+		if _, err := bundle.ExtractWith(ctx, opts.Bundle, target, bundle.ExtractOptions{PublicKey: opts.PublicKey, AllowUnsigned: opts.AllowUnsigned, BaseDir: baseDir}); err != nil {
 			return res, fmt.Errorf("install %s: %w", opts.Bundle, err)
 		}
 		b, err := json.MarshalIndent(m, "", "  ")

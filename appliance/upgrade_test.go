@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"airgapcoder/appliance"
+	"airgapcoder/bundle"
 	"airgapcoder/coderd/codersdk"
 	"airgapcoder/internal/testbin"
 	"airgapcoder/internal/testport"
@@ -40,8 +41,8 @@ type upgradeEnv struct {
 }
 
 // bundleFor builds a release from local sources; coderLine is the bundle.yaml
-// coder entry.
-func (e *upgradeEnv) bundleFor(release, coderLine string) string {
+// coder entry; with against (an inventory file), a delta bundle.
+func (e *upgradeEnv) bundleFor(release, coderLine string, against ...string) string {
 	e.t.Helper()
 	root, _ := filepath.Abs("..")
 	cfg := fmt.Sprintf(`version: 1
@@ -61,10 +62,20 @@ templates:
 		e.t.Fatal(err)
 	}
 	out := filepath.Join(e.work, "out")
-	if o, err := exec.Command(e.bin, "bundle", "build", "-f", yml, "--output", out, "--sign-key", filepath.Join(e.keys, "bundle.key"), "--cache-dir", e.cache).CombinedOutput(); err != nil {
+	args := []string{"bundle", "build", "-f", yml, "--output", out, "--sign-key", filepath.Join(e.keys, "bundle.key"), "--cache-dir", e.cache}
+	name := "upgrade-" + release + ".bundle"
+	for _, inv := range against {
+		args = append(args, "--against", inv)
+		base, err := bundle.ReadInventory(inv)
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		name = bundle.DeltaFileName("upgrade", release, base.Release)
+	}
+	if o, err := exec.Command(e.bin, args...).CombinedOutput(); err != nil {
 		e.t.Fatalf("bundle build %s: %v\n%s", release, err, o)
 	}
-	return filepath.Join(out, "upgrade-"+release+".bundle")
+	return filepath.Join(out, name)
 }
 
 func (e *upgradeEnv) coder(args ...string) (string, error) {
@@ -234,8 +245,10 @@ func TestUpgradeAndRollback(t *testing.T) {
 	}
 	stop()
 
-	// Upgrade to B: everything is still there.
-	b := e.bundleFor("2026.11.2", "{binary: self}")
+	// Upgrade to B, a delta bundle built against the appliance's
+	// inventory: B changes only the coder binary. Everything is still
+	// there afterwards.
+	b := e.deltaRelease(pub, "2026.11.2")
 	if out, err := e.coder("appliance", "upgrade", b, "--dir", e.dir, "--public-key", pub); err != nil {
 		t.Fatalf("upgrade to B: %v\n%s", err, out)
 	}
@@ -331,6 +344,7 @@ func TestUpgradeAndRollback(t *testing.T) {
 	}
 	want := []string{
 		"install 2026.11.1 success",
+		"upgrade 2026.11.2 failure", // the damaged delta bundle
 		"upgrade 2026.11.2 success",
 		"upgrade 2026.11.3 failure",
 		"rollback 2026.11.2 success",
@@ -343,6 +357,88 @@ func TestUpgradeAndRollback(t *testing.T) {
 	if !createdLater {
 		t.Error("the audit record of the user created after the backup was lost by the restore")
 	}
+}
+
+// deltaRelease builds release, which changes only the coder binary, as a
+// delta bundle against the appliance's inventory, and checks it: its size
+// (goal: at most 1.1 times the binary compressed), that an appliance
+// without its base refuses it with nothing written, and that a damaged
+// copy is refused with the current release left as it was.
+func (e *upgradeEnv) deltaRelease(pub, release string) string {
+	t := e.t
+	t.Helper()
+	inv := filepath.Join(e.work, "inventory.json")
+	if out, err := e.coder("appliance", "inventory", "--dir", e.dir, "-o", inv); err != nil {
+		t.Fatalf("inventory: %v\n%s", err, out)
+	}
+	// A new coder binary: this one with bytes appended (still the same
+	// program to run).
+	self, err := os.ReadFile(e.bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	newCoder := filepath.Join(e.work, "coder-"+release)
+	if err := os.WriteFile(newCoder, append(self, []byte("\nrelease "+release+"\n")...), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	delta := e.bundleFor(release, "{path: "+newCoder+"}", inv)
+
+	m, info, err := bundle.Inspect(delta)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.Delta == nil || info.Delta.Base.Release != "2026.11.1" {
+		t.Fatalf("%s: not a delta against 2026.11.1: %+v", delta, info.Delta)
+	}
+	var binary bundle.File
+	for _, f := range m.Files {
+		if f.Path == bundle.CoderPath("linux/amd64") {
+			binary = f
+		}
+	}
+	ratio := float64(info.TotalSize) / float64(binary.StoredSize)
+	t.Logf("delta bundle %d bytes, the coder binary compressed %d bytes (%d raw): %.3fx; the full payload %d bytes",
+		info.TotalSize, binary.StoredSize, binary.Size, ratio, info.Delta.PayloadSize)
+	if binary.StoredSize == 0 || ratio > 1.1 {
+		t.Errorf("delta bundle %d bytes, %.2f times the compressed coder binary (%d bytes); the goal is at most 1.1", info.TotalSize, ratio, binary.StoredSize)
+	}
+	if out, err := e.coder("bundle", "inspect", delta); err != nil || !strings.Contains(out, "Delta:") || !strings.Contains(out, "against upgrade 2026.11.1") {
+		t.Errorf("bundle inspect of the delta does not say it is one: %v\n%s", err, out)
+	}
+
+	// An appliance without the base: refused, nothing written.
+	empty := filepath.Join(e.work, "empty")
+	out, err := e.coder("appliance", "install", delta, "--dir", empty, "--public-key", pub)
+	if err == nil || !strings.Contains(out, "is a delta bundle against upgrade 2026.11.1, which is not installed") {
+		t.Fatalf("install of a delta without its base: %v\n%s", err, out)
+	}
+	if entries, _ := os.ReadDir(filepath.Join(empty, "releases")); len(entries) != 0 {
+		t.Errorf("a refused delta left %d entries in releases/", len(entries))
+	}
+
+	// A damaged copy: refused, the appliance still on its release.
+	data, err := os.ReadFile(delta)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data[len(data)-4096] ^= 0xff // inside the last payload member
+	damaged := filepath.Join(e.work, "damaged", filepath.Base(delta))
+	if err := os.MkdirAll(filepath.Dir(damaged), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(damaged, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := e.coder("appliance", "upgrade", damaged, "--dir", e.dir, "--public-key", pub); err == nil {
+		t.Fatalf("upgrade with a damaged delta succeeded:\n%s", out)
+	}
+	if cur, _ := (appliance.Layout{Dir: e.dir}).CurrentRelease(); cur != "2026.11.1" {
+		t.Fatalf("after a refused delta: current release %q, want 2026.11.1", cur)
+	}
+	if _, err := os.Stat(filepath.Join(e.dir, "releases", release)); err == nil {
+		t.Fatalf("a refused delta left releases/%s", release)
+	}
+	return delta
 }
 
 // checkOverview reads GET /api/v2/appliance as the owner: the release, the

@@ -123,3 +123,91 @@ func binaryLike(n int) []byte {
 	}
 	return out[:n]
 }
+
+// BenchmarkDeltaInstall extracts release B twice in the same iterations:
+// from its full bundle, and from a delta bundle against release A (A
+// unpacked beside it), and reports delta/full (issue 17's goal: assembling
+// takes no longer than installing the full bundle, ≤ 1.0). B changes only
+// the coder binary of a 320 MiB payload (a 64 MiB binary stored as zstd,
+// 4 × 64 MiB stored raw), so the delta reads the new binary from the
+// bundle and copies the rest from A, checking every file's sha256 either
+// way.
+//
+//	go test ./bundle/ -run '^$' -bench DeltaInstall -benchtime 3x
+func BenchmarkDeltaInstall(b *testing.B) {
+	ctx := context.Background()
+	pub, priv := testKey(b, "bench")
+	const chunk = 64 << 20
+	release := func(name string, coder []byte) bundle.Result {
+		payload := b.TempDir()
+		files := map[string][]byte{
+			"images/blobs/sha256/layer1.gz": random(chunk, 1),
+			"images/blobs/sha256/layer2.gz": random(chunk, 2),
+			"postgres/pg.txz":               random(chunk, 3),
+			"providers/p/p.zip":             random(chunk, 4),
+			"bin/coder-linux-amd64":         coder,
+		}
+		for p, data := range files {
+			full := filepath.Join(payload, filepath.FromSlash(p))
+			os.MkdirAll(filepath.Dir(full), 0o755)
+			if err := os.WriteFile(full, data, 0o644); err != nil {
+				b.Fatal(err)
+			}
+		}
+		res, err := bundle.Write(ctx, bundle.WriteOptions{PayloadDir: payload, OutputDir: b.TempDir(), Key: priv,
+			Manifest: bundle.Manifest{Name: "bench", Release: name, BuildTime: time.Unix(1e9, 0)}})
+		if err != nil {
+			b.Fatal(err)
+		}
+		return res
+	}
+	a := release("1", binaryLike(chunk))
+	base := filepath.Join(b.TempDir(), "a")
+	if _, err := bundle.Extract(ctx, a.Path, base, pub, false); err != nil {
+		b.Fatal(err)
+	}
+	newCoder := append(binaryLike(chunk), "release 2"...)
+	full := release("2", newCoder)
+	payload := b.TempDir()
+	// The delta of the same payload against A.
+	for p, data := range map[string][]byte{
+		"images/blobs/sha256/layer1.gz": random(chunk, 1), "images/blobs/sha256/layer2.gz": random(chunk, 2),
+		"postgres/pg.txz": random(chunk, 3), "providers/p/p.zip": random(chunk, 4), "bin/coder-linux-amd64": newCoder,
+	} {
+		full := filepath.Join(payload, filepath.FromSlash(p))
+		os.MkdirAll(filepath.Dir(full), 0o755)
+		if err := os.WriteFile(full, data, 0o644); err != nil {
+			b.Fatal(err)
+		}
+	}
+	delta, err := bundle.Write(ctx, bundle.WriteOptions{PayloadDir: payload, OutputDir: b.TempDir(), Key: priv, Base: &a.Manifest,
+		Manifest: bundle.Manifest{Name: "bench", Release: "2", BuildTime: time.Unix(1e9, 0)}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	var fullTime, deltaTime time.Duration
+	for b.Loop() {
+		dir := b.TempDir()
+		start := time.Now()
+		if _, err := bundle.Extract(ctx, full.Path, filepath.Join(dir, "full"), pub, false); err != nil {
+			b.Fatal(err)
+		}
+		fullTime += time.Since(start)
+		start = time.Now()
+		if _, err := bundle.ExtractWith(ctx, delta.Path, filepath.Join(dir, "delta"), bundle.ExtractOptions{PublicKey: pub, BaseDir: base}); err != nil {
+			b.Fatal(err)
+		}
+		deltaTime += time.Since(start)
+		os.RemoveAll(dir)
+	}
+	b.ReportMetric(float64(full.Size)/(1<<20), "full-MiB")
+	b.ReportMetric(float64(delta.Size)/(1<<20), "delta-MiB")
+	b.ReportMetric(fullTime.Seconds()/float64(b.N), "full-s/op")
+	b.ReportMetric(deltaTime.Seconds()/float64(b.N), "delta-s/op")
+	b.ReportMetric(deltaTime.Seconds()/fullTime.Seconds(), "delta/full")
+	for _, f := range full.Manifest.Files {
+		if f.Path == "bin/coder-linux-amd64" {
+			b.ReportMetric(float64(delta.Size)/float64(f.StoredSize), "delta/binary")
+		}
+	}
+}

@@ -30,6 +30,25 @@ var ErrNotEmpty = errors.New("bundle: the target folder is not empty")
 // unsigned bundle. With pub nil, allowUnsigned must be set (no signature is
 // checked, only hashes).
 func Extract(ctx context.Context, path, dir string, pub ed25519.PublicKey, allowUnsigned bool) (Manifest, error) {
+	return ExtractWith(ctx, path, dir, ExtractOptions{PublicKey: pub, AllowUnsigned: allowUnsigned})
+}
+
+// ExtractOptions configure ExtractWith.
+type ExtractOptions struct {
+	// PublicKey and AllowUnsigned are Extract's pub and allowUnsigned.
+	PublicKey     ed25519.PublicKey
+	AllowUnsigned bool
+	// BaseDir is the unpacked base release a delta bundle takes its
+	// omitted files from (its name and content are the caller's to check
+	// first: see Delta.Base). A delta bundle without it is an error.
+	BaseDir string
+}
+
+// ExtractWith is Extract, for a full or a delta bundle: a delta's omitted
+// files are copied from o.BaseDir into the staging folder, each checked
+// against the manifest, before the folder is renamed into place.
+func ExtractWith(ctx context.Context, path, dir string, o ExtractOptions) (Manifest, error) {
+	pub, allowUnsigned := o.PublicKey, o.AllowUnsigned
 	if pub == nil && !allowUnsigned {
 		return Manifest{}, errors.New("bundle: extract: a public key is required (or allow unsigned bundles explicitly)")
 	}
@@ -56,9 +75,18 @@ func Extract(ctx context.Context, path, dir string, pub ed25519.PublicKey, allow
 	}()
 
 	u := &unpacker{root: staging, dirs: map[string]bool{staging: true}, buf: make([]byte, copyBufSize)}
-	m, _, err := walk(ctx, path, walkOptions{pub: pub, allowUnsigned: allowUnsigned, visit: u.file})
+	m, info, err := walk(ctx, path, walkOptions{pub: pub, allowUnsigned: allowUnsigned, visit: u.file})
 	if err != nil {
 		return Manifest{}, err
+	}
+	if d := info.Delta; d != nil {
+		if o.BaseDir == "" {
+			return Manifest{}, fmt.Errorf("bundle: extract: %s is a delta bundle against %s %s: it needs that release, installed (coder appliance install or upgrade on the appliance that has it)",
+				filepath.Base(path), d.Base.Name, d.Base.Release)
+		}
+		if err := u.copyFromBase(&m, d, o.BaseDir); err != nil {
+			return Manifest{}, err
+		}
 	}
 	if err := u.syncDirs(); err != nil {
 		return Manifest{}, fmt.Errorf("bundle: extract: %w", err)

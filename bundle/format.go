@@ -55,7 +55,9 @@
 //     stored as is ("stored": "raw"); every other file is stored as one zstd
 //     stream in the member payload/<path>.zst ("stored": "zstd").
 //
-// then the tar end-of-archive marker (zero blocks only may follow it). Members
+// then the tar end-of-archive marker (zero blocks only may follow it). A
+// delta bundle has delta.json and delta.sig after manifest.sig and carries
+// only some payload files (see Delta). Members
 // are regular files only: no directories, links or devices. Headers are
 // fixed so that the same inputs give the same bytes: ustar (PAX records only
 // for what ustar cannot hold), mtime = the manifest's build time, uid/gid 0,
@@ -85,6 +87,7 @@
 //	images/                                  one OCI image layout (index.json, oci-layout, blobs/)
 //	templates/<name>/…                       template folders
 //	certs/<name>.pem                         CA certificates
+//	modules/<host>/<ns>/<name>/<system>/…    Terraform module packages
 //
 // The path rules are checked when writing and again when reading, before any
 // file is created.

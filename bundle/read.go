@@ -30,6 +30,9 @@ type Info struct {
 	TotalSize int64 `json:"total_size"`
 	// Parts are the data parts of a split bundle; nil otherwise.
 	Parts []Part `json:"parts,omitempty"`
+	// Delta says what a delta bundle leaves to its base; nil for a full
+	// bundle.
+	Delta *Delta `json:"delta,omitempty"`
 }
 
 // layout is where a bundle's bytes are: one file, or a part index and parts.
@@ -201,12 +204,18 @@ func checkSigLength(signed bool, sig []byte) error {
 	return nil
 }
 
-// head is the bundle's first two members, as read.
+// head is the bundle's signed documents, as read: the manifest and, in a
+// delta bundle, the delta, each with its signature.
 type head struct {
-	raw, sig []byte
+	raw, sig           []byte
+	deltaRaw, deltaSig []byte // nil for a full bundle
+	// next is the header after them (the first payload member's), already
+	// read; nil at the end of the archive.
+	next *tar.Header
 }
 
-// readHead reads manifest.json and manifest.sig, and nothing past them.
+// readHead reads manifest.json and manifest.sig, delta.json and delta.sig
+// when they follow, and the header of the member after them.
 func readHead(tr *tar.Reader) (*head, error) {
 	raw, err := readMember(tr, ManifestMember, maxManifestSize)
 	if err != nil {
@@ -216,7 +225,49 @@ func readHead(tr *tar.Reader) (*head, error) {
 	if err != nil {
 		return nil, headError(SignatureMember, err)
 	}
-	return &head{raw: raw, sig: sig}, nil
+	h := &head{raw: raw, sig: sig}
+	hdr, err := tr.Next()
+	switch {
+	case err == io.EOF:
+		return h, nil
+	case err != nil:
+		return nil, headError(DeltaMember, err)
+	case hdr.Name != DeltaMember:
+		h.next = hdr
+		return h, nil
+	}
+	if hdr.Typeflag != tar.TypeReg || hdr.Size > maxDeltaSize {
+		return nil, &VerifyError{File: DeltaMember, Reason: "not a regular file of at most 64 MiB"}
+	}
+	if h.deltaRaw, err = io.ReadAll(io.LimitReader(tr, hdr.Size)); err != nil || int64(len(h.deltaRaw)) != hdr.Size {
+		return nil, headError(DeltaMember, cmpErr(err, io.ErrUnexpectedEOF))
+	}
+	if h.deltaSig, err = readMember(tr, DeltaSigMember, ed25519.SignatureSize); err != nil {
+		return nil, headError(DeltaSigMember, err)
+	}
+	if h.next, err = tr.Next(); err != nil && err != io.EOF {
+		return nil, headError(DeltaSigMember, err)
+	}
+	return h, nil
+}
+
+func cmpErr(err, otherwise error) error {
+	if err != nil {
+		return err
+	}
+	return otherwise
+}
+
+// delta parses the delta of a delta bundle (nil for a full one) and checks
+// that its signature's presence matches the manifest's.
+func (h *head) delta(m *Manifest) (*Delta, error) {
+	if h.deltaRaw == nil {
+		return nil, nil
+	}
+	if err := checkSigLength(m.Signed, h.deltaSig); err != nil {
+		return nil, &VerifyError{File: DeltaSigMember, Reason: "the delta " + strings.Replace(err.Error(), "says", "belongs to a manifest that says", 1)}
+	}
+	return parseDelta(h.deltaRaw, m)
 }
 
 // manifest parses and checks the manifest and that the signature's presence
@@ -287,8 +338,9 @@ func inspect(path string, wrap func(io.Reader) io.Reader) (Manifest, Info, error
 	if wrap != nil {
 		r = wrap(r)
 	}
-	// No read-ahead buffer: the tar reader reads the two headers and two
-	// members' blocks, nothing more.
+	// No read-ahead buffer: the tar reader reads the signed documents'
+	// headers and blocks, and the first payload member's header, nothing
+	// more.
 	h, err := readHead(tar.NewReader(r))
 	if err != nil {
 		return Manifest{}, Info{}, err
@@ -300,5 +352,11 @@ func inspect(path string, wrap func(io.Reader) io.Reader) (Manifest, Info, error
 	if err := l.checkMatchesIndex(&m); err != nil {
 		return Manifest{}, Info{}, err
 	}
-	return m, l.info(&m), nil
+	d, err := h.delta(&m)
+	if err != nil {
+		return Manifest{}, Info{}, err
+	}
+	in := l.info(&m)
+	in.Delta = d
+	return m, in, nil
 }

@@ -104,7 +104,16 @@ func walk(ctx context.Context, path string, o walkOptions) (_ Manifest, _ Info, 
 	if err := l.checkMatchesIndex(&m); err != nil {
 		return Manifest{}, Info{}, err
 	}
-	if err := w.files(m.Files); err != nil {
+	var d *Delta
+	if h.deltaRaw != nil {
+		if err := checkSignature(h.deltaRaw, h.deltaSig, o, VerifyError{File: DeltaMember}); err != nil {
+			return Manifest{}, Info{}, err
+		}
+		if d, err = h.delta(&m); err != nil {
+			return Manifest{}, Info{}, err
+		}
+	}
+	if err := w.files(d.carried(&m), h.next); err != nil {
 		return Manifest{}, Info{}, err
 	}
 	// Only end-of-archive zero blocks may follow; reading to the end also
@@ -129,7 +138,9 @@ func walk(ctx context.Context, path string, o walkOptions) (_ Manifest, _ Info, 
 				Reason: fmt.Sprintf("the parts together have sha256 %s, the part index says %s", got, l.index.BundleSHA256)}
 		}
 	}
-	return m, l.info(&m), nil
+	in := l.info(&m)
+	in.Delta = d
+	return m, in, nil
 }
 
 // checkSignature applies o's key policy to a signed document (the manifest
@@ -180,12 +191,23 @@ type walker struct {
 	buf   []byte
 }
 
-func (w *walker) files(files []File) error {
+// files checks the payload members against files, in order. first is the
+// first member's header, which readHead has read (nil: the archive ended).
+func (w *walker) files(files []File, first *tar.Header) error {
 	defer func() {
 		if w.dec != nil { // created on the first zstd member
 			w.dec.Close()
 		}
 	}()
+	next := func() (*tar.Header, error) {
+		if first != nil {
+			h := first
+			first = nil
+			return h, nil
+		}
+		return w.tr.Next()
+	}
+	ended := first == nil
 	index := make(map[string]int, len(files))
 	for i, f := range files {
 		index[memberName(f)] = i
@@ -194,7 +216,10 @@ func (w *walker) files(files []File) error {
 		if err := w.ctx.Err(); err != nil {
 			return err
 		}
-		hdr, err := w.tr.Next()
+		if ended {
+			return &VerifyError{File: f.Path, Reason: "missing: the bundle ends before it"}
+		}
+		hdr, err := next()
 		if err == io.EOF {
 			return &VerifyError{File: f.Path, Reason: "missing: the bundle ends before it"}
 		}
@@ -228,7 +253,10 @@ func (w *walker) files(files []File) error {
 			return err
 		}
 	}
-	hdr, err := w.tr.Next()
+	if ended {
+		return nil
+	}
+	hdr, err := next()
 	if err == nil {
 		return &VerifyError{File: hdr.Name, Reason: "member not in the manifest (after the last file)"}
 	}

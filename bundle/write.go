@@ -52,6 +52,10 @@ type WriteOptions struct {
 	// read twice (hashed for the manifest, then written), so total is twice
 	// the payload size.
 	Progress func(done, total int64)
+	// Base, when set, makes a delta bundle against that installed release
+	// (see Delta): the manifest is the full one, the payload only the files
+	// whose bytes Base lacks. The file is DeltaFileName.
+	Base *Manifest
 }
 
 // Result describes a written bundle.
@@ -68,6 +72,8 @@ type Result struct {
 	SHA256 string
 	// Manifest is the manifest as written.
 	Manifest Manifest
+	// Delta is what a delta bundle omits; nil for a full bundle.
+	Delta *Delta
 }
 
 // zstdLevel is fixed: changing it changes every bundle's bytes.
@@ -136,7 +142,27 @@ func Write(ctx context.Context, opts WriteOptions) (Result, error) {
 	if opts.Key != nil {
 		sig = ed25519.Sign(opts.Key, raw)
 	}
-	base := FileName(m.Name, m.Release)
+	base := opts.fileName(m.Release)
+	var delta *Delta
+	var deltaRaw, deltaSig []byte
+	if opts.Base != nil {
+		delta = planDelta(&m, opts.Base)
+		if deltaRaw, err = json.MarshalIndent(delta, "", "  "); err != nil {
+			return Result{}, fmt.Errorf("bundle: encode delta: %w", err)
+		}
+		deltaRaw = append(deltaRaw, '\n')
+		if opts.Key != nil {
+			deltaSig = ed25519.Sign(opts.Key, deltaRaw)
+		}
+		carried := carriedFiles(files, delta.carried(&m))
+		for _, f := range files {
+			prog.total -= f.Size // not written: only hashed
+		}
+		for _, f := range carried {
+			prog.total += f.Size
+		}
+		files = carried
+	}
 	sink := &fileSink{dir: opts.OutputDir, base: base, limit: opts.Split}
 	committed := false
 	defer func() {
@@ -144,14 +170,14 @@ func Write(ctx context.Context, opts WriteOptions) (Result, error) {
 			sink.abort()
 		}
 	}()
-	size, sum, err := writeStream(ctx, opts.OutputDir, prog, sink, &m, raw, sig, files)
+	size, sum, err := writeStream(ctx, opts.OutputDir, prog, sink, &m, [][2][]byte{{raw, sig}, {deltaRaw, deltaSig}}, files)
 	if err != nil {
 		return Result{}, err
 	}
 	if err := sink.finish(); err != nil {
 		return Result{}, fmt.Errorf("bundle: write %s: %w", base, err)
 	}
-	res := Result{Size: size, SHA256: sum, Manifest: m, Path: filepath.Join(opts.OutputDir, base)}
+	res := Result{Size: size, SHA256: sum, Manifest: m, Delta: delta, Path: filepath.Join(opts.OutputDir, base)}
 	sums := fmt.Sprintf("%s  %s\n", sum, base)
 	if opts.Split > 0 {
 		if res.Path, sums, err = addPartIndex(&opts, sink, &m, size, sum); err != nil {
@@ -241,7 +267,7 @@ func prepareWrite(ctx context.Context, opts *WriteOptions) (Manifest, []payloadF
 		return Manifest{}, nil, nil, fmt.Errorf("bundle: output folder %s is inside the payload folder %s", opts.OutputDir, opts.PayloadDir)
 	}
 	// Before the long hashing pass: refuse early what would be refused later.
-	if err := checkStale(opts.OutputDir, FileName(m.Name, m.Release), opts.Split, -1); err != nil {
+	if err := checkStale(opts.OutputDir, opts.fileName(m.Release), opts.Split, -1); err != nil {
 		return Manifest{}, nil, nil, err
 	}
 
@@ -416,18 +442,50 @@ func newZstdEncoder() (*zstd.Encoder, error) {
 	return enc, nil
 }
 
+// fileName is the bundle's file name: FileName, or DeltaFileName for a
+// delta.
+func (o *WriteOptions) fileName(release string) string {
+	if o.Base != nil {
+		return DeltaFileName(o.Manifest.Name, release, o.Base.Release)
+	}
+	return FileName(o.Manifest.Name, release)
+}
+
+// carriedFiles keeps the payload files of keep, in order.
+func carriedFiles(files []payloadFile, keep []File) []payloadFile {
+	want := make(map[string]bool, len(keep))
+	for _, f := range keep {
+		want[f.Path] = true
+	}
+	var out []payloadFile
+	for _, f := range files {
+		if want[f.Path] {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
 // writeStream writes the bundle tar to w and returns its size and sha256.
-func writeStream(ctx context.Context, outDir string, prog *byteProgress, w io.Writer, m *Manifest, raw, sig []byte, files []payloadFile) (int64, string, error) {
+// head holds the signed documents, each with its signature: the manifest,
+// then (for a delta bundle; nil otherwise) the delta.
+func writeStream(ctx context.Context, outDir string, prog *byteProgress, w io.Writer, m *Manifest, head [][2][]byte, files []payloadFile) (int64, string, error) {
 	h := sha256.New()
 	cw := &countWriter{w: io.MultiWriter(w, h)}
 	bw := bufio.NewWriterSize(cw, copyBufSize)
 	tw := tar.NewWriter(bw)
 	mtime := m.BuildTime
-	if err := writeMember(tw, ManifestMember, raw, mtime); err != nil {
-		return 0, "", err
-	}
-	if err := writeMember(tw, SignatureMember, sig, mtime); err != nil {
-		return 0, "", err
+	names := [][2]string{{ManifestMember, SignatureMember}, {DeltaMember, DeltaSigMember}}
+	for i, doc := range head {
+		if doc[0] == nil {
+			continue
+		}
+		if err := writeMember(tw, names[i][0], doc[0], mtime); err != nil {
+			return 0, "", err
+		}
+		if err := writeMember(tw, names[i][1], doc[1], mtime); err != nil {
+			return 0, "", err
+		}
 	}
 	enc, err := newZstdEncoder()
 	if err != nil {

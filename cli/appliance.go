@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"crypto/ed25519"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"strconv"
@@ -11,13 +12,54 @@ import (
 
 	"airgapcoder/appliance"
 	"airgapcoder/bundle"
+	"airgapcoder/internal/atomicfile"
 	"airgapcoder/internal/bytesize"
 )
 
 func (inv *invocation) applianceCmd() *cobra.Command {
 	cmd := &cobra.Command{Use: "appliance", Short: "Install and run the offline appliance from a bundle"}
 	cmd.AddCommand(inv.applianceInstallCmd(), inv.applianceUpCmd(), inv.applianceStatusCmd(), inv.applianceUpgradeCmd(),
-		inv.applianceBackupCmd(), inv.applianceRestoreCmd())
+		inv.applianceBackupCmd(), inv.applianceRestoreCmd(), inv.applianceInventoryCmd())
+	return cmd
+}
+
+func (inv *invocation) applianceInventoryCmd() *cobra.Command {
+	var dir, output string
+	cmd := &cobra.Command{
+		Use:   "inventory --dir DIR [-o FILE]",
+		Short: "Describe the installed release, for a delta bundle built against it",
+		Long: `Write what the current release holds (its manifest: the digest of every file,
+image blobs and provider archives included) as JSON, to FILE or standard output.
+It holds no secret and no site data. Carry it to the connected side and run
+coder bundle build --against FILE there: the delta bundle carries only what
+this appliance lacks.`,
+		Args: exactArgs(0),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if dir == "" {
+				return usageErrorf("--dir is required")
+			}
+			got, err := appliance.Inventory(dir)
+			if err != nil {
+				return err
+			}
+			b, err := json.MarshalIndent(got, "", "  ")
+			if err != nil {
+				return err
+			}
+			b = append(b, '\n')
+			if output == "" || output == "-" {
+				_, err = inv.stdout.Write(b)
+				return err
+			}
+			if err := atomicfile.Write(output, b, 0o644); err != nil {
+				return err
+			}
+			fmt.Fprintf(inv.stderr, "wrote the inventory of %s %s to %s\n", got.Name, got.Release, output)
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&dir, "dir", "", "Appliance folder")
+	cmd.Flags().StringVarP(&output, "output", "o", "", "File to write (default: standard output)")
 	return cmd
 }
 

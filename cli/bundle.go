@@ -127,6 +127,11 @@ func printBundleSummary(w io.Writer, m *bundle.Manifest, info *bundle.Info) {
 	}
 	fmt.Fprintf(tw, "Size:\t%s\n", size)
 	fmt.Fprintf(tw, "Payload:\t%d files, %s unpacked\n", len(m.Files), bytesize.Format(m.PayloadSize()))
+	if d := info.Delta; d != nil {
+		fmt.Fprintf(tw, "Delta:\tagainst %s %s: carries %d of %d files, %s of the full bundle's %s (%.0f%%); the rest comes from that release, installed\n",
+			d.Base.Name, d.Base.Release, len(m.Files)-len(d.Omitted), len(m.Files), bytesize.Format(d.CarriedSize), bytesize.Format(d.PayloadSize),
+			100*float64(d.CarriedSize)/float64(max(d.PayloadSize, 1)))
+	}
 	tw.Flush()
 }
 
@@ -264,6 +269,11 @@ unsigned bundle fails unless --allow-unsigned is given.`,
 			p.finish()
 			if err != nil {
 				return err
+			}
+			if d := info.Delta; d != nil {
+				fmt.Fprintf(inv.stdout, "OK: %s %s, a delta against %s: the %d files it carries and %s match the manifest (the other %d come from %s at install); %s\n",
+					m.Name, m.Release, d.Base.Release, len(m.Files)-len(d.Omitted), partsPhrase(&info), len(d.Omitted), d.Base.Release, note)
+				return nil
 			}
 			fmt.Fprintf(inv.stdout, "OK: %s %s: %d files (%s) and %s match the manifest; %s\n",
 				m.Name, m.Release, len(m.Files), bytesize.Format(m.PayloadSize()), partsPhrase(&info), note)

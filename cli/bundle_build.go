@@ -22,6 +22,7 @@ var bundleBuildOptions = options{
 	{flag: "split", env: "CODER_BUNDLE_SPLIT"},
 	{flag: "cache-dir", env: "CODER_BUNDLE_CACHE_DIR"},
 	{flag: "parallel", env: "CODER_BUNDLE_PARALLEL"},
+	{flag: "against", env: "CODER_BUNDLE_AGAINST"},
 }
 
 // bundleBuildConfig is `coder bundle build`'s configuration.
@@ -32,12 +33,13 @@ type bundleBuildConfig struct {
 	split    string
 	cacheDir string
 	parallel int
+	against  string
 }
 
 func (inv *invocation) bundleBuildCmd() *cobra.Command {
 	var cfg bundleBuildConfig
 	cmd := &cobra.Command{
-		Use:   "build [-f bundle.yaml] [--output DIR] [--sign-key KEY] [--split SIZE] [--cache-dir DIR]",
+		Use:   "build [-f bundle.yaml] [--output DIR] [--sign-key KEY] [--split SIZE] [--cache-dir DIR] [--against INVENTORY]",
 		Short: "Fetch, verify and pack everything bundle.yaml lists into one signed bundle",
 		Long: `Read bundle.yaml (see docs/bundle-build.md), fetch every source it lists through
 one HTTP client (HTTPS_PROXY/NO_PROXY, the system roots plus the certs: files and
@@ -48,7 +50,12 @@ write <name>-<release>.bundle (or its parts with --split) into --output.
 
 Downloads are cached by content in --cache-dir: a second build fetches only
 what changed, and an interrupted one resumes. The same inputs and key give the
-same bytes; set SOURCE_DATE_EPOCH to fix the build time.`,
+same bytes; set SOURCE_DATE_EPOCH to fix the build time.
+
+With --against INVENTORY (written on the offline side by coder appliance
+inventory), write a delta bundle, <name>-<release>-from-<base>.bundle: the full
+signed manifest, and only the files the site's installed release lacks.
+coder appliance upgrade (or install) assembles the release from both.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := bundleBuildOptions.resolve(cmd, "", inv.environ); err != nil {
 				return err
@@ -63,6 +70,7 @@ same bytes; set SOURCE_DATE_EPOCH to fix the build time.`,
 	f.StringVar(&cfg.split, "split", "", "Cut the bundle into parts of this size, such as 4GiB-1 or 700MB (CODER_BUNDLE_SPLIT)")
 	f.StringVar(&cfg.cacheDir, "cache-dir", "", "Download cache (CODER_BUNDLE_CACHE_DIR); default: the user cache folder + /coder/bundle")
 	f.IntVar(&cfg.parallel, "parallel", 4, "Downloads at a time (CODER_BUNDLE_PARALLEL)")
+	f.StringVar(&cfg.against, "against", "", "Write a delta bundle against the release this inventory (coder appliance inventory) describes (CODER_BUNDLE_AGAINST)")
 	return cmd
 }
 
@@ -98,6 +106,19 @@ func (inv *invocation) bundleBuild(cmd *cobra.Command, cfg bundleBuildConfig) er
 		TTY:       writerIsTerminal(inv.stderr),
 		Environ:   inv.environ,
 	}
+	if cfg.against != "" {
+		inv, err := bundle.ReadInventory(cfg.against)
+		if err != nil {
+			return usageErrorf("--against %s: %v", cfg.against, err)
+		}
+		if inv.Name != conf.Name {
+			return usageErrorf("--against %s: the site runs bundle %q, bundle.yaml builds %q: a delta only applies to the same bundle", cfg.against, inv.Name, conf.Name)
+		}
+		if inv.Release == conf.Release {
+			return usageErrorf("--against %s: the site already runs release %s; change release: in bundle.yaml", cfg.against, conf.Release)
+		}
+		opts.Against = &inv.Manifest
+	}
 	if cfg.signKey != "" {
 		key, err := bundle.LoadPrivateKey(cfg.signKey)
 		if err != nil {
@@ -117,5 +138,9 @@ func (inv *invocation) bundleBuild(cmd *cobra.Command, cfg bundleBuildConfig) er
 	}
 	fmt.Fprintf(inv.stdout, "sha256 %s  (%s, %d files; %s downloaded, %d from the cache)\n",
 		res.SHA256, bytesize.Format(res.Size), len(res.Manifest.Files), bytesize.Format(res.Downloaded), res.CacheHits)
+	if d := res.Delta; d != nil {
+		fmt.Fprintf(inv.stdout, "delta against %s %s: carries %d of %d files, %s of %s\n",
+			d.Base.Name, d.Base.Release, len(res.Manifest.Files)-len(d.Omitted), len(res.Manifest.Files), bytesize.Format(d.CarriedSize), bytesize.Format(d.PayloadSize))
+	}
 	return nil
 }

@@ -37,6 +37,8 @@ var rows = []row{
 	{"new connection + 1 round trip through coder port-forward", "directly on loopback", "BenchmarkPortForwardConnect", "ratio", true, 5},
 	{"  the same, p50 in µs", "", "BenchmarkPortForwardConnect", "relayed-p50-µs", true, 1000},
 	{"coder bundle verify (time)", "sha256sum of the file", "BenchmarkVerify/Mixed", "verify/sha256sum", true, 1.2},
+	{"install from a delta bundle (time)", "install from the full bundle", "BenchmarkDeltaInstall", "delta/full", true, 1.0},
+	{"delta bundle of a new coder binary (size)", "the binary compressed", "BenchmarkDeltaInstall", "delta/binary", true, 1.1},
 	{"bundle build of images, cold cache (time)", "crane pull --format oci", "BenchmarkBuildImages", "bundle/crane", true, 1.2},
 	{"image pull through coder mirror serve (time)", "reading the OCI layout from disk", "BenchmarkImagePull", "registry/disk", true, 1.3},
 	{"terraform init through the network mirror (time)", "the filesystem mirror", "BenchmarkTerraformInit", "network/filesystem", true, 0},

@@ -37,6 +37,9 @@ type Options struct {
 	Key ed25519.PrivateKey
 	// Split cuts the bundle into parts of this many bytes; 0 writes one file.
 	Split int64
+	// Against, when set, makes a delta bundle against that installed
+	// release (an Inventory's manifest): see bundle.Delta.
+	Against *bundle.Manifest
 	// CacheDir is the download cache; empty means DefaultCacheDir.
 	CacheDir string
 	// Parallel bounds concurrent downloads; 0 means 4.
@@ -72,6 +75,8 @@ type Result struct {
 	Size int64
 	// Manifest is the bundle's manifest.
 	Manifest *bundle.Manifest
+	// Delta is what a delta bundle (Options.Against) leaves to its base.
+	Delta *bundle.Delta
 	// Downloaded is how many bytes came over the network; CacheHits how
 	// many downloads the cache saved.
 	Downloaded int64
@@ -222,11 +227,12 @@ func (b *builder) write(ctx context.Context, m *bundle.Manifest) (*Result, error
 		Split:      b.opts.Split,
 		Compressed: b.isCompressed,
 		Progress:   b.progress.writing,
+		Base:       b.opts.Against,
 	})
 	if err != nil {
 		return nil, err
 	}
-	out := &Result{Path: res.Path, SHA256: res.SHA256, Size: res.Size, Manifest: &res.Manifest}
+	out := &Result{Path: res.Path, SHA256: res.SHA256, Size: res.Size, Manifest: &res.Manifest, Delta: res.Delta}
 	for _, p := range res.Parts {
 		out.Parts = append(out.Parts, filepath.Join(filepath.Dir(res.Path), p.Name))
 	}
