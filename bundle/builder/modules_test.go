@@ -19,8 +19,9 @@ import (
 // TestBuildModules: registry modules cross the gap. The build resolves
 // each modules: entry's constraint through the module registry protocol,
 // fetches an https archive (module in a subfolder, calling a sibling folder
-// of its package) and a git source, and bundles them; a template calling
-// the registry module unchanged then runs with the real terraform against
+// of its package) and a git source, and bundles them with a local folder
+// served as a module of the site's registry; a template calling the
+// registry modules unchanged then runs with the real terraform against
 // the mirror's module registry alone (every other connection goes to a dead
 // proxy), nested registry module included. A template calling a module the
 // bundle lacks, a constraint nothing meets, and a bundled module whose own
@@ -67,7 +68,27 @@ output "version" {
 	}
 	host := []string{"linux/amd64"}
 
-	cfg := e.config(t, host, modules(true, true)+"templates:\n  - "+template(t, upstreamtest.HelloModule, "~> 1.0")+"\n")
+	// And a local folder served as a registry module of the site's own.
+	local := filepath.Join(t.TempDir(), "base")
+	if err := os.MkdirAll(local, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(local, "main.tf"), []byte("output \"site\" {\n  value = \"acme\"\n}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tmpl := template(t, upstreamtest.HelloModule, "~> 1.0")
+	if err := os.WriteFile(filepath.Join(tmpl, "site.tf"), []byte(`module "base" {
+  source  = "acme.corp/acme/base/coder"
+  version = "1.0.0"
+}
+
+output "site" {
+  value = module.base.site
+}
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg := e.config(t, host, modules(true, true)+"  - {source: acme.corp/acme/base/coder, version: 1.0.0, path: "+local+"}\n"+"templates:\n  - "+tmpl+"\n")
 	res, err := e.build(t, cfg, t.TempDir(), e.cache)
 	if err != nil {
 		t.Fatal(err)
@@ -82,8 +103,11 @@ output "version" {
 			Upstream: "https://" + upstreamtest.ModuleHost + "/modules/archives/hello-1.1.0.tar.gz//hello"},
 		{Source: upstreamtest.GreetingModule, Version: "2.0.0", Path: bundle.ModulePath(upstreamtest.GreetingModule, "2.0.0")},
 	}
-	if len(m.Components.Modules) != 2 {
-		t.Fatalf("bundled modules: %+v, want hello 1.1.0 and greeting 2.0.0", m.Components.Modules)
+	if len(m.Components.Modules) != 3 {
+		t.Fatalf("bundled modules: %+v, want hello 1.1.0, greeting 2.0.0 and the local base 1.0.0", m.Components.Modules)
+	}
+	if got := m.Components.Modules[2]; got.Source != "acme.corp/acme/base/coder" || got.Version != "1.0.0" || got.Upstream != local {
+		t.Errorf("the local module: %+v", got)
 	}
 	for i, w := range want {
 		got := m.Components.Modules[i]
@@ -112,16 +136,19 @@ output "version" {
 		t.Fatal(err)
 	}
 	rc := filepath.Join(t.TempDir(), "terraform.rc")
-	cli := "disable_checkpoint = true\nhost \"" + upstreamtest.ModuleHost + "\" {\n  services = {\n    \"modules.v1\" = \"" + srv.URL + mirror.ModulesPath + upstreamtest.ModuleHost + "/\"\n  }\n}\n" +
-		"provider_installation {\n  filesystem_mirror {\n    path = \"" + filepath.Join(dir, "providers") + "\"\n  }\n}\n"
+	cli := "disable_checkpoint = true\n"
+	for _, h := range []string{upstreamtest.ModuleHost, "acme.corp"} {
+		cli += "host \"" + h + "\" {\n  services = {\n    \"modules.v1\" = \"" + srv.URL + mirror.ModulesPath + h + "/\"\n  }\n}\n"
+	}
+	cli += "provider_installation {\n  filesystem_mirror {\n    path = \"" + filepath.Join(dir, "providers") + "\"\n  }\n}\n"
 	if err := os.WriteFile(rc, []byte(cli), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	tmpl := filepath.Join(dir, "templates", "modular")
+	bundled := filepath.Join(dir, "templates", "modular")
 	terraform := func(args ...string) string {
 		t.Helper()
 		cmd := exec.Command(tfBin, args...)
-		cmd.Dir = tmpl
+		cmd.Dir = bundled
 		cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir(), "CHECKPOINT_DISABLE=1", "TF_CLI_CONFIG_FILE=" + rc, "SSL_CERT_FILE=" + ca,
 			"HTTPS_PROXY=http://127.0.0.1:9", "HTTP_PROXY=http://127.0.0.1:9", "NO_PROXY=127.0.0.1"}
 		out, err := cmd.CombinedOutput()
@@ -134,6 +161,9 @@ output "version" {
 	terraform("apply", "-auto-approve", "-input=false", "-no-color")
 	if got := terraform("output", "-raw", "message"); got != upstreamtest.HelloMessage("offline") {
 		t.Errorf("the module's output through the mirror: got %q, want %q", got, upstreamtest.HelloMessage("offline"))
+	}
+	if got := terraform("output", "-raw", "site"); got != "acme" {
+		t.Errorf("the local module's output through the mirror: got %q, want acme", got)
 	}
 	if got := terraform("output", "-raw", "version"); got != "1.1.0" {
 		t.Errorf("hello's version: got %q, want 1.1.0 (the newest that meets ~> 1.0)", got)
