@@ -175,6 +175,9 @@ func (b *builder) fetchModule(ctx context.Context, src ModuleSource, dir string)
 		if m.Subdir, err = b.fetchModulePackage(ctx, location, dir); err != nil {
 			return m, fmt.Errorf("%s %s from %s: %w", src.Source, v, location, err)
 		}
+		if st, err := os.Stat(filepath.Join(dir, filepath.FromSlash(m.Subdir))); err != nil || !st.IsDir() {
+			return m, fmt.Errorf("%s %s from %s: the package has no folder %q", src.Source, v, location, m.Subdir)
+		}
 	}
 	m.Path = bundle.ModulePath(m.Source, m.Version)
 	var tgz bytes.Buffer
