@@ -337,3 +337,22 @@ func TestWriteCancelled(t *testing.T) {
 		t.Errorf("left %q behind", got)
 	}
 }
+
+// TestWriteMislabeledBlob: an OCI blob is hashed once, while it is
+// written, and its name (a sha256) stands for the manifest's digest until
+// then; a blob whose content is not what its name says fails the write,
+// naming it, and leaves no bundle.
+func TestWriteMislabeledBlob(t *testing.T) {
+	files := testPayload(t)
+	layer := gzipped(t, compressible(10_000, 42))
+	wrong := "images/blobs/sha256/" + sum([]byte("something else"))
+	files[wrong] = payloadEntry{layer, 0o644}
+	out := t.TempDir()
+	_, err := bundle.Write(context.Background(), bundle.WriteOptions{PayloadDir: makePayload(t, files), OutputDir: out, Manifest: testManifest(files)})
+	if err == nil || !strings.Contains(err.Error(), wrong+" does not hold the bytes its name (a sha256 digest) says") {
+		t.Fatalf("Write with a mislabeled blob: got %v", err)
+	}
+	if got := dirContents(t, out); len(got) != 0 {
+		t.Errorf("a failed Write left %v", got)
+	}
+}

@@ -61,36 +61,65 @@ type referrer struct {
 // fetchReferrers stores what refers to subject in repository r and returns
 // it, referrers first, then cosign's tags.
 func (b *builder) fetchReferrers(ctx context.Context, r *imageRepo, subject v1.Hash) ([]referrer, error) {
-	descs, err := b.referrerDescriptors(ctx, r, subject)
-	if err != nil {
+	// The referrers API and cosign's three tags are asked at once, and
+	// every artifact found is fetched at once: a build waits for one round
+	// of lookups, not for each in turn.
+	var descs []v1.Descriptor
+	tags := []string{"sig", "att", "sbom"}
+	byTag := make([]*referrer, len(tags))
+	g := newGroup(ctx)
+	g.Go(func(ctx context.Context) error {
+		var err error
+		descs, err = b.referrerDescriptors(ctx, r, subject)
+		return err
+	})
+	for i, suffix := range tags {
+		g.Go(func(ctx context.Context) error {
+			tag := strings.Replace(subject.String(), ":", "-", 1) + "." + suffix
+			ref, err := b.storeReferrer(ctx, r, tag, subject)
+			if errors.Is(err, errManifestNotFound) {
+				return nil
+			}
+			if err != nil {
+				return err
+			}
+			ref.Tag, ref.Kind = tag, artifactKind(ref.ArtifactType, suffix)
+			byTag[i] = &ref
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
 		return nil, err
 	}
-	var out []referrer
+	var images []v1.Descriptor
 	for _, d := range descs {
-		if !d.MediaType.IsImage() {
-			continue // an index of artifacts: not yet carried
+		if d.MediaType.IsImage() { // an index of artifacts is not carried yet
+			images = append(images, d)
 		}
-		ref, err := b.storeReferrer(ctx, r, d.Digest.String(), subject)
-		if err != nil {
-			return nil, err
-		}
-		if d.ArtifactType != "" {
-			ref.ArtifactType = d.ArtifactType
-		}
-		ref.Kind = artifactKind(ref.ArtifactType, "")
-		out = append(out, ref)
 	}
-	for _, suffix := range []string{"sig", "att", "sbom"} {
-		tag := strings.Replace(subject.String(), ":", "-", 1) + "." + suffix
-		ref, err := b.storeReferrer(ctx, r, tag, subject)
-		if errors.Is(err, errManifestNotFound) {
-			continue
+	out := make([]referrer, len(images))
+	g = newGroup(ctx)
+	for i, d := range images {
+		g.Go(func(ctx context.Context) error {
+			ref, err := b.storeReferrer(ctx, r, d.Digest.String(), subject)
+			if err != nil {
+				return err
+			}
+			if d.ArtifactType != "" {
+				ref.ArtifactType = d.ArtifactType
+			}
+			ref.Kind = artifactKind(ref.ArtifactType, "")
+			out[i] = ref
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return nil, err
+	}
+	for _, ref := range byTag {
+		if ref != nil {
+			out = append(out, *ref)
 		}
-		if err != nil {
-			return nil, err
-		}
-		ref.Tag, ref.Kind = tag, artifactKind(ref.ArtifactType, suffix)
-		out = append(out, ref)
 	}
 	return out, nil
 }
