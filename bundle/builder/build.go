@@ -85,7 +85,9 @@ type Result struct {
 
 // builder is one run of Build.
 type builder struct {
-	cfg      *Config
+	// certFiles are the certs: files, trusted beside the system roots.
+	certFiles []string
+	cfg       *Config
 	opts     Options
 	staging  string // the payload folder
 	cache    *blobCache
@@ -161,6 +163,7 @@ func Build(ctx context.Context, opts Options) (res *Result, err error) {
 		return nil, fmt.Errorf("build bundle: %w", err)
 	}
 	b := &builder{
+		certFiles:      certFiles,
 		cfg:            cfg,
 		opts:           opts,
 		staging:        staging,

@@ -19,13 +19,15 @@ import (
 // TestBuildModules: registry modules cross the gap. The build resolves
 // each modules: entry's constraint through the module registry protocol,
 // fetches an https archive (module in a subfolder, calling a sibling folder
-// of its package) and a git source, and bundles them with a local folder
+// of its package) and a git source over https (git http-backend; the
+// build's trust and registries: overrides apply to git too), and bundles them with a local folder
 // served as a module of the site's registry; a template calling the
 // registry modules unchanged then runs with the real terraform against
 // the mirror's module registry alone (every other connection goes to a dead
 // proxy), nested registry module included. A template calling a module the
-// bundle lacks, a constraint nothing meets, and a bundled module whose own
-// registry module is missing each fail the build naming it.
+// bundle lacks, a constraint nothing meets, a bundled module whose own
+// registry module is missing, and a download pointing at a folder of the
+// build host each fail the build naming it.
 func TestBuildModules(t *testing.T) {
 	tfBin, err := exec.LookPath("terraform")
 	if err != nil {
@@ -93,6 +95,9 @@ output "site" {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if e.up.Count("GET /git/greeting.git/info/refs") == 0 {
+		t.Errorf("greeting was not cloned over https from the upstream (requests: %v)", e.up.Paths())
+	}
 	dir := filepath.Join(t.TempDir(), "extracted")
 	m, err := bundle.Extract(context.Background(), res.Path, dir, e.pub, false)
 	if err != nil {
@@ -112,10 +117,7 @@ output "site" {
 	for i, w := range want {
 		got := m.Components.Modules[i]
 		if i == 1 {
-			w.Upstream = got.Upstream // a file:// git URL of the test's own
-			if !strings.HasPrefix(got.Upstream, "git::file://") || !strings.HasSuffix(got.Upstream, "?ref=v2.0.0") {
-				t.Errorf("greeting's upstream %q, want its git source", got.Upstream)
-			}
+			w.Upstream = "git::https://" + upstreamtest.ModuleHost + "/git/greeting.git?ref=v2.0.0"
 		}
 		if got != w {
 			t.Errorf("module %d: got %+v, want %+v", i, got, w)
@@ -181,6 +183,8 @@ output "site" {
 			`module modules.test/acme/hello/coder: no version meets "~> 3.0" (the registry has 1.0.0, 1.1.0, 2.0.0)`},
 		{"a bundled module calls one not bundled", modules(true, false),
 			`module modules.test/acme/hello/coder 1.1.0: hello/main.tf:5: module "greeting": module modules.test/acme/greeting/coder (version ~> 2.0) is not in the bundle`},
+		{"a registry points at the build host's files", "modules:\n  - {source: " + upstreamtest.ModuleHost + "/acme/local/coder, version: \"1.0.0\"}\n",
+			`only https, ssh and user@host:path sources are bundled; a registry may not point the build at this machine's files`},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			out := t.TempDir()

@@ -392,8 +392,15 @@ func (b *builder) fetchModulePackage(ctx context.Context, location, dir string) 
 	return subdir, nil
 }
 
+// gitURL matches the git sources a bundle may clone: https and ssh URLs,
+// and scp-like user@host:path. Never a path or file:// URL on the build
+// host: a registry must not make the build pack this machine's files.
+var gitURL = regexp.MustCompile(`^(https://|ssh://|[A-Za-z0-9._-]+@[A-Za-z0-9.-]+:[^/])`)
+
 // cloneModule clones a git source (?ref= a tag, branch or commit) into dir
-// without its .git folder.
+// without its .git folder. The build's trust (system roots, SSL_CERT_FILE,
+// certs:) and registries: overrides apply to git's https too; proxies come
+// from the build's environment, as for everything else.
 func (b *builder) cloneModule(ctx context.Context, src, dir string) error {
 	u := src
 	ref := ""
@@ -404,9 +411,21 @@ func (b *builder) cloneModule(ctx context.Context, src, dir string) error {
 		}
 		ref, u = q.Get("ref"), src[:i]
 	}
+	if !gitURL.MatchString(u) {
+		return fmt.Errorf("git source %q: only https, ssh and user@host:path sources are bundled; a registry may not point the build at this machine's files", u)
+	}
+	ca, err := b.gitTrust()
+	if err != nil {
+		return err
+	}
+	defer os.Remove(ca)
+	cfg := []string{"-c", "http.sslCAInfo=" + ca, "-c", "protocol.file.allow=never", "-c", "advice.detachedHead=false"}
+	for host, base := range b.cfg.Registries {
+		cfg = append(cfg, "-c", "url."+base+".insteadOf=https://"+host+"/")
+	}
 	git := func(args ...string) error {
-		cmd := exec.CommandContext(ctx, "git", args...)
-		cmd.Env = append(slices.Clone(b.opts.Environ), "GIT_TERMINAL_PROMPT=0")
+		cmd := exec.CommandContext(ctx, "git", append(slices.Clone(cfg), args...)...)
+		cmd.Env = append(slices.Clone(b.opts.Environ), "GIT_TERMINAL_PROMPT=0", "GIT_CONFIG_NOSYSTEM=1")
 		out, err := cmd.CombinedOutput()
 		if err != nil {
 			return fmt.Errorf("git %s: %v: %s", args[0], err, strings.TrimSpace(string(out)))
@@ -420,10 +439,45 @@ func (b *builder) cloneModule(ctx context.Context, src, dir string) error {
 	if ref != "" {
 		target = ref
 	}
-	if err := git("-C", dir, "-c", "advice.detachedHead=false", "checkout", "--quiet", target); err != nil {
+	if err := git("-C", dir, "checkout", "--quiet", target); err != nil {
 		return fmt.Errorf("ref %q: %w", ref, err)
 	}
 	return os.RemoveAll(filepath.Join(dir, ".git"))
+}
+
+// gitTrust writes the build's trusted CAs (the system bundle, SSL_CERT_FILE,
+// the certs: files) to a temporary file for git's http.sslCAInfo.
+func (b *builder) gitTrust() (string, error) {
+	var pem []byte
+	for _, f := range systemBundles {
+		if data, err := os.ReadFile(f); err == nil {
+			pem = append(pem, data...)
+			break
+		}
+	}
+	files := slices.Clone(b.certFiles)
+	for _, kv := range b.opts.Environ {
+		if v, ok := strings.CutPrefix(kv, "SSL_CERT_FILE="); ok && v != "" {
+			files = append(files, v)
+		}
+	}
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			return "", err
+		}
+		pem = append(append(pem, '\n'), data...)
+	}
+	f, err := os.CreateTemp("", "coder-bundle-git-ca-*.pem")
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	if _, err := f.Write(pem); err != nil {
+		os.Remove(f.Name())
+		return "", err
+	}
+	return f.Name(), nil
 }
 
 // unzip extracts a zip archive into dir through an os.Root, so that no

@@ -6,6 +6,7 @@ import (
 	"compress/gzip"
 	"fmt"
 	"net/http"
+	"net/http/cgi"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -20,8 +21,11 @@ import (
 //     package whose module is in its "hello" folder (X-Terraform-Get ends in
 //     "//hello") and calls a sibling folder of the package ("../shared")
 //     and the registry module greeting (version "~> 2.0");
-//   - ModuleHost/acme/greeting/coder 2.0.0: a git:: source (a repository on
-//     this machine, file://, tag v2.0.0).
+//   - ModuleHost/acme/greeting/coder 2.0.0: a git:: source, a repository
+//     served over https by git http-backend at /git/greeting.git (tag
+//     v2.0.0);
+//   - ModuleHost/acme/local/coder 1.0.0: a download that points at a folder
+//     of the build host (git::file://), which builds must refuse.
 //
 // hello's output "message" is HelloMessage(name) for its input "name".
 const (
@@ -94,6 +98,8 @@ output "version" {
 			vs = HelloVersions
 		case "greeting":
 			vs = []string{"2.0.0"}
+		case "local":
+			vs = []string{"1.0.0"}
 		default:
 			http.NotFound(w, r)
 			return
@@ -110,6 +116,8 @@ output "version" {
 		case r.PathValue("name") == "hello" && slices.Contains(HelloVersions, v):
 			w.Header().Set("X-Terraform-Get", "/modules/archives/hello-"+v+".tar.gz//hello")
 		case r.PathValue("name") == "greeting" && v == "2.0.0":
+			w.Header().Set("X-Terraform-Get", "git::https://"+ModuleHost+"/git/greeting.git?ref=v2.0.0")
+		case r.PathValue("name") == "local" && v == "1.0.0":
 			w.Header().Set("X-Terraform-Get", "git::file://"+repo+"?ref=v2.0.0")
 		default:
 			http.NotFound(w, r)
@@ -117,6 +125,12 @@ output "version" {
 		}
 		w.WriteHeader(http.StatusNoContent)
 	})
+	gitBin, err := exec.LookPath("git")
+	if err != nil {
+		return err
+	}
+	mux.Handle("/git/", &cgi.Handler{Path: gitBin, Args: []string{"http-backend"}, Root: "/git",
+		Env: []string{"GIT_PROJECT_ROOT=" + work, "GIT_HTTP_EXPORT_ALL=1"}, Logger: nopLogger()})
 	mux.HandleFunc("GET /modules/archives/{file}", func(w http.ResponseWriter, r *http.Request) {
 		v, ok := strings.CutPrefix(strings.TrimSuffix(r.PathValue("file"), ".tar.gz"), "hello-")
 		data, found := archives[v]
