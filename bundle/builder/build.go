@@ -88,12 +88,12 @@ type builder struct {
 	// certFiles are the certs: files, trusted beside the system roots.
 	certFiles []string
 	cfg       *Config
-	opts     Options
-	staging  string // the payload folder
-	cache    *blobCache
-	client   *http.Client
-	sem      *semaphore.Weighted
-	progress *buildProgress
+	opts      Options
+	staging   string // the payload folder
+	cache     *blobCache
+	client    *http.Client
+	sem       *semaphore.Weighted
+	progress  *buildProgress
 
 	mu   sync.Mutex // guards comp and the fields below
 	comp bundle.Components

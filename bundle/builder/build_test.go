@@ -37,7 +37,9 @@ const (
 // buildEnv is a folder for bundle.yaml and its files, a cache, an output
 // folder and a test upstream.
 type buildEnv struct {
-	up *upstreamtest.Upstream
+	// environ is the build's environment (none by default).
+	environ []string
+	up      *upstreamtest.Upstream
 	// releasesKey is the key hc-install checks terraform releases with.
 	releasesKey string
 	dir         string
@@ -127,7 +129,7 @@ func (e *buildEnv) build(t *testing.T, cfg *Config, out, cache string) (*Result,
 		CacheDir:    cache,
 		BuildTime:   time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC),
 		Log:         &log,
-		Environ:     []string{},
+		Environ:     append([]string{}, e.environ...),
 		retryBase:   time.Millisecond,
 		releasesKey: e.releasesKey,
 	})

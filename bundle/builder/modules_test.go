@@ -34,6 +34,8 @@ func TestBuildModules(t *testing.T) {
 		t.Fatal("terraform is not on PATH (scripts/install-deps.sh installs it)")
 	}
 	e := newBuildEnv(t, upstreamtest.Options{})
+	// An inherited git CA setting must not take the build's trust away.
+	e.environ = []string{"GIT_SSL_CAINFO=/nonexistent/ca.pem", "PATH=" + os.Getenv("PATH")}
 	template := func(t *testing.T, source, constraint string) string {
 		dir := filepath.Join(t.TempDir(), "modular")
 		if err := os.MkdirAll(dir, 0o755); err != nil {

@@ -425,7 +425,8 @@ func (b *builder) cloneModule(ctx context.Context, src, dir string) error {
 	}
 	git := func(args ...string) error {
 		cmd := exec.CommandContext(ctx, "git", append(slices.Clone(cfg), args...)...)
-		cmd.Env = append(slices.Clone(b.opts.Environ), "GIT_TERMINAL_PROMPT=0", "GIT_CONFIG_NOSYSTEM=1")
+		// GIT_SSL_CAINFO too: an inherited one would override the -c.
+		cmd.Env = append(slices.Clone(b.opts.Environ), "GIT_TERMINAL_PROMPT=0", "GIT_CONFIG_NOSYSTEM=1", "GIT_SSL_CAINFO="+ca)
 		out, err := cmd.CombinedOutput()
 		if err != nil {
 			return fmt.Errorf("git %s: %v: %s", args[0], err, strings.TrimSpace(string(out)))
