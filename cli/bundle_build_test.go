@@ -1,6 +1,7 @@
 package cli_test
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -8,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"airgapcoder/bundle"
 	"airgapcoder/internal/upstreamtest"
 )
 
@@ -72,6 +74,30 @@ func TestBundleBuild(t *testing.T) {
 	code, stdout, stderr = runMain(t, nil, "bundle", "verify", first, "--public-key", filepath.Join(dir, "keys", "bundle.pub"))
 	if code != 0 {
 		t.Fatalf("bundle verify: exit %d\n%s\n%s", code, stdout, stderr)
+	}
+	// --against an inventory that cannot be a base: usage errors that say why.
+	m, _, err := bundle.Inspect(first)
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeInventory := func(name string, m bundle.Manifest) string {
+		b, err := json.Marshal(bundle.NewInventory(m))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return write(name, string(b))
+	}
+	other := m
+	other.Name = "another"
+	for _, c := range []struct{ inventory, want string }{
+		{writeInventory("same.json", m), "the site already runs release 1; change release: in bundle.yaml"},
+		{writeInventory("other.json", other), `the site runs bundle "another", bundle.yaml builds "cli"`},
+		{write("junk.json", "{"), "write one with coder appliance inventory"},
+	} {
+		code, _, stderr = runMain(t, nil, "bundle", "build", "-f", good, "--against", c.inventory, "--cache-dir", t.TempDir())
+		if code != 2 || !strings.Contains(stderr, c.want) {
+			t.Errorf("--against %s: exit %d, stderr %q; want 2 saying %q", filepath.Base(c.inventory), code, stderr, c.want)
+		}
 	}
 	// inspect lists what came along with the image, and what was verified.
 	code, stdout, stderr = runMain(t, nil, "bundle", "inspect", first)
