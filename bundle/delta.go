@@ -46,6 +46,9 @@ const maxDeltaSize = 64 << 20
 
 // Delta is a delta bundle's delta.json.
 type Delta struct {
+	// FilesDigest is the FilesDigest of the bundle's own manifest: the
+	// delta belongs to that manifest and no other.
+	FilesDigest string `json:"files_digest"`
 	// Base is the release the omitted files come from.
 	Base DeltaBase `json:"base"`
 	// Omitted are the manifest files the bundle does not carry, sorted by
@@ -99,7 +102,7 @@ func planDelta(m *Manifest, base *Manifest) *Delta {
 	for _, f := range base.Files {
 		have[fmt.Sprintf("%d/%s", f.Size, f.SHA256)] = f.Path
 	}
-	d := &Delta{Base: DeltaBase{Name: base.Name, Release: base.Release, FilesDigest: base.FilesDigest()}, Omitted: []DeltaFile{}}
+	d := &Delta{FilesDigest: m.FilesDigest(), Base: DeltaBase{Name: base.Name, Release: base.Release, FilesDigest: base.FilesDigest()}, Omitted: []DeltaFile{}}
 	for _, f := range m.Files {
 		d.PayloadSize += f.storedSize()
 		if p, ok := have[fmt.Sprintf("%d/%s", f.Size, f.SHA256)]; ok {
@@ -146,6 +149,9 @@ func parseDelta(raw []byte, m *Manifest) (*Delta, error) {
 	}
 	if len(d.Base.FilesDigest) != 64 {
 		return nil, bad("the base's files digest %q is not a sha256", d.Base.FilesDigest)
+	}
+	if d.FilesDigest != m.FilesDigest() {
+		return nil, bad("the delta belongs to another manifest (files digest %s, this one's is %s)", d.FilesDigest, m.FilesDigest())
 	}
 	files := make(map[string]bool, len(m.Files))
 	for _, f := range m.Files {

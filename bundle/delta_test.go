@@ -3,6 +3,8 @@ package bundle_test
 import (
 	"bytes"
 	"context"
+	"crypto/ed25519"
+	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
@@ -130,6 +132,21 @@ func TestDelta(t *testing.T) {
 	writeMembers(t, tampered, ms)
 	if err := bundle.Verify(ctx, tampered, pub, nil); !errors.As(err, &ve) || ve.File != bundle.DeltaMember || !strings.Contains(ve.Reason, "signature does not match") {
 		t.Fatalf("a changed delta.json: got %v", err)
+	}
+
+	// A delta.json signed by the same key but made for another manifest.
+	ms = readMembers(t, delta.Path)
+	i = findMember(t, ms, bundle.DeltaMember)
+	var d bundle.Delta
+	if err := json.Unmarshal(ms[i].data, &d); err != nil {
+		t.Fatal(err)
+	}
+	d.FilesDigest = aRes.Manifest.FilesDigest()
+	ms[i].data = mustJSON(t, d)
+	ms[findMember(t, ms, bundle.DeltaSigMember)].data = ed25519.Sign(priv, ms[i].data)
+	writeMembers(t, tampered, ms)
+	if err := bundle.Verify(ctx, tampered, pub, nil); !errors.As(err, &ve) || ve.File != bundle.DeltaMember || !strings.Contains(ve.Reason, "belongs to another manifest") {
+		t.Fatalf("a delta.json of another manifest: got %v", err)
 	}
 }
 
