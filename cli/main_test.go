@@ -181,8 +181,23 @@ func freeAddr(t testing.TB) string {
 // when the server process exits.
 func waitHealthy(t testing.TB, srv *proc, baseURL string) {
 	t.Helper()
+	waitHealthz(t, baseURL, time.Minute, func() string {
+		select {
+		case <-srv.done:
+			return fmt.Sprintf("coder %s exited with %d before %s/healthz answered", strings.Join(srv.args, " "), srv.code, baseURL)
+		default:
+			return ""
+		}
+	}, func() string { return "stderr: " + srv.stderr.String() })
+}
+
+// waitHealthz polls baseURL/healthz until it answers 200 "OK", failing
+// after timeout, or at once when gone (optional) says why it never will;
+// logs says what to show with a failure.
+func waitHealthz(t testing.TB, baseURL string, timeout time.Duration, gone, logs func() string) {
+	t.Helper()
 	client := &http.Client{Timeout: 2 * time.Second}
-	deadline := time.Now().Add(time.Minute)
+	deadline := time.Now().Add(timeout)
 	for {
 		resp, err := client.Get(baseURL + "/healthz")
 		if err == nil {
@@ -193,13 +208,13 @@ func waitHealthy(t testing.TB, srv *proc, baseURL string) {
 				return
 			}
 		}
-		select {
-		case <-srv.done:
-			t.Fatalf("coder %s exited with %d before %s/healthz answered\nstderr: %s", strings.Join(srv.args, " "), srv.code, baseURL, srv.stderr)
-		default:
+		if gone != nil {
+			if why := gone(); why != "" {
+				t.Fatalf("%s\n%s", why, logs())
+			}
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("%s/healthz not OK within a minute (last error %v)\nstderr: %s", baseURL, err, srv.stderr)
+			t.Fatalf("%s/healthz not OK within %s (last error %v)\n%s", baseURL, timeout, err, logs())
 		}
 		time.Sleep(50 * time.Millisecond)
 	}

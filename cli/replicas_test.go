@@ -236,20 +236,7 @@ backend replicas
 		t.Fatalf("haproxy (installed by scripts/install-deps.sh): %v", err)
 	}
 	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		resp, err := http.Get(lbURL + "/healthz")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("haproxy on %s not answering: %v\n%s", lbURL, err, out)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	waitHealthz(t, lbURL, 20*time.Second, nil, func() string { return "haproxy: " + out.String() })
 }
 
 // httpServer answers every request with its path, on a loopback port

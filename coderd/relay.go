@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -401,27 +402,30 @@ func (api *API) workspaceAgentConnect(c *gin.Context) error {
 		stream.log.Info("relay connection not accepted", "err", err)
 		return nil
 	}
+	api.closeOnShutdown(ctx, nc)
 	api.relayUserConn(ctx, nc, stream, e)
 	return nil
 }
 
+// closeOnShutdown closes c when coderd begins to shut down, unless ctx
+// ends first: a shutting-down coderd ends the user connections it relays
+// (the HTTP server no longer tracks them once taken over).
+func (api *API) closeOnShutdown(ctx context.Context, c io.Closer) {
+	go func() {
+		select {
+		case <-api.closing:
+			_ = c.Close()
+		case <-ctx.Done():
+		}
+	}()
+}
+
 // relayUserConn relays user connection nc and agent stream until either
-// ends (or coderd shuts down), then writes the connection's record e.
+// ends, then writes the connection's record e.
 func (api *API) relayUserConn(ctx context.Context, nc net.Conn, stream *agentStream, e *auditEntry) {
 	stream.log.Info("relay connection opened")
 	began := time.Now()
-	done := make(chan struct{})
-	go func() {
-		// A shutting-down coderd ends relayed connections with the agent's.
-		select {
-		case <-api.closing:
-			_ = nc.Close()
-		case <-ctx.Done():
-		case <-done:
-		}
-	}()
 	up, down := splice(nc, stream)
-	close(done)
 	stream.log.Info("relay connection closed", "bytes_to_agent", up, "bytes_from_agent", down, "duration", time.Since(began).Round(time.Millisecond))
 	api.auditRelayed(ctx, e, stream.hdr, began, up, down)
 }

@@ -35,14 +35,7 @@ func (api *API) workspaceAgentPrepared(c *gin.Context) error {
 		api.log.Info("prepared relay connection not accepted", "err", err, "remote", remote)
 		return nil
 	}
-	stop := context.AfterFunc(ctx, func() { _ = nc.Close() })
-	go func() {
-		select {
-		case <-api.closing:
-			_ = nc.Close()
-		case <-ctx.Done():
-		}
-	}()
+	api.closeOnShutdown(ctx, nc)
 	_ = nc.SetReadDeadline(time.Now().Add(codersdk.PreparedConnIdle))
 	var target codersdk.RelayTarget
 	if err := codersdk.ReadRelayFrame(nc, &target); err != nil {
@@ -50,7 +43,6 @@ func (api *API) workspaceAgentPrepared(c *gin.Context) error {
 		return nil
 	}
 	_ = nc.SetReadDeadline(time.Time{})
-	stop()
 
 	e = record.entry(api).field("kind", target.Kind)
 	stream, err := api.connectPrepared(ctx, a, me, token, target, remote, e)

@@ -127,6 +127,8 @@ type Daemon struct {
 
 	// agentCA is the PEM the init scripts carry ("" for none).
 	agentCA string
+	// moduleClient asks the module mirror for its hosts (nil without one).
+	moduleClient *http.Client
 
 	mu        sync.Mutex
 	id        string
@@ -181,6 +183,13 @@ func New(opts Options) (*Daemon, error) {
 			return nil, fmt.Errorf("provisionerd: CA bundle: %w", err)
 		}
 		d.agentCA = ca
+	}
+	if opts.ModuleMirror != "" {
+		client, err := moduleMirrorClient(opts.CACertFile)
+		if err != nil {
+			return nil, fmt.Errorf("provisionerd: %w", err)
+		}
+		d.moduleClient = client
 	}
 	return d, nil
 }

@@ -37,15 +37,12 @@ func cliConfig(mirror, pluginCache, moduleMirror string, moduleHosts []string) s
 	return b.String()
 }
 
-// moduleHosts asks the module mirror which registry hosts it serves
-// modules of (none when there is no mirror).
-func (d *Daemon) moduleHosts(ctx context.Context) ([]string, error) {
-	if d.opts.ModuleMirror == "" {
-		return nil, nil
-	}
+// moduleMirrorClient is the client that asks the module mirror, trusting
+// caFile (the system roots when empty).
+func moduleMirrorClient(caFile string) (*http.Client, error) {
 	client := &http.Client{Timeout: 30 * time.Second}
-	if d.opts.CACertFile != "" {
-		pem, err := os.ReadFile(d.opts.CACertFile)
+	if caFile != "" {
+		pem, err := os.ReadFile(caFile)
 		if err != nil {
 			return nil, fmt.Errorf("module mirror trust: %w", err)
 		}
@@ -53,11 +50,20 @@ func (d *Daemon) moduleHosts(ctx context.Context) ([]string, error) {
 		pool.AppendCertsFromPEM(pem)
 		client.Transport = &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}}
 	}
+	return client, nil
+}
+
+// moduleHosts asks the module mirror which registry hosts it serves
+// modules of (none when there is no mirror).
+func (d *Daemon) moduleHosts(ctx context.Context) ([]string, error) {
+	if d.moduleClient == nil {
+		return nil, nil
+	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, d.opts.ModuleMirror, nil)
 	if err != nil {
 		return nil, err
 	}
-	resp, err := client.Do(req)
+	resp, err := d.moduleClient.Do(req)
 	if err != nil {
 		return nil, fmt.Errorf("module mirror %s: %w", d.opts.ModuleMirror, err)
 	}

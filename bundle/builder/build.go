@@ -87,13 +87,16 @@ type Result struct {
 type builder struct {
 	// certFiles are the certs: files, trusted beside the system roots.
 	certFiles []string
-	cfg       *Config
-	opts      Options
-	staging   string // the payload folder
-	cache     *blobCache
-	client    *http.Client
-	sem       *semaphore.Weighted
-	progress  *buildProgress
+	// gitCA writes, once per build, the CA file git clones trust with
+	// (set by fetchModules).
+	gitCA    func() (string, error)
+	cfg      *Config
+	opts     Options
+	staging  string // the payload folder
+	cache    *blobCache
+	client   *http.Client
+	sem      *semaphore.Weighted
+	progress *buildProgress
 
 	mu   sync.Mutex // guards comp and the fields below
 	comp bundle.Components

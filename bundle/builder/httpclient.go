@@ -290,11 +290,7 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 // getSmall GETs url and returns its body, which must be 200 OK and at most
 // limit bytes: metadata, never cached.
 func (b *builder) getSmall(ctx context.Context, url string, limit int64) ([]byte, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		return nil, err
-	}
-	resp, err := b.client.Do(req)
+	resp, err := b.get(ctx, url, "")
 	if err != nil {
 		return nil, err
 	}
@@ -310,4 +306,25 @@ func (b *builder) getSmall(ctx context.Context, url string, limit int64) ([]byte
 		return nil, fmt.Errorf("GET %s: answer larger than %d bytes", redactURL(url), limit)
 	}
 	return body, nil
+}
+
+// get sends GET url with the build's client (Accept: accept, when set)
+// and fails on a status that is not 2xx. The caller closes the body.
+func (b *builder) get(ctx context.Context, url, accept string) (*http.Response, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return nil, err
+	}
+	if accept != "" {
+		req.Header.Set("Accept", accept)
+	}
+	resp, err := b.client.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		resp.Body.Close()
+		return nil, fmt.Errorf("GET %s: %s", redactURL(url), resp.Status)
+	}
+	return resp, nil
 }

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net/http"
 	"net/url"
 	"os"
@@ -18,6 +19,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/hashicorp/go-version"
 
@@ -69,6 +71,7 @@ func (b *builder) fetchModules(ctx context.Context) error {
 		return err
 	}
 	defer os.RemoveAll(work)
+	b.gitCA = sync.OnceValues(func() (string, error) { return b.writeGitCA(work) })
 	mods := make([]fetchedModule, len(b.cfg.Modules))
 	g := newGroup(ctx)
 	for i, src := range b.cfg.Modules {
@@ -188,23 +191,11 @@ func (b *builder) fetchModule(ctx context.Context, src ModuleSource, dir string)
 	if err := zw.Close(); err != nil {
 		return m, err
 	}
-	if err := b.writePayloadFile(m.Path, tgz.Bytes()); err != nil {
+	if err := b.writePayload(m.Path, tgz.Bytes()); err != nil {
 		return m, err
 	}
 	b.progress.logf("module %s %s (%s)", m.Source, m.Version, m.Upstream)
 	return m, nil
-}
-
-// writePayloadFile writes a payload file, making its folder.
-func (b *builder) writePayloadFile(rel string, data []byte) error {
-	p, err := b.payloadPath(rel)
-	if err != nil {
-		return err
-	}
-	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-		return err
-	}
-	return os.WriteFile(p, data, 0o644)
 }
 
 // resolveModule finds the newest version of a registry module that meets
@@ -284,28 +275,6 @@ func orNone(s []string) string {
 	return strings.Join(s, ", ")
 }
 
-// get sends GET u with the build's client and fails on a status that is
-// not 2xx.
-func (b *builder) get(ctx context.Context, u, accept string) (*http.Response, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
-	if err != nil {
-		return nil, err
-	}
-	if accept != "" {
-		req.Header.Set("Accept", accept)
-	}
-	resp, err := b.client.Do(req)
-	if err != nil {
-		return nil, err
-	}
-	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		body, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
-		resp.Body.Close()
-		return nil, fmt.Errorf("GET %s: %s %s", u, resp.Status, strings.TrimSpace(string(body)))
-	}
-	return resp, nil
-}
-
 // splitSubdir splits go-getter's "SOURCE//SUBDIR" (the "//" after the
 // scheme's does not count) and cleans SUBDIR.
 func splitSubdir(src string) (string, string, error) {
@@ -358,17 +327,9 @@ func (b *builder) fetchModulePackage(ctx context.Context, location, dir string) 
 	if kind == "" {
 		return "", errors.New("the https source is not an archive (.tar.gz, .tgz, .zip, or ?archive=)")
 	}
-	resp, err := b.get(ctx, u.String(), "")
+	data, err := b.getSmall(ctx, u.String(), maxModulePackage)
 	if err != nil {
 		return "", err
-	}
-	defer resp.Body.Close()
-	data, err := io.ReadAll(io.LimitReader(resp.Body, maxModulePackage+1))
-	if err != nil {
-		return "", err
-	}
-	if len(data) > maxModulePackage {
-		return "", fmt.Errorf("the package is larger than %d bytes", maxModulePackage)
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", err
@@ -414,18 +375,17 @@ func (b *builder) cloneModule(ctx context.Context, src, dir string) error {
 	if !gitURL.MatchString(u) {
 		return fmt.Errorf("git source %q: only https, ssh and user@host:path sources are bundled; a registry may not point the build at this machine's files", u)
 	}
-	ca, err := b.gitTrust()
+	ca, err := b.gitCA()
 	if err != nil {
 		return err
 	}
-	defer os.Remove(ca)
-	cfg := []string{"-c", "http.sslCAInfo=" + ca, "-c", "protocol.file.allow=never", "-c", "advice.detachedHead=false"}
+	cfg := []string{"-c", "protocol.file.allow=never", "-c", "advice.detachedHead=false"}
 	for host, base := range b.cfg.Registries {
 		cfg = append(cfg, "-c", "url."+base+".insteadOf=https://"+host+"/")
 	}
 	git := func(args ...string) error {
 		cmd := exec.CommandContext(ctx, "git", append(slices.Clone(cfg), args...)...)
-		// GIT_SSL_CAINFO too: an inherited one would override the -c.
+		// GIT_SSL_CAINFO, which also overrides any inherited setting.
 		cmd.Env = append(slices.Clone(b.opts.Environ), "GIT_TERMINAL_PROMPT=0", "GIT_CONFIG_NOSYSTEM=1", "GIT_SSL_CAINFO="+ca)
 		out, err := cmd.CombinedOutput()
 		if err != nil {
@@ -446,9 +406,9 @@ func (b *builder) cloneModule(ctx context.Context, src, dir string) error {
 	return os.RemoveAll(filepath.Join(dir, ".git"))
 }
 
-// gitTrust writes the build's trusted CAs (the system bundle, SSL_CERT_FILE,
-// the certs: files) to a temporary file for git's http.sslCAInfo.
-func (b *builder) gitTrust() (string, error) {
+// writeGitCA writes the build's trusted CAs (the system bundle,
+// SSL_CERT_FILE, the certs: files) to dir, for git's GIT_SSL_CAINFO.
+func (b *builder) writeGitCA(dir string) (string, error) {
 	var pem []byte
 	for _, f := range systemBundles {
 		if data, err := os.ReadFile(f); err == nil {
@@ -469,16 +429,8 @@ func (b *builder) gitTrust() (string, error) {
 		}
 		pem = append(append(pem, '\n'), data...)
 	}
-	f, err := os.CreateTemp("", "coder-bundle-git-ca-*.pem")
-	if err != nil {
-		return "", err
-	}
-	defer f.Close()
-	if _, err := f.Write(pem); err != nil {
-		os.Remove(f.Name())
-		return "", err
-	}
-	return f.Name(), nil
+	p := filepath.Join(dir, "git-ca.pem")
+	return p, os.WriteFile(p, pem, 0o644)
 }
 
 // unzip extracts a zip archive into dir through an os.Root, so that no
@@ -544,36 +496,23 @@ func writeZipEntry(root *os.Root, name string, mode os.FileMode, f *zip.File) er
 	return w.Close()
 }
 
-// copyFolder copies a local module folder into dir (regular files and
-// folders; .git and .terraform left out; symlinks refused).
+// copyFolder copies a local module folder into dir (eachSourceFile).
 func copyFolder(src, dir string) error {
-	return filepath.WalkDir(src, func(p string, d os.DirEntry, err error) error {
+	err := eachSourceFile(src, func(abs, rel string, mode fs.FileMode) error {
+		dst := filepath.Join(dir, filepath.FromSlash(rel))
+		if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+			return err
+		}
+		data, err := os.ReadFile(abs)
 		if err != nil {
 			return err
 		}
-		r, _ := filepath.Rel(src, p)
-		switch {
-		case r == ".":
-			return nil
-		case d.IsDir() && (d.Name() == ".git" || d.Name() == ".terraform"):
-			return filepath.SkipDir
-		case d.IsDir():
-			return os.MkdirAll(filepath.Join(dir, r), 0o755)
-		case d.Type()&os.ModeSymlink != 0:
-			return fmt.Errorf("%s is a symbolic link; bundle the file it points to instead", p)
-		case !d.Type().IsRegular():
-			return fmt.Errorf("%s is not a regular file", p)
-		}
-		data, err := os.ReadFile(p)
-		if err != nil {
-			return err
-		}
-		info, err := d.Info()
-		if err != nil {
-			return err
-		}
-		return os.WriteFile(filepath.Join(dir, r), data, info.Mode().Perm())
+		return os.WriteFile(dst, data, mode)
 	})
+	if err != nil {
+		return fmt.Errorf("%s: %w", src, err)
+	}
+	return nil
 }
 
 // registryModuleSource reports whether a module call's source is a module

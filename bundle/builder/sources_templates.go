@@ -314,9 +314,19 @@ func (b *builder) bundledImage(ref string) (string, error) {
 	return "", fmt.Errorf("image %q is not in the bundle (add %s to images:)", ref, want)
 }
 
-// copyTemplate copies a template folder into the payload: folders and
-// regular files, without .terraform/, lock and state files.
+// copyTemplate copies a template folder into the payload (eachSourceFile).
 func (b *builder) copyTemplate(dir, rel string) error {
+	return eachSourceFile(dir, func(abs, r string, mode fs.FileMode) error {
+		_, err := b.stageFile(abs, rel+"/"+r, mode)
+		return err
+	})
+}
+
+// eachSourceFile calls fn for every regular file of a template or module
+// folder dir, with its slash path relative to dir and its mode (0644, or
+// 0755 when executable): .terraform/ and .git/, lock and state files are
+// left out; symbolic links and special files are an error.
+func eachSourceFile(dir string, fn func(abs, rel string, mode fs.FileMode) error) error {
 	return filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
@@ -345,8 +355,7 @@ func (b *builder) copyTemplate(dir, rel string) error {
 		if info.Mode()&0o111 != 0 {
 			mode = 0o755
 		}
-		_, err = b.stageFile(p, rel+"/"+filepath.ToSlash(r), mode)
-		return err
+		return fn(p, filepath.ToSlash(r), mode)
 	})
 }
 
