@@ -63,7 +63,7 @@ bench: deps
 	run() { $(GO) test -run '^$$' -timeout 60m "$$@" | tee -a "$$out"; }; \
 	run ./bench/ -bench 'PortForwardIperf3|PortForwardAcrossReplicas|SSHCat|Load200Agents' -benchtime 1x; \
 	run ./bench/ -bench PortForwardConnect -benchtime 300x; \
-	run ./bench/ -bench 'BundleBuildImages|MirrorPull' -benchtime 3x; \
+	run ./bench/ -bench 'BundleBuildImages|MirrorPull|ApplianceDeltaInstall' -benchtime 3x; \
 	run ./bench/ -bench 'JobClaimLatency|ListWorkspaces10k|ProcessWorkspaceBuild|EnqueueToProvisionerStart' -benchtime 20x; \
 	run ./bundle/ -bench 'Verify/Mixed|DeltaInstall' -benchtime 3x; \
 	run ./bundle/builder/ -bench BuildImages -benchtime 3x; \
