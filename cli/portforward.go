@@ -108,9 +108,9 @@ interrupted. NAME is [owner/]workspace[.agent].`,
 
 // forward accepts connections on ln and relays each to port remote.
 func (inv *invocation) forward(ctx context.Context, client *codersdk.Client, wa workspaceAgent, ln net.Listener, remote uint16, wait time.Duration) {
-	d := &preparedDialer{client: client, agentID: wa.agent.ID}
+	d := &preparedDialer{client: client, agentID: wa.agent.ID, life: ctx}
 	defer d.close()
-	d.refill(ctx)
+	d.refill()
 	opts := codersdk.DialOptions{Kind: codersdk.RelayKindTCP, Port: remote}
 	var conns sync.WaitGroup
 	defer conns.Wait()
@@ -126,43 +126,205 @@ func (inv *invocation) forward(ctx context.Context, client *codersdk.Client, wa 
 			defer local.Close()
 			stop := context.AfterFunc(ctx, func() { _ = local.Close() })
 			defer stop()
-			conn, err := inv.dialAgentWith(ctx, wa, wait, true, func(dctx context.Context) (net.Conn, error) {
-				return d.dial(dctx, ctx, opts)
-			})
-			if err != nil {
+			if err := inv.forwardConn(ctx, local, d, wa, opts, wait); err != nil {
 				fmt.Fprintf(inv.stderr, "forward %s to port %d: %v\n", local.RemoteAddr(), remote, oneLine(err))
-				return
 			}
-			spliceLocal(local, conn)
 		})
 	}
 }
 
-// preparedDialer opens a listener's relayed connections and keeps one
-// prepared ahead (codersdk.PreparedConn), so that a new local connection
-// waits only for the target's dial in the workspace. It prepares the next
-// after each use, not on a timer: an idle port-forward holds at most one
-// idle connection to coderd, and one older than preparedMaxAge is not
-// trusted to be alive (coderd drops them after codersdk.PreparedConnIdle).
+// forwardConn relays one local connection. On a connection prepared ahead,
+// the client's bytes go out behind the target without waiting for coderd's
+// answer (codersdk.PreparedConn.Start), so a new connection costs one trip
+// through the relay, not two. A refusal forwarded none of them: the
+// connection is then dialed as when none is prepared (waiting for an agent
+// that is away), and the bytes go again on it.
+func (inv *invocation) forwardConn(ctx context.Context, local net.Conn, d *preparedDialer, wa workspaceAgent, opts codersdk.DialOptions, wait time.Duration) error {
+	dial := func() (net.Conn, error) {
+		return inv.dialAgentWith(ctx, wa, wait, true, func(dctx context.Context) (net.Conn, error) {
+			return d.dial(dctx, opts)
+		})
+	}
+	started := d.start(opts)
+	if started == nil {
+		conn, err := dial()
+		if err != nil {
+			return err
+		}
+		spliceLocal(local, conn)
+		return nil
+	}
+	w := &earlyWriter{conn: started}
+	w.cond = sync.NewCond(&w.mu)
+	defer w.close()
+	go func() {
+		if _, err := codersdk.CopyBuffered(w, local); err != nil {
+			_ = local.Close()
+			w.close()
+		}
+	}()
+	var remote net.Conn = started
+	err := started.Answer(ctx)
+	d.refill()
+	switch {
+	case err == nil:
+		w.settle()
+	case errors.Is(err, codersdk.ErrPreparedConnLost) || codersdk.IsAgentUnavailable(err):
+		// Lost before coderd answered, or the agent is away: dial again
+		// and send what was sent, unless a lost connection may have
+		// delivered it already.
+		if remote, err = w.replace(dial, errors.Is(err, codersdk.ErrPreparedConnLost)); err != nil {
+			return err
+		}
+	default:
+		w.fail(err)
+		return fmt.Errorf("connect to workspace %s: %w", wa.workspace.Name, err)
+	}
+	_, _ = codersdk.CopyBuffered(local, remote)
+	return nil
+}
+
+// earlyWriter is the local→relay side of a connection started before
+// coderd answered. It keeps what it sends until the answer (up to
+// maxEarly, then it waits for the answer), so that after a refusal the
+// same bytes can go on the connection that replaces it.
+type earlyWriter struct {
+	mu      sync.Mutex
+	cond    *sync.Cond
+	conn    net.Conn // nil while being replaced
+	kept    []byte   // sent before the answer
+	settled bool     // answered: writes go straight through
+	err     error    // no connection any more
+}
+
+const maxEarly = 256 << 10
+
+func (w *earlyWriter) Write(b []byte) (int, error) {
+	w.mu.Lock()
+	for w.err == nil && (w.conn == nil || (!w.settled && len(w.kept)+len(b) > maxEarly)) {
+		w.cond.Wait()
+	}
+	if w.err != nil {
+		w.mu.Unlock()
+		return 0, w.err
+	}
+	conn, early := w.conn, !w.settled
+	if early {
+		w.kept = append(w.kept, b...)
+	}
+	w.mu.Unlock()
+	n, err := conn.Write(b)
+	if err != nil && early {
+		// The connection may be refused and replaced: then these bytes go
+		// again on the new one. Wait for the answer to know.
+		w.mu.Lock()
+		for w.err == nil && (w.conn == conn && !w.settled) {
+			w.cond.Wait()
+		}
+		replaced, ferr := w.conn != conn, w.err
+		w.mu.Unlock()
+		if replaced && ferr == nil {
+			return len(b), nil
+		}
+	}
+	return n, err
+}
+
+// settle lets writes through: coderd connected the target.
+func (w *earlyWriter) settle() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.settled, w.kept = true, nil
+	w.cond.Broadcast()
+}
+
+// replace dials a new connection, sends it what was kept and lets writes
+// through to it. When lost is set the old connection broke without an
+// answer, and bytes already sent on it may have arrived: then it fails
+// instead of sending them twice.
+func (w *earlyWriter) replace(dial func() (net.Conn, error), lost bool) (net.Conn, error) {
+	w.mu.Lock()
+	old := w.conn
+	if lost && len(w.kept) > 0 {
+		w.mu.Unlock()
+		err := errors.New("the relay connection broke before coderd answered, after bytes were sent on it")
+		w.fail(err)
+		return nil, err
+	}
+	w.conn = nil
+	w.mu.Unlock()
+	_ = old.Close()
+	conn, err := dial()
+	if err != nil {
+		w.fail(err)
+		return nil, err
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.err != nil {
+		_ = conn.Close()
+		return nil, w.err
+	}
+	if len(w.kept) > 0 {
+		if _, err := conn.Write(w.kept); err != nil {
+			_ = conn.Close()
+			w.err = err
+			w.cond.Broadcast()
+			return nil, err
+		}
+	}
+	w.conn, w.kept, w.settled = conn, nil, true
+	w.cond.Broadcast()
+	return conn, nil
+}
+
+// fail ends the writer: writes return err.
+func (w *earlyWriter) fail(err error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.err == nil {
+		w.err = err
+	}
+	if w.conn != nil {
+		_ = w.conn.Close()
+	}
+	w.cond.Broadcast()
+}
+
+// close closes the connection and ends the writer.
+func (w *earlyWriter) close() { w.fail(net.ErrClosed) }
+
+// preparedDialer opens a listener's relayed connections and keeps
+// preparedAhead of them prepared (codersdk.PreparedConn), so that a new
+// local connection waits only for the target's dial in the workspace, and
+// a few at once (a browser opens several) do too. It prepares more after
+// each use, once coderd answered it (preparing while the connection is
+// being made would compete with it for coderd and the CPU), not on a
+// timer: an idle port-forward holds at most preparedAhead idle connections
+// to coderd, and one older than preparedMaxAge is not trusted to be alive
+// (coderd drops them after codersdk.PreparedConnIdle).
 type preparedDialer struct {
 	client  *codersdk.Client
 	agentID string
+	life    context.Context // bounds the preparing
 
 	mu        sync.Mutex
-	ready     *codersdk.PreparedConn
-	preparing bool
+	ready     []*codersdk.PreparedConn // oldest first
+	preparing int
 	closed    bool
 }
 
-const preparedMaxAge = codersdk.PreparedConnIdle * 3 / 4
+const (
+	preparedAhead  = 2
+	preparedMaxAge = codersdk.PreparedConnIdle * 3 / 4
+)
 
 // dial connects to opts' target on a prepared connection (a fresh one when
-// none is ready, or when the one ready turns out lost), and starts
-// preparing the next one under life, the dialer's context.
-func (d *preparedDialer) dial(ctx, life context.Context, opts codersdk.DialOptions) (net.Conn, error) {
-	p := d.take()
-	d.refill(life)
-	if p != nil {
+// none is ready, or when the one ready turns out lost), waiting for
+// coderd's answer, then prepares more.
+func (d *preparedDialer) dial(ctx context.Context, opts codersdk.DialOptions) (net.Conn, error) {
+	defer d.refill()
+	if p := d.take(); p != nil {
 		conn, err := p.Connect(ctx, opts)
 		if !errors.Is(err, codersdk.ErrPreparedConnLost) {
 			return conn, err
@@ -175,44 +337,59 @@ func (d *preparedDialer) dial(ctx, life context.Context, opts codersdk.DialOptio
 	return p.Connect(ctx, opts)
 }
 
-// take returns the prepared connection, if one is ready and young enough.
+// start sends opts' target on a prepared connection and returns it
+// without waiting for coderd's answer; call refill once it came. It
+// returns nil when none is ready or the ones ready turn out lost.
+func (d *preparedDialer) start(opts codersdk.DialOptions) *codersdk.StartedConn {
+	for {
+		p := d.take()
+		if p == nil {
+			return nil
+		}
+		if c, err := p.Start(opts); err == nil {
+			return c
+		}
+	}
+}
+
+// take returns the oldest prepared connection young enough to trust.
 func (d *preparedDialer) take() *codersdk.PreparedConn {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	p := d.ready
-	d.ready = nil
-	if p != nil && p.Age() > preparedMaxAge {
+	for len(d.ready) > 0 {
+		p := d.ready[0]
+		d.ready = d.ready[1:]
+		if p.Age() <= preparedMaxAge {
+			return p
+		}
 		_ = p.Close()
-		return nil
 	}
-	return p
+	return nil
 }
 
-// refill prepares a connection in the background unless one is ready or
-// on its way. A failure is left for the next dial to meet and report.
-func (d *preparedDialer) refill(life context.Context) {
+// refill prepares connections in the background up to preparedAhead,
+// counting those on their way. A failure is left for the next dial to
+// meet and report.
+func (d *preparedDialer) refill() {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if d.ready != nil || d.preparing || d.closed {
-		return
+	for ; !d.closed && len(d.ready)+d.preparing < preparedAhead; d.preparing++ {
+		go func() {
+			ctx, cancel := context.WithTimeout(d.life, 30*time.Second)
+			defer cancel()
+			p, err := d.client.PrepareWorkspaceAgentConn(ctx, d.agentID)
+			d.mu.Lock()
+			defer d.mu.Unlock()
+			d.preparing--
+			switch {
+			case err != nil:
+			case d.closed:
+				_ = p.Close()
+			default:
+				d.ready = append(d.ready, p)
+			}
+		}()
 	}
-	d.preparing = true
-	go func() {
-		ctx, cancel := context.WithTimeout(life, 30*time.Second)
-		defer cancel()
-		p, err := d.client.PrepareWorkspaceAgentConn(ctx, d.agentID)
-		d.mu.Lock()
-		defer d.mu.Unlock()
-		d.preparing = false
-		if err != nil {
-			return
-		}
-		if d.ready != nil || d.closed {
-			_ = p.Close()
-			return
-		}
-		d.ready = p
-	}()
 }
 
 // close discards the prepared connection, now and when one on its way
@@ -221,8 +398,8 @@ func (d *preparedDialer) close() {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.closed = true
-	if d.ready != nil {
-		_ = d.ready.Close()
-		d.ready = nil
+	for _, p := range d.ready {
+		_ = p.Close()
 	}
+	d.ready = nil
 }

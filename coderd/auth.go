@@ -129,12 +129,14 @@ const (
 // requireAuth is middleware that rejects requests without a valid token.
 func (api *API) requireAuth() gin.HandlerFunc {
 	return api.handleMiddleware(func(c *gin.Context) error {
+		epoch := api.authEpoch.Load() // before the check: a change during it counts
 		user, key, err := api.authenticate(c.Request.Context(), tokenFromRequest(c.Request))
 		if err != nil {
 			return err
 		}
 		c.Set(ctxUser, user)
 		c.Set(ctxAPIKey, key)
+		c.Set(ctxAuthEpoch, epoch)
 		return nil
 	})
 }

@@ -123,6 +123,8 @@ type API struct {
 	replicaSecret string
 	// limits are the login and API rate limits (ratelimit.go).
 	limits *rateLimiters
+	// authEpoch counts changes of who may do what (authchanges.go).
+	authEpoch atomic.Uint64
 	// firstUserHooks counts running OnFirstUser hooks (firstuser.go).
 	firstUserHooks atomic.Int32
 
@@ -179,6 +181,7 @@ func New(ctx context.Context, opts Options) (*API, error) {
 		return nil, err
 	}
 	api.limits = newRateLimiters(opts.RateLimits, opts.Now)
+	api.watchAuthChanges()
 	api.router = api.routes()
 	return api, nil
 }

@@ -410,6 +410,9 @@ func (api *API) dialRelayAddr(ctx context.Context, addr string) (net.Conn, error
 	call, _ := ctx.Value(devURLCaller{}).(devURLCall)
 	hdr := codersdk.RelayHeader{Kind: codersdk.RelayKindTCP, Host: host, Port: port, ConnID: newConnID(), User: call.user}
 	conn, _, err := api.dialAgent(ctx, a, hdr)
+	if err == nil {
+		err = conn.await()
+	}
 	log := api.log.With("conn", hdr.ConnID, "user", call.user, "workspace", call.workspace, "agent", agentID, "kind", "dev-url", "host", host, "port", port)
 	if err != nil {
 		log.Info("relay connection refused", "err", err)

@@ -263,22 +263,27 @@ func (api *API) agentReplica(a database.WorkspaceAgent) (database.Replica, bool)
 
 // dialAgent opens a relay stream to agent a: through this replica's
 // session when the agent is connected here, else through the replica it is
-// connected to. It also returns the session the stream runs on.
+// connected to. It also returns the session the stream runs on. The
+// agent's answer may still be on its way (pendingStream.await).
 //
 // An agent of a running workspace that is on no live replica (it is
 // reconnecting, perhaps after its replica died) is waited for, up to
 // agentReconnectWait: the replica it reconnects to announces it on
 // database.ChannelAgentConnection, and this replica looks again then.
-func (api *API) dialAgent(ctx context.Context, a database.WorkspaceAgent, hdr codersdk.RelayHeader) (net.Conn, *yamux.Session, error) {
+func (api *API) dialAgent(ctx context.Context, a database.WorkspaceAgent, hdr codersdk.RelayHeader) (*pendingStream, *yamux.Session, error) {
 	var wake chan struct{}
 	var deadline <-chan time.Time
 	for {
 		if s := api.relay.get(a.ID); s != nil {
-			stream, err := api.openStream(s, hdr)
+			stream, err := api.startStream(s, hdr)
 			return stream, s.mux, err
 		}
 		if r, ok := api.agentReplica(a); ok {
-			return api.openPeerStream(ctx, r, a.ID, hdr)
+			stream, mux, err := api.openPeerStream(ctx, r, a.ID, hdr)
+			if err != nil {
+				return nil, nil, err
+			}
+			return &pendingStream{Conn: stream}, mux, nil
 		}
 		if !reconnecting(a) || api.ps == nil {
 			return nil, nil, api.agentUnavailable(a)

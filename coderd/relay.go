@@ -243,9 +243,23 @@ func (api *API) agentUnavailable(a database.WorkspaceAgent) error {
 		a.Name, a.OwnerName, a.WorkspaceName, status, a.LifecycleState)
 }
 
-// openStream opens a relayed connection to the agent's target. A refusal by
-// the agent (nothing listens on the port) is a 502 with the agent's reason.
+// openStream opens a relayed connection to the agent's target and waits
+// for the agent's answer. A refusal by the agent (nothing listens on the
+// port) is a 502 with the agent's reason.
 func (api *API) openStream(s *agentSession, hdr codersdk.RelayHeader) (net.Conn, error) {
+	stream, err := api.startStream(s, hdr)
+	if err != nil {
+		return nil, err
+	}
+	if err := stream.await(); err != nil {
+		return nil, err
+	}
+	return stream, nil
+}
+
+// startStream opens a stream to the agent and sends it hdr, without
+// waiting for the agent's answer (pendingStream).
+func (api *API) startStream(s *agentSession, hdr codersdk.RelayHeader) (*pendingStream, error) {
 	stream, err := s.mux.Open()
 	if err != nil {
 		return nil, errorf(http.StatusServiceUnavailable, err.Error(), "The agent's connection is closing; try again in a moment")
@@ -255,17 +269,65 @@ func (api *API) openStream(s *agentSession, hdr codersdk.RelayHeader) (net.Conn,
 		_ = stream.Close()
 		return nil, errorf(http.StatusBadGateway, err.Error(), "Send the connection request to the agent")
 	}
-	var reply codersdk.RelayReply
-	if err := codersdk.ReadRelayFrame(stream, &reply); err != nil {
-		_ = stream.Close()
-		return nil, errorf(http.StatusBadGateway, err.Error(), "The agent did not answer the connection request")
+	return &pendingStream{Conn: stream, answer: func() error {
+		var reply codersdk.RelayReply
+		if err := codersdk.ReadRelayFrame(stream, &reply); err != nil {
+			_ = stream.Close()
+			return errorf(http.StatusBadGateway, err.Error(), "The agent did not answer the connection request")
+		}
+		if reply.Error != "" {
+			_ = stream.Close()
+			return errorf(http.StatusBadGateway, "", "The agent could not connect: %s", reply.Error)
+		}
+		_ = stream.SetDeadline(time.Time{})
+		return nil
+	}}, nil
+}
+
+// pendingStream is a stream to an agent whose answer to the connection
+// request is read when first needed: bytes written before it go out at
+// once behind the request (the agent drops them if it refuses), and reads
+// begin after it. A write that fails before the answer waits for it, so
+// that whoever acts on the failure knows the answer.
+type pendingStream struct {
+	net.Conn
+	answer func() error // reads and checks the answer; nil when there is none to wait for
+	// onAnswer, when set before the first read or write, is called once
+	// with the answer before anything else happens on the stream.
+	onAnswer func(error)
+
+	once sync.Once
+	err  error
+}
+
+// await waits for the agent's answer: nil when the target is connected.
+func (s *pendingStream) await() error {
+	s.once.Do(func() {
+		if s.answer != nil {
+			s.err = s.answer()
+		}
+		if s.onAnswer != nil {
+			s.onAnswer(s.err)
+		}
+	})
+	return s.err
+}
+
+func (s *pendingStream) Read(b []byte) (int, error) {
+	if err := s.await(); err != nil {
+		return 0, err
 	}
-	if reply.Error != "" {
-		_ = stream.Close()
-		return nil, errorf(http.StatusBadGateway, "", "The agent could not connect: %s", reply.Error)
+	return s.Conn.Read(b)
+}
+
+func (s *pendingStream) Write(b []byte) (int, error) {
+	n, err := s.Conn.Write(b)
+	if err != nil {
+		if aerr := s.await(); aerr != nil {
+			return n, aerr
+		}
 	}
-	_ = stream.SetDeadline(time.Time{})
-	return stream, nil
+	return n, err
 }
 
 // ReplicaID is this replica's id ("" when it has no registration).
@@ -318,7 +380,7 @@ func relayHeaderOf(t codersdk.RelayTarget) (codersdk.RelayHeader, error) {
 
 // agentStream is a relay stream to an agent, opened for a user's request.
 type agentStream struct {
-	net.Conn
+	*pendingStream
 	hdr codersdk.RelayHeader
 	mux *yamux.Session
 	log *slog.Logger
@@ -337,7 +399,13 @@ func (api *API) openAgentStream(c *gin.Context, e *auditEntry, header func(*gin.
 	if err != nil {
 		return nil, err
 	}
-	return api.dialAgentStream(c.Request.Context(), a, actor(c), hdr, c.Request.RemoteAddr, e)
+	stream, err := api.dialAgentStream(c.Request.Context(), a, actor(c), hdr, c.Request.RemoteAddr, e)
+	if err == nil {
+		if err = stream.await(); err != nil {
+			stream.log.Info("relay connection refused", "err", err)
+		}
+	}
+	return stream, err
 }
 
 // connectableAgent is the agent the path names, when the caller may
@@ -359,7 +427,8 @@ func mayNotConnect(a database.WorkspaceAgent) error {
 }
 
 // dialAgentStream opens user me's stream with header hdr to agent a, for a
-// client at remote.
+// client at remote. The agent's answer may still be on its way
+// (pendingStream).
 func (api *API) dialAgentStream(ctx context.Context, a database.WorkspaceAgent, me database.User, hdr codersdk.RelayHeader, remote string, e *auditEntry) (*agentStream, error) {
 	hdr.User = me.Username
 	attrs := []any{"conn", hdr.ConnID, "user", me.Username, "workspace", a.OwnerName + "/" + a.WorkspaceName, "agent", a.Name,
@@ -377,7 +446,7 @@ func (api *API) dialAgentStream(ctx context.Context, a database.WorkspaceAgent, 
 		log.Info("relay connection refused", "err", err)
 		return nil, err
 	}
-	return &agentStream{Conn: stream, hdr: hdr, mux: mux, log: log}, nil
+	return &agentStream{pendingStream: stream, hdr: hdr, mux: mux, log: log}, nil
 }
 
 // workspaceAgentConnect relays a user's connection (a raw upgrade or a
@@ -426,6 +495,14 @@ func (api *API) relayUserConn(ctx context.Context, nc net.Conn, stream *agentStr
 	stream.log.Info("relay connection opened")
 	began := time.Now()
 	up, down := splice(nc, stream)
+	if err := stream.await(); err != nil {
+		// Refused after the client's bytes were on their way (a prepared
+		// connection's): recorded as any refusal.
+		ae := api.apiErrorOf(err, "conn", stream.hdr.ConnID)
+		stream.log.Info("relay connection refused", "err", err)
+		e.field("error", ae.Message).write(ctx, ae.status)
+		return
+	}
 	stream.log.Info("relay connection closed", "bytes_to_agent", up, "bytes_from_agent", down, "duration", time.Since(began).Round(time.Millisecond))
 	api.auditRelayed(ctx, e, stream.hdr, began, up, down)
 }

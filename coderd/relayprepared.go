@@ -15,7 +15,8 @@ import (
 // is taken over and waits, at most codersdk.PreparedConnIdle, for its
 // target. When the target comes, the session token is checked again (a
 // suspended user or a deleted token gets nothing more), at the same time as
-// the agent is dialed, so the check costs no latency. A connection that
+// the agent is dialed, unless nothing changed who may do what since it was
+// checked (authchanges.go): then the agent is dialed at once. A connection that
 // never got its target connected nothing and leaves no audit record; every
 // other one leaves the same record as a /connect request.
 
@@ -27,6 +28,7 @@ func (api *API) workspaceAgentPrepared(c *gin.Context) error {
 		return err
 	}
 	me, token, remote := actor(c), tokenFromRequest(c.Request), c.Request.RemoteAddr
+	key, epoch := c.MustGet(ctxAPIKey).(database.APIKey), authEpochOf(c)
 	record := connAuditOf(c)
 	ctx, cancel := context.WithCancel(c.Request.Context())
 	defer cancel()
@@ -45,26 +47,40 @@ func (api *API) workspaceAgentPrepared(c *gin.Context) error {
 	_ = nc.SetReadDeadline(time.Time{})
 
 	e = record.entry(api).field("kind", target.Kind)
-	stream, err := api.connectPrepared(ctx, a, me, token, target, remote, e)
+	stream, err := api.connectPrepared(ctx, a, me, token, target, remote, e, api.authStillHolds(epoch, key))
 	if err != nil {
-		ae := api.apiErrorOf(err, "agent", a.ID, "remote", remote)
-		_ = codersdk.WriteRelayFrame(nc, codersdk.RelayTargetReply{StatusCode: ae.status, Response: ae.Response})
+		reply := api.targetReply(err, "agent", a.ID, "remote", remote)
+		_ = codersdk.WriteRelayFrame(nc, reply)
 		_ = nc.Close()
-		e.field("error", ae.Message).write(ctx, ae.status)
+		e.field("error", reply.Message).write(ctx, reply.StatusCode)
 		return nil
 	}
-	if err := codersdk.WriteRelayFrame(nc, codersdk.RelayTargetReply{}); err != nil {
-		_ = stream.Close()
-		_ = nc.Close()
-		return nil
+	// The client's bytes that followed its target go to the agent now,
+	// behind the stream's header; the client hears the agent's answer
+	// before any byte from the target.
+	stream.onAnswer = func(err error) {
+		if werr := codersdk.WriteRelayFrame(nc, api.targetReply(err, "agent", a.ID, "remote", remote)); werr != nil && err == nil {
+			_ = stream.Close()
+		}
 	}
 	api.relayUserConn(ctx, nc, stream, e)
 	return nil
 }
 
-// connectPrepared checks the prepared connection's token again and dials
-// its target, both at once.
-func (api *API) connectPrepared(ctx context.Context, a database.WorkspaceAgent, me database.User, token string, target codersdk.RelayTarget, remote string, e *auditEntry) (*agentStream, error) {
+// targetReply is the answer to a prepared connection's target: success
+// when err is nil, else err's status and error envelope.
+func (api *API) targetReply(err error, attrs ...any) codersdk.RelayTargetReply {
+	if err == nil {
+		return codersdk.RelayTargetReply{}
+	}
+	ae := api.apiErrorOf(err, attrs...)
+	return codersdk.RelayTargetReply{StatusCode: ae.status, Response: ae.Response}
+}
+
+// connectPrepared dials the prepared connection's target and, unless
+// authHolds (nothing changed since the token was checked:
+// authchanges.go), checks the token again at the same time.
+func (api *API) connectPrepared(ctx context.Context, a database.WorkspaceAgent, me database.User, token string, target codersdk.RelayTarget, remote string, e *auditEntry, authHolds bool) (*agentStream, error) {
 	hdr, err := relayHeaderOf(target)
 	if err != nil {
 		return nil, err
@@ -74,10 +90,12 @@ func (api *API) connectPrepared(ctx context.Context, a database.WorkspaceAgent, 
 		err  error
 	}
 	authed := make(chan authResult, 1)
-	go func() {
-		u, _, err := api.authenticate(ctx, token)
-		authed <- authResult{u, err}
-	}()
+	if !authHolds {
+		go func() {
+			u, _, err := api.authenticate(ctx, token)
+			authed <- authResult{u, err}
+		}()
+	}
 	if api.relay.get(a.ID) == nil {
 		// Not here: where the agent is now is in its row.
 		if a, err = api.db.AgentByID(ctx, a.ID); err != nil {
@@ -85,6 +103,9 @@ func (api *API) connectPrepared(ctx context.Context, a database.WorkspaceAgent, 
 		}
 	}
 	stream, dialErr := api.dialAgentStream(ctx, a, me, hdr, remote, e)
+	if authHolds {
+		return stream, dialErr
+	}
 	auth := <-authed
 	switch {
 	case auth.err != nil:

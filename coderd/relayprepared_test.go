@@ -11,14 +11,20 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"airgapcoder/coderd/codersdk"
+	"airgapcoder/internal/testport"
 )
 
 // TestPreparedConnections: a prepared relay connection (what coder
 // port-forward keeps ahead) connects when its target comes, is recorded
 // like any relayed connection, leaves no record when it is never used, and
 // checks its token again when used: a user suspended after preparing gets
-// nothing. Bad targets and other users' agents are refused.
+// nothing, also when the suspension was made elsewhere (another replica,
+// or SQL by hand). Bytes written right behind the target (Start) arrive
+// once it is connected, and go nowhere when it is refused. Bad targets and
+// other users' agents are refused.
 func TestPreparedConnections(t *testing.T) {
 	ctx := context.Background()
 	f := newRelayFixture(t)
@@ -87,6 +93,67 @@ func TestPreparedConnections(t *testing.T) {
 		resourceType: codersdk.AuditResourceWorkspaceAgent, workspace: "alice/dev", status: http.StatusUnauthorized, fields: map[string]any{"kind": "tcp"}})
 	if _, err := f.owner.ActivateUser(ctx, "alice"); err != nil {
 		t.Fatal(err)
+	}
+
+	// Bytes written right behind the target go out before coderd answers
+	// and arrive once the target is connected.
+	p, err = f.alice.PrepareWorkspaceAgentConn(ctx, f.agentID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	started, err := p.Start(tcp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := getOver(t, started, "/early"); got != "hello from /early\n" {
+		t.Errorf("GET written before coderd answered: got %q", got)
+	}
+	_ = started.Close()
+
+	// Behind a target that refuses: the agent's reason, and a record of
+	// the refusal.
+	p, err = f.alice.PrepareWorkspaceAgentConn(ctx, f.agentID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	closedPort := testport.Port(t)
+	started, err = p.Start(codersdk.DialOptions{Kind: codersdk.RelayKindTCP, Port: uint16(closedPort)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fmt.Fprintf(started, "GET /nowhere HTTP/1.1\r\nHost: x\r\n\r\n")
+	if err := started.Answer(ctx); !codersdk.IsStatus(err, http.StatusBadGateway) || !strings.Contains(err.Error(), "refused") {
+		t.Fatalf("bytes behind a target nothing listens on: got %v, want 502 saying refused", err)
+	}
+	if _, err := started.Read(make([]byte, 1)); !codersdk.IsStatus(err, http.StatusBadGateway) {
+		t.Errorf("read after a refusal: got %v, want the 502 again", err)
+	}
+	waitAudit(t, f.owner, "action:connect username:alice outcome:failure", auditWant{actor: "alice", action: codersdk.AuditActionConnect,
+		resourceType: codersdk.AuditResourceWorkspaceAgent, workspace: "alice/dev", status: http.StatusBadGateway, fields: map[string]any{"kind": "tcp"}})
+
+	// Suspended by SQL, not through this replica's API: the database
+	// announces it (migration 000007's trigger), and the prepared
+	// connection checks its token again.
+	p, err = f.alice.PrepareWorkspaceAgentConn(ctx, f.agentID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	setStatus := func(status string) {
+		t.Helper()
+		conn, err := pgx.Connect(ctx, f.d.DatabaseURL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close(ctx)
+		if _, err := conn.Exec(ctx, `UPDATE users SET status = $1 WHERE username = 'alice'`, status); err != nil {
+			t.Fatal(err)
+		}
+	}
+	setStatus("suspended")
+	defer setStatus("active")
+	time.Sleep(500 * time.Millisecond) // the notification is on its way; it takes about a millisecond
+	if _, err := p.Connect(ctx, tcp); !codersdk.IsStatus(err, http.StatusUnauthorized) || !strings.Contains(err.Error(), "suspended") {
+		t.Fatalf("prepared connection of a user suspended by SQL since: got %v, want 401 saying suspended", err)
 	}
 }
 

@@ -172,6 +172,7 @@ func (api *API) postLogout(c *gin.Context) error {
 		}
 		return nil
 	})
+	api.authChanged() // here at once; other replicas hear the trigger's notification
 	if err != nil {
 		return err
 	}
@@ -310,6 +311,7 @@ func (api *API) putUserRoles(c *gin.Context) error {
 		u, err = tx.UpdateUserRoles(c.Request.Context(), u.ID, rs)
 		return err
 	})
+	api.authChanged() // here at once; other replicas hear the trigger's notification
 	if err != nil {
 		return err
 	}
@@ -456,6 +458,7 @@ func (api *API) deleteAPIKey(c *gin.Context) error {
 	err = e.inTx(c.Request.Context(), http.StatusNoContent, func(tx *database.DB) error {
 		return tx.DeleteAPIKey(c.Request.Context(), u.ID, c.Param("key"))
 	})
+	api.authChanged() // here at once; other replicas hear the trigger's notification
 	if err != nil {
 		if errors.Is(err, database.ErrNotFound) {
 			return notFound("API key")

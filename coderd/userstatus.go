@@ -40,6 +40,7 @@ func (api *API) putUserStatus(status string) handler {
 			u, err = tx.UpdateUserStatus(c.Request.Context(), u.ID, status)
 			return err
 		})
+		api.authChanged() // here at once; other replicas hear the trigger's notification
 		if errors.Is(err, database.ErrNotFound) {
 			return notFound("User " + c.Param("user"))
 		}

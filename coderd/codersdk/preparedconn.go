@@ -7,16 +7,21 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"sync"
 	"time"
 )
 
 // A prepared relay connection is authenticated, upgraded and bound to one
 // agent, but connected to nothing yet: it waits for a RelayTarget frame,
-// and coderd answers it with a RelayTargetReply before the bytes flow. A
-// client that opens many short connections (coder port-forward) keeps one
-// prepared ahead, so that a new connection costs only the target's dial and
-// not a TCP handshake, an HTTP request and a token check (docs/relay.md,
-// "Prepared connections").
+// and coderd answers it with a RelayTargetReply before the agent's bytes
+// flow. A client that opens many short connections (coder port-forward)
+// keeps one prepared ahead, so that a new connection costs only the
+// target's dial and not a TCP handshake, an HTTP request and a token check
+// (docs/relay.md, "Prepared connections").
+//
+// The client's bytes need not wait for the reply: written after the
+// target, they travel behind it, and coderd forwards them once the target
+// is connected or drops them with its refusal (Start).
 
 // PreparedConnIdle is how long coderd keeps a prepared connection that has
 // not been sent its target; clients replace theirs well before.
@@ -43,6 +48,15 @@ type PreparedConn struct {
 	conn    net.Conn
 	url     string
 	created time.Time
+	// reply is coderd's one frame, read from the moment the connection is
+	// prepared: a connection coderd dropped while it waited (a restart,
+	// its idle limit) is known lost before anything is sent on it.
+	reply chan replyOrErr
+}
+
+type replyOrErr struct {
+	reply RelayTargetReply
+	err   error
 }
 
 // PrepareWorkspaceAgentConn opens a prepared relay connection to an agent.
@@ -53,7 +67,13 @@ func (c *Client) PrepareWorkspaceAgentConn(ctx context.Context, agentID string) 
 	if err != nil {
 		return nil, err
 	}
-	return &PreparedConn{conn: conn, url: c.URL.String() + path, created: time.Now()}, nil
+	p := &PreparedConn{conn: conn, url: c.URL.String() + path, created: time.Now(), reply: make(chan replyOrErr, 1)}
+	go func() {
+		var r RelayTargetReply
+		err := ReadRelayFrame(conn, &r)
+		p.reply <- replyOrErr{r, err}
+	}()
+	return p, nil
 }
 
 // Age is how long ago the connection was prepared.
@@ -67,42 +87,91 @@ func (p *PreparedConn) Close() error { return p.conn.Close() }
 // prepare another.
 var ErrPreparedConnLost = errors.New("the prepared relay connection was lost")
 
-// Connect sends the connection its target and returns it connected. A
-// refusal by coderd is an *Error as from DialWorkspaceAgent; a connection
-// that broke while waiting wraps ErrPreparedConnLost. Either way the
-// prepared connection is used up.
-func (p *PreparedConn) Connect(ctx context.Context, opts DialOptions) (net.Conn, error) {
+// Start sends the connection its target and returns it without waiting
+// for coderd's answer: what the caller writes goes out at once behind the
+// target. Its first Read waits for the answer and returns a refusal as an
+// *Error (Answer returns the same), after which coderd has forwarded none
+// of the bytes written. A connection already known lost is closed and
+// reported with ErrPreparedConnLost, nothing sent. Either way the prepared
+// connection is used up.
+func (p *PreparedConn) Start(opts DialOptions) (*StartedConn, error) {
+	select {
+	case r := <-p.reply:
+		_ = p.conn.Close()
+		err := r.err
+		if err == nil {
+			err = fmt.Errorf("coderd answered before the target was sent (status %d)", r.reply.StatusCode)
+		}
+		return nil, fmt.Errorf("%w: %v", ErrPreparedConnLost, err)
+	default:
+	}
 	if opts.Kind == "" {
 		opts.Kind = RelayKindSSH
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
-		deadline = d
-	}
-	_ = p.conn.SetDeadline(deadline)
-	stop := context.AfterFunc(ctx, func() { _ = p.conn.SetDeadline(time.Now()) })
-	defer stop()
-	fail := func(err error) (net.Conn, error) {
+	// coderd answers within its dial timeout; one that does not is gone.
+	_ = p.conn.SetDeadline(time.Now().Add(30 * time.Second))
+	if err := WriteRelayFrame(p.conn, RelayTarget{Kind: opts.Kind, Host: opts.Host, Port: opts.Port}); err != nil {
 		_ = p.conn.Close()
-		if ctx.Err() != nil {
-			return nil, ctx.Err()
-		}
 		return nil, fmt.Errorf("%w: %v", ErrPreparedConnLost, err)
 	}
-	if err := WriteRelayFrame(p.conn, RelayTarget{Kind: opts.Kind, Host: opts.Host, Port: opts.Port}); err != nil {
-		return fail(err)
+	_ = p.conn.SetWriteDeadline(time.Time{})
+	return &StartedConn{Conn: p.conn, p: p}, nil
+}
+
+// Connect sends the connection its target and returns it connected. A
+// refusal by coderd is an *Error as from DialWorkspaceAgent; a connection
+// that broke before coderd answered wraps ErrPreparedConnLost. Either way
+// the prepared connection is used up.
+func (p *PreparedConn) Connect(ctx context.Context, opts DialOptions) (net.Conn, error) {
+	c, err := p.Start(opts)
+	if err != nil {
+		return nil, err
 	}
-	var reply RelayTargetReply
-	if err := ReadRelayFrame(p.conn, &reply); err != nil {
-		return fail(err)
+	if err := c.Answer(ctx); err != nil {
+		_ = c.Close()
+		return nil, err
 	}
-	if reply.StatusCode != 0 {
-		_ = p.conn.Close()
-		return nil, &Error{Response: reply.Response, StatusCode: reply.StatusCode, Method: http.MethodGet, URL: p.url}
+	return c, nil
+}
+
+// StartedConn is a prepared connection that was sent its target: a
+// net.Conn whose reads begin after coderd's answer.
+type StartedConn struct {
+	net.Conn
+	p *PreparedConn
+
+	once sync.Once
+	err  error
+}
+
+// Answer waits for coderd's answer to the target: nil when the connection
+// is made, an *Error when coderd refused it, an error wrapping
+// ErrPreparedConnLost when the connection broke first. ctx ends the wait
+// (and the connection). The answer is kept: later calls return it at once.
+func (c *StartedConn) Answer(ctx context.Context) error {
+	c.once.Do(func() {
+		stop := context.AfterFunc(ctx, func() { _ = c.Conn.SetReadDeadline(time.Now()) })
+		r := <-c.p.reply
+		if !stop() && ctx.Err() != nil {
+			c.err = ctx.Err()
+			return
+		}
+		switch {
+		case r.err != nil:
+			c.err = fmt.Errorf("%w: %v", ErrPreparedConnLost, r.err)
+		case r.reply.StatusCode != 0:
+			c.err = &Error{Response: r.reply.Response, StatusCode: r.reply.StatusCode, Method: http.MethodGet, URL: c.p.url}
+		default:
+			_ = c.Conn.SetReadDeadline(time.Time{})
+		}
+	})
+	return c.err
+}
+
+// Read waits for coderd's answer once, then reads the relayed bytes.
+func (c *StartedConn) Read(b []byte) (int, error) {
+	if err := c.Answer(context.Background()); err != nil {
+		return 0, err
 	}
-	if !stop() && ctx.Err() != nil {
-		return fail(ctx.Err())
-	}
-	_ = p.conn.SetDeadline(time.Time{})
-	return p.conn, nil
+	return c.Conn.Read(b)
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -28,11 +29,12 @@ type Pubsub struct {
 
 	readyOnce sync.Once
 	ready     chan struct{}
+	listening atomic.Bool
 }
 
 // Channels are every notification channel coderd uses; a replica's
 // Pubsub listens on all of them.
-var Channels = []string{ChannelJobPosted, ChannelJobUpdated, ChannelReplicas, ChannelAgentConnection}
+var Channels = []string{ChannelJobPosted, ChannelJobUpdated, ChannelReplicas, ChannelAgentConnection, ChannelAuthChanged}
 
 // Notify sends payload on channel to every replica's subscribers (in the
 // current transaction, if any: delivered when it commits).
@@ -48,6 +50,11 @@ func NewPubsub(url string, log *slog.Logger, channels ...string) *Pubsub {
 
 // Ready is closed once the first connection listens.
 func (p *Pubsub) Ready() <-chan struct{} { return p.ready }
+
+// Listening reports whether notifications arrive now: false from the
+// moment the connection drops until it listens again. A subscriber that
+// relies on hearing of every change must not while this is false.
+func (p *Pubsub) Listening() bool { return p.listening.Load() }
 
 // Subscribe calls fn for every notification on channel until cancel is
 // called. fn must not block.
@@ -108,6 +115,8 @@ func (p *Pubsub) listen(ctx context.Context) error {
 			return err
 		}
 	}
+	p.listening.Store(true)
+	defer p.listening.Store(false)
 	p.readyOnce.Do(func() { close(p.ready) })
 	// Tell everyone to look again: anything sent while we were away is lost.
 	for _, ch := range p.channels {

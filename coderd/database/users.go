@@ -111,6 +111,10 @@ func (db *DB) UpdateUserProfile(ctx context.Context, id, username, name string) 
 
 // User statuses: a suspended user can neither log in nor use a session or
 // token it already has.
+// ChannelAuthChanged carries the id of a user whose roles, status or API
+// keys changed (a trigger sends it, migration 000007), on commit.
+const ChannelAuthChanged = "coder_auth_changed"
+
 const (
 	UserStatusActive    = "active"
 	UserStatusSuspended = "suspended"
