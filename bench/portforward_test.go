@@ -217,6 +217,35 @@ func BenchmarkPortForwardConnect(b *testing.B) {
 	b.ReportMetric(p50(direct), "direct-p50-µs")
 	b.ReportMetric(p50(relayed), "relayed-p50-µs")
 	b.ReportMetric(p50(relayed)/p50(direct), "ratio")
+	// For scale: one round trip on a connection already made, relayed. A
+	// new connection cannot cost less than this plus the agent's dial.
+	b.ReportMetric(p50(roundTrips(b, local, 300)), "relayed-established-rt-p50-µs")
+	b.ReportMetric(p50(roundTrips(b, echo, 300)), "direct-established-rt-p50-µs")
+}
+
+// roundTrips opens one connection to port and times n one-byte round
+// trips on it.
+func roundTrips(b *testing.B, port, n int) []time.Duration {
+	b.Helper()
+	c, err := net.Dial("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(time.Minute))
+	out := make([]time.Duration, 0, n)
+	var one [1]byte
+	for range n {
+		start := time.Now()
+		if _, err := c.Write([]byte{'x'}); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := io.ReadFull(c, one[:]); err != nil {
+			b.Fatalf("round trip through port %d: %v", port, err)
+		}
+		out = append(out, time.Since(start))
+	}
+	return out
 }
 
 // BenchmarkSSHCat measures bulk output through the built `coder ssh`: `cat`
