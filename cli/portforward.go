@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"strconv"
 	"strings"
@@ -164,8 +165,14 @@ func (inv *invocation) forwardConn(ctx context.Context, local net.Conn, d *prepa
 		}
 	}()
 	var remote net.Conn = started
+	// Prepare the next connection once this one's first bytes came back
+	// (or soon after the answer, for a target that waits): sooner, it
+	// competes with this one for coderd and the CPU.
+	refill := sync.OnceFunc(d.refill)
+	defer refill()
 	err := started.Answer(ctx)
-	d.refill()
+	later := time.AfterFunc(10*time.Millisecond, refill)
+	defer later.Stop()
 	switch {
 	case err == nil:
 		w.settle()
@@ -180,8 +187,20 @@ func (inv *invocation) forwardConn(ctx context.Context, local net.Conn, d *prepa
 		w.fail(err)
 		return fmt.Errorf("connect to workspace %s: %w", wa.workspace.Name, err)
 	}
-	_, _ = codersdk.CopyBuffered(local, remote)
+	_, _ = codersdk.CopyBuffered(afterWrite{local, refill}, remote)
 	return nil
+}
+
+// afterWrite calls hook after each write.
+type afterWrite struct {
+	io.Writer
+	hook func()
+}
+
+func (w afterWrite) Write(b []byte) (int, error) {
+	n, err := w.Writer.Write(b)
+	w.hook()
+	return n, err
 }
 
 // earlyWriter is the local→relay side of a connection started before
