@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"airgapcoder/internal/coderprovider"
 	"airgapcoder/internal/testbin"
 	"airgapcoder/internal/testport"
 	"airgapcoder/internal/upstreamtest"
@@ -84,25 +85,53 @@ func (ib *imageBench) buildBundle(b *testing.B, yaml string) (time.Duration, str
 }
 
 // BenchmarkBundleBuildImages: `coder bundle build` of the images with a
-// cold cache (fetch, verify, signatures and SBOMs looked up, pack) against
-// `skopeo copy --all` of the same images from the same registry into an
-// OCI layout.
+// cold cache (fetch, verify, signatures and SBOMs looked up, pack into a
+// signed bundle) against `crane pull --format oci` of the same images, all
+// platforms, from the same registry into an OCI layout (crane built from
+// the module tools/go.mod pins), and against `skopeo copy --all` of each.
 func BenchmarkBundleBuildImages(b *testing.B) {
 	ib := newImageBench(b)
 	yaml := ib.bundleYAML(b)
+	crane := craneBinary(b)
 	host := strings.TrimPrefix(ib.up.URL, "https://")
-	var build, skopeo time.Duration
+	var build, craneTime, skopeo time.Duration
 	for b.Loop() {
 		d, _ := ib.buildBundle(b, yaml)
 		build += d
+		args := []string{"pull", "--format", "oci"}
+		for _, img := range ib.up.Images {
+			args = append(args, host+"/"+img.Repository+":"+img.Tag)
+		}
+		cmd := exec.Command(crane, append(args, filepath.Join(b.TempDir(), "layout"))...)
+		cmd.Env = append(os.Environ(), "SSL_CERT_FILE="+ib.up.CAFile)
+		start := time.Now()
+		if out, err := cmd.CombinedOutput(); err != nil {
+			b.Fatalf("crane %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+		craneTime += time.Since(start)
 		layout := filepath.Join(b.TempDir(), "layout")
 		for _, img := range ib.up.Images {
 			skopeo += skopeoCopy(b, "--src-cert-dir", ib.certd, "docker://"+host+"/"+img.Repository+":"+img.Tag, "oci:"+layout+":"+img.Ref)
 		}
 	}
 	b.ReportMetric(float64(build.Milliseconds())/float64(b.N), "bundle-ms")
+	b.ReportMetric(float64(craneTime.Milliseconds())/float64(b.N), "crane-ms")
 	b.ReportMetric(float64(skopeo.Milliseconds())/float64(b.N), "skopeo-ms")
+	b.ReportMetric(build.Seconds()/craneTime.Seconds(), "bundle/crane")
 	b.ReportMetric(build.Seconds()/skopeo.Seconds(), "bundle/skopeo")
+}
+
+// craneBinary builds crane from the tools module (tools/go.mod pins it;
+// make deps downloads it) and returns its path.
+func craneBinary(b *testing.B) string {
+	b.Helper()
+	bin := filepath.Join(b.TempDir(), "crane")
+	cmd := exec.Command("go", "build", "-o", bin, "github.com/google/go-containerregistry/cmd/crane")
+	cmd.Dir = coderprovider.ToolsDir()
+	if out, err := cmd.CombinedOutput(); err != nil {
+		b.Fatalf("build crane from tools/go.mod: %v\n%s", err, out)
+	}
+	return bin
 }
 
 // BenchmarkMirrorPull: skopeo pulls every image from the built `coder
