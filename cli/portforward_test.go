@@ -6,6 +6,9 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -93,6 +96,14 @@ func TestPortForwardFirstBytes(t *testing.T) {
 			t.Fatal(err)
 		}
 		time.Sleep(time.Second) // refused (503) by now; the CLI waits for the agent
+		// The startup script runs again, and its web server's pid file
+		// will name a server that could not listen: stop this one at the
+		// end.
+		if b, err := os.ReadFile(filepath.Join(r.dir, ".http.pid")); err == nil {
+			if pid, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil {
+				t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGKILL) })
+			}
+		}
 		r.agent = start(t, baseEnv(t, "CODER_AGENT_URL="+r.d.URL.String(), "CODER_AGENT_TOKEN="+r.token), "agent")
 		got := make([]byte, len(first))
 		if _, err := io.ReadFull(c, got); err != nil || string(got) != first {
