@@ -127,7 +127,7 @@ func (inv *invocation) forward(ctx context.Context, client *codersdk.Client, wa 
 			defer local.Close()
 			stop := context.AfterFunc(ctx, func() { _ = local.Close() })
 			defer stop()
-			if err := inv.forwardConn(ctx, local, d, wa, opts, wait); err != nil {
+			if err := inv.forwardConn(ctx, local, d, wa, opts, wait); err != nil && ctx.Err() == nil {
 				fmt.Fprintf(inv.stderr, "forward %s to port %d: %v\n", local.RemoteAddr(), remote, oneLine(err))
 			}
 		})
@@ -317,9 +317,9 @@ func (w *earlyWriter) close() { w.fail(net.ErrClosed) }
 // preparedAhead of them prepared (codersdk.PreparedConn), so that a new
 // local connection waits only for the target's dial in the workspace, and
 // a few at once (a browser opens several) do too. It prepares more after
-// each use, once coderd answered it (preparing while the connection is
-// being made would compete with it for coderd and the CPU), not on a
-// timer: an idle port-forward holds at most preparedAhead idle connections
+// each use, once the connection is made (preparing while it is being made
+// would compete with it for coderd and the CPU), not on a timer: an idle
+// port-forward holds at most preparedAhead idle connections
 // to coderd, and one older than preparedMaxAge is not trusted to be alive
 // (coderd drops them after codersdk.PreparedConnIdle).
 type preparedDialer struct {
