@@ -28,7 +28,7 @@ func TestPortForwardFirstBytes(t *testing.T) {
 	t.Parallel()
 	r := newRelayCLI(t)
 	echo := coderdtest.EchoServer(t)
-	banner := bannerServer(t, "220 ready\n")
+	banner := coderdtest.BannerEchoServer(t, "220 ready\n")
 	echoLocal, bannerLocal := testport.Port(t), testport.Port(t)
 	pf := start(t, r.env, "port-forward", "dev", "--wait", "60s",
 		"--tcp", fmt.Sprintf("127.0.0.1:%d:%d", echoLocal, echo),
@@ -118,32 +118,6 @@ func TestPortForwardFirstBytes(t *testing.T) {
 			t.Errorf("coder port-forward reported a failed connection:\n%s", pf.stderr)
 		}
 	})
-}
-
-// bannerServer listens on a loopback port and writes banner to every
-// connection as soon as it is accepted, then echoes.
-func bannerServer(t *testing.T, banner string) int {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer c.Close()
-				if _, err := io.WriteString(c, banner); err == nil {
-					_, _ = io.Copy(c, c)
-				}
-			}()
-		}
-	}()
-	return ln.Addr().(*net.TCPAddr).Port
 }
 
 func isTimeout(err error) bool {

@@ -63,6 +63,13 @@ func WorkspaceAgent(t testing.TB, w codersdk.Workspace) codersdk.WorkspaceAgent 
 // and benchmarks. It returns the port.
 func EchoServer(t testing.TB) int {
 	t.Helper()
+	return BannerEchoServer(t, "")
+}
+
+// BannerEchoServer is an EchoServer that first writes banner to every
+// connection it accepts, as servers that speak first do (SSH, SMTP).
+func BannerEchoServer(t testing.TB, banner string) int {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -74,7 +81,12 @@ func EchoServer(t testing.TB) int {
 			if err != nil {
 				return
 			}
-			go func() { defer c.Close(); _, _ = io.Copy(c, c) }()
+			go func() {
+				defer c.Close()
+				if _, err := io.WriteString(c, banner); err == nil {
+					_, _ = io.Copy(c, c)
+				}
+			}()
 		}
 	}()
 	return ln.Addr().(*net.TCPAddr).Port
