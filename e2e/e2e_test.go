@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"airgapcoder/coderd/codersdk"
+	"airgapcoder/internal/syncbuf"
 	"airgapcoder/internal/testprovider"
 	"airgapcoder/internal/upstreamtest"
 )
@@ -239,7 +240,7 @@ registries:
 			t.Fatalf("ssh -o ProxyCommand=...: %v\n%s", err, out)
 		}
 	})
-	e.step("dev URL (curl --cacert)", func() {
+	e.step("dev URL, coder port-forward", func() {
 		root := filepath.Join(work, "workspaces", "admin", "ws")
 		if err := os.WriteFile(filepath.Join(root, "hello.txt"), []byte("hello over https\n"), 0o644); err != nil {
 			t.Fatal(err)
@@ -261,6 +262,27 @@ registries:
 				t.Fatalf("curl --cacert %s: %v\n%s", devURL, err, out)
 			}
 			time.Sleep(300 * time.Millisecond)
+		}
+
+		// coder port-forward over HTTPS: every curl is a new connection,
+		// made on one prepared ahead, its request sent before coderd answers.
+		pf := e.inNetns(e.bin, "port-forward", "ws", "--tcp", "127.0.0.1:18081:18080")
+		var pfErr syncbuf.Buffer
+		pf.Stderr = &pfErr
+		if err := pf.Start(); err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = pf.Process.Kill(); _ = pf.Wait() }()
+		for !strings.Contains(pfErr.String(), "Forwarding") {
+			if time.Now().After(deadline.Add(30 * time.Second)) {
+				t.Fatalf("coder port-forward did not start: %s", pfErr.String())
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		for i := range 5 {
+			if out := e.curl("http://127.0.0.1:18081/hello.txt"); out != "hello over https\n" {
+				t.Fatalf("curl %d through coder port-forward: %q\nport-forward: %s", i, out, pfErr.String())
+			}
 		}
 	})
 	e.step("audit log (coder audit -o json)", func() {
