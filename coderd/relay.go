@@ -523,7 +523,8 @@ func acceptRelayConn(ctx context.Context, c *gin.Context) (net.Conn, error) {
 }
 
 // splice copies between a and b until either side ends, then closes both.
-// It returns the bytes copied a→b and b→a.
+// It returns the bytes copied a→b and b→a. Reads from a, the user's side,
+// take what a TLS connection already holds (codersdk.FillReads).
 func splice(a, b net.Conn) (ab, ba int64) {
 	var wg sync.WaitGroup
 	var once sync.Once
@@ -537,7 +538,7 @@ func splice(a, b net.Conn) (ab, ba int64) {
 	wg.Add(2)
 	go func() {
 		defer wg.Done()
-		n, _ := codersdk.CopyBuffered(b, a)
+		n, _ := codersdk.CopyBuffered(b, codersdk.FillReads(a))
 		n1.Store(n)
 		closeBoth()
 	}()

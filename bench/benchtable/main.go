@@ -28,10 +28,14 @@ type row struct {
 }
 
 var rows = []row{
-	{"bulk TCP through coder port-forward, up, 1 stream", "iperf3 directly on loopback", "BenchmarkPortForwardIperf3/up-1", "ratio", false, 0.5},
-	{"bulk TCP through coder port-forward, down, 1 stream", "iperf3 directly on loopback", "BenchmarkPortForwardIperf3/down-1", "ratio", false, 0.5},
-	{"bulk TCP through coder port-forward, up, 4 streams", "iperf3 directly on loopback", "BenchmarkPortForwardIperf3/up-4", "ratio", false, 0.5},
-	{"bulk TCP through coder port-forward, down, 4 streams", "iperf3 directly on loopback", "BenchmarkPortForwardIperf3/down-4", "ratio", false, 0.5},
+	{"bulk TCP through coder port-forward (HTTPS), up, 1 stream", "iperf3 directly on loopback", "BenchmarkPortForwardIperf3/https/up-1", "ratio", false, 0.5},
+	{"bulk TCP through coder port-forward (HTTPS), down, 1 stream", "iperf3 directly on loopback", "BenchmarkPortForwardIperf3/https/down-1", "ratio", false, 0.5},
+	{"bulk TCP through coder port-forward (HTTPS), up, 4 streams", "iperf3 directly on loopback", "BenchmarkPortForwardIperf3/https/up-4", "ratio", false, 0.5},
+	{"bulk TCP through coder port-forward (HTTPS), down, 4 streams", "iperf3 directly on loopback", "BenchmarkPortForwardIperf3/https/down-4", "ratio", false, 0.5},
+	{"  the same over plain HTTP, up, 1 stream", "iperf3 directly on loopback", "BenchmarkPortForwardIperf3/http/up-1", "ratio", false, 0},
+	{"  the same over plain HTTP, down, 1 stream", "iperf3 directly on loopback", "BenchmarkPortForwardIperf3/http/down-1", "ratio", false, 0},
+	{"  the same over plain HTTP, up, 4 streams", "iperf3 directly on loopback", "BenchmarkPortForwardIperf3/http/up-4", "ratio", false, 0},
+	{"  the same over plain HTTP, down, 4 streams", "iperf3 directly on loopback", "BenchmarkPortForwardIperf3/http/down-4", "ratio", false, 0},
 	{"bulk TCP through coder port-forward via another replica", "the same via the agent's replica", "BenchmarkPortForwardAcrossReplicas", "ratio", false, 0},
 	{"coder ssh: cat of 1 GiB to /dev/null", "the same cat locally", "BenchmarkSSHCat", "ratio", false, 0.4},
 	{"new connection + 1 round trip through coder port-forward", "directly on loopback", "BenchmarkPortForwardConnect", "ratio", true, 5},

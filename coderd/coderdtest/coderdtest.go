@@ -12,6 +12,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/pem"
 	"fmt"
 	"io"
 	"log/slog"
@@ -151,6 +152,9 @@ type Options struct {
 	OnFirstUser func(ctx context.Context, username, token string)
 	// Now is coderd's clock (default time.Now).
 	Now func() time.Time
+	// TLS serves HTTPS (the appliance's default) with a certificate for
+	// 127.0.0.1 that Deployment.CAFile holds and Client trusts.
+	TLS bool
 	// Appliance, when set, answers GET /api/v2/appliance (the appliance's
 	// own overview is tested against a real appliance in package
 	// appliance; the dashboard's page only needs the data).
@@ -164,8 +168,11 @@ type Deployment struct {
 	DatabaseURL string
 	DB          *database.DB
 	API         *coderd.API
-	server      *httptest.Server
-	stop        func()
+	// CAFile is the PEM certificate an HTTPS deployment serves (Options.TLS).
+	CAFile     string
+	server     *httptest.Server
+	httpClient *http.Client
+	stop       func()
 }
 
 // New starts an API over a fresh (or the given) database and stops it when
@@ -213,7 +220,11 @@ func New(t testing.TB, opts Options) *Deployment {
 		}
 		srv.Listener = ln
 	}
-	u, _ := url.Parse("http://" + srv.Listener.Addr().String())
+	scheme := "http"
+	if opts.TLS {
+		scheme = "https"
+	}
+	u, _ := url.Parse(scheme + "://" + srv.Listener.Addr().String())
 	limits := opts.RateLimits
 	if limits.API == 0 {
 		limits.API = -1
@@ -236,7 +247,18 @@ func New(t testing.TB, opts Options) *Deployment {
 		t.Fatal(err)
 	}
 	srv.Config.Handler = api
-	srv.Start()
+	var caFile string
+	var httpClient *http.Client
+	if opts.TLS {
+		srv.StartTLS()
+		caFile = filepath.Join(t.TempDir(), "ca.pem")
+		if err := os.WriteFile(caFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw}), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		httpClient = srv.Client()
+	} else {
+		srv.Start()
+	}
 	wg.Add(1)
 	go func() { defer wg.Done(); _ = api.Run(ctx) }()
 	var once sync.Once
@@ -253,7 +275,7 @@ func New(t testing.TB, opts Options) *Deployment {
 		})
 	}
 	t.Cleanup(stop)
-	return &Deployment{URL: u, psk: opts.ProvisionerPSK, DatabaseURL: dbURL, DB: db, API: api, server: srv, stop: stop}
+	return &Deployment{URL: u, psk: opts.ProvisionerPSK, DatabaseURL: dbURL, DB: db, API: api, CAFile: caFile, server: srv, httpClient: httpClient, stop: stop}
 }
 
 // Close stops the deployment now, as a crash would for its clients: every
@@ -275,7 +297,9 @@ func (d *Deployment) NewDaemon(t testing.TB, name string, tags map[string]string
 
 // Client returns an unauthenticated client.
 func (d *Deployment) Client() *codersdk.Client {
-	return codersdk.New(d.URL)
+	c := codersdk.New(d.URL)
+	c.HTTPClient = d.httpClient // nil: the default, for plain HTTP
+	return c
 }
 
 // FirstUserPassword is the password of every user these helpers create.

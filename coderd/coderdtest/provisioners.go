@@ -31,6 +31,15 @@ const realPSK = "coderdtest-real-provisioners"
 // the official provider. Everything stops when the test ends.
 func NewWithProvisioners(t testing.TB, coderBinary string, daemons ...RealDaemon) *Deployment {
 	t.Helper()
+	return NewWithProvisionersOptions(t, coderBinary, Options{}, daemons...)
+}
+
+// NewWithProvisionersOptions is NewWithProvisioners with opts (its
+// provisioner PSK, agent binaries and heartbeat are set here). With
+// opts.TLS the daemons' agent init scripts carry the deployment's
+// certificate, as an appliance's carry its CA.
+func NewWithProvisionersOptions(t testing.TB, coderBinary string, opts Options, daemons ...RealDaemon) *Deployment {
+	t.Helper()
 	tf, err := terraform.Find(context.Background(), terraform.Options{})
 	if err != nil {
 		t.Fatalf("the tests need terraform %s on the PATH: %v", terraform.DefaultVersion, err)
@@ -39,7 +48,8 @@ func NewWithProvisioners(t testing.TB, coderBinary string, daemons ...RealDaemon
 	if err := os.Symlink(coderBinary, filepath.Join(bins, "coder-"+runtime.GOOS+"-"+runtime.GOARCH)); err != nil {
 		t.Fatal(err)
 	}
-	d := New(t, Options{ProvisionerPSK: realPSK, AgentBinariesDir: bins, AgentHeartbeatInterval: time.Second})
+	opts.ProvisionerPSK, opts.AgentBinariesDir, opts.AgentHeartbeatInterval = realPSK, bins, time.Second
+	d := New(t, opts)
 	if len(daemons) == 0 {
 		daemons = []RealDaemon{{Name: "builtin"}}
 	}
@@ -49,6 +59,7 @@ func NewWithProvisioners(t testing.TB, coderBinary string, daemons ...RealDaemon
 		daemon, err := provisionerd.New(provisionerd.Options{
 			Client: c, Name: rd.Name, Tags: rd.Tags, TerraformPath: tf, ProviderMirror: testprovider.Mirror(t),
 			WorkDir: t.TempDir(), AcquireWait: 2 * time.Second, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+			AgentCACertFile: d.CAFile,
 		})
 		if err != nil {
 			t.Fatal(err)

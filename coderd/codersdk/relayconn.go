@@ -137,17 +137,26 @@ func DialRelayUpgrade(ctx context.Context, client *http.Client, u *url.URL, head
 		_ = resp.Body.Close()
 		return nil, fmt.Errorf("dial %s: the server switched to %q, not %s", u.Redacted(), resp.Header.Get("Upgrade"), RelayProtocol)
 	}
-	return &upgradedConn{ReadWriteCloser: body, raw: raw}, nil
+	var r io.Reader = body
+	if u.Scheme == "https" {
+		r = fillReads(body, raw)
+	}
+	return &upgradedConn{ReadWriteCloser: body, raw: raw, r: r}, nil
 }
 
 // upgradedConn is an upgraded HTTP connection: its bytes go through the
 // transport's reader (which may hold bytes read past the response) and
 // writer; addresses and deadlines are the TCP connection's (a TLS
-// connection's deadlines are its TCP connection's).
+// connection's deadlines are its TCP connection's). Over TLS its reads
+// take what the socket already holds (fillReads: one read of the body
+// returns one record).
 type upgradedConn struct {
 	io.ReadWriteCloser
 	raw net.Conn
+	r   io.Reader
 }
+
+func (c *upgradedConn) Read(p []byte) (int, error) { return c.r.Read(p) }
 
 func (c *upgradedConn) LocalAddr() net.Addr                { return c.raw.LocalAddr() }
 func (c *upgradedConn) RemoteAddr() net.Addr               { return c.raw.RemoteAddr() }
