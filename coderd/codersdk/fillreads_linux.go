@@ -2,16 +2,17 @@ package codersdk
 
 import (
 	"syscall"
-
-	"golang.org/x/sys/unix"
+	"unsafe"
 )
 
 // socketHolds reports whether the kernel holds unread bytes for the socket
-// (SIOCINQ).
+// (SIOCINQ, which is TIOCINQ's number).
 func socketHolds(raw syscall.RawConn) bool {
-	queued := 0
+	var queued int32
 	_ = raw.Control(func(fd uintptr) {
-		queued, _ = unix.IoctlGetInt(int(fd), unix.SIOCINQ)
+		if _, _, errno := syscall.Syscall(syscall.SYS_IOCTL, fd, syscall.TIOCINQ, uintptr(unsafe.Pointer(&queued))); errno != 0 {
+			queued = 0
+		}
 	})
 	return queued > 0
 }
