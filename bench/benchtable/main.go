@@ -58,6 +58,7 @@ var rows = []row{
 	{"coderd with 200 agents and 50 builds: peak RSS in MB", "", "BenchmarkLoad200Agents", "server-peak-RSS-MB", true, 300},
 	{"  the same: API p99 in ms", "", "BenchmarkLoad200Agents", "api-p99-ms", true, 100},
 	{"  the same: failed builds", "", "BenchmarkLoad200Agents", "failed-builds", true, 0.5},
+	{"  the same: API reads refused or failed", "", "BenchmarkLoad200Agents", "api-errors", true, 0.5},
 	{"  the same: agents connected at the end", "", "BenchmarkLoad200Agents", "agents-connected", false, 200},
 }
 
