@@ -2,6 +2,7 @@ package bundle
 
 import (
 	"crypto/sha256"
+	"encoding/hex"
 	"hash"
 	"sync"
 )
@@ -14,6 +15,7 @@ type hashBehind struct {
 	h      hash.Hash
 	chunks chan *[]byte
 	done   chan struct{}
+	stop   func() // closes chunks and waits for the goroutine, once
 }
 
 // hashChunk is the size of the chunks handed to the hashing goroutine.
@@ -23,6 +25,10 @@ var hashChunks = sync.Pool{New: func() any { b := make([]byte, hashChunk); retur
 
 func newHashBehind() *hashBehind {
 	hb := &hashBehind{h: sha256.New(), chunks: make(chan *[]byte, 8), done: make(chan struct{})}
+	hb.stop = sync.OnceFunc(func() {
+		close(hb.chunks)
+		<-hb.done
+	})
 	go func() {
 		defer close(hb.done)
 		for b := range hb.chunks {
@@ -46,16 +52,12 @@ func (hb *hashBehind) Write(p []byte) (int, error) {
 	return n, nil
 }
 
-// Sum waits for the hash of everything written and returns it. Write must
-// not be called after.
-func (hb *hashBehind) Sum() []byte {
-	close(hb.chunks)
-	<-hb.done
-	return hb.h.Sum(nil)
+// Sum waits for the hash of everything written and returns it as hex.
+// Write must not be called after.
+func (hb *hashBehind) Sum() string {
+	hb.stop()
+	return hex.EncodeToString(hb.h.Sum(nil))
 }
 
-// close stops the hashing goroutine of a hash whose sum is not wanted.
-func (hb *hashBehind) close() {
-	close(hb.chunks)
-	<-hb.done
-}
+// close stops the hashing goroutine; after Sum, or twice, it does nothing.
+func (hb *hashBehind) close() { hb.stop() }

@@ -3,6 +3,7 @@ package bundle
 import (
 	"crypto/rand"
 	"crypto/sha256"
+	"encoding/hex"
 	"testing"
 )
 
@@ -20,11 +21,11 @@ func TestHashBehind(t *testing.T) {
 		}
 		rest = rest[n:]
 	}
-	if got := hb.Sum(); string(got) != string(want[:]) {
+	if got := hb.Sum(); got != hex.EncodeToString(want[:]) {
 		t.Fatalf("sum %x, want %x", got, want)
 	}
 	empty := newHashBehind()
-	if got, want := empty.Sum(), sha256.Sum256(nil); string(got) != string(want[:]) {
+	if got, want := empty.Sum(), sha256.Sum256(nil); got != hex.EncodeToString(want[:]) {
 		t.Fatalf("sum of nothing %x, want %x", got, want)
 	}
 }

@@ -487,12 +487,7 @@ func carriedFiles(files []payloadFile, keep []File) []payloadFile {
 // then (for a delta bundle; nil otherwise) the delta.
 func writeStream(ctx context.Context, outDir string, prog *byteProgress, w io.Writer, m *Manifest, head [][2][]byte, files []payloadFile) (int64, string, error) {
 	h := newHashBehind()
-	stopped := false
-	defer func() {
-		if !stopped {
-			h.close()
-		}
-	}()
+	defer h.close()
 	cw := &countWriter{w: io.MultiWriter(w, h)}
 	bw := bufio.NewWriterSize(cw, copyBufSize)
 	tw := tar.NewWriter(bw)
@@ -531,8 +526,7 @@ func writeStream(ctx context.Context, outDir string, prog *byteProgress, w io.Wr
 	if err := bw.Flush(); err != nil {
 		return 0, "", fmt.Errorf("bundle: write: %w", err)
 	}
-	stopped = true
-	return cw.n, hex.EncodeToString(h.Sum()), nil
+	return cw.n, h.Sum(), nil
 }
 
 func tarHeader(name string, size int64, mode uint32, mtime time.Time) *tar.Header {
@@ -558,15 +552,7 @@ func writePayloadFile(tw *tar.Writer, f payloadFile, mtime time.Time, enc *zstd.
 	}
 	defer r.Close()
 	h := newHashBehind()
-	sum := func() string {
-		if h == nil {
-			return ""
-		}
-		s := hex.EncodeToString(h.Sum())
-		h = nil
-		return s
-	}
-	defer sum()
+	defer h.close()
 	src := io.TeeReader(io.LimitReader(prog.reader(r), f.Size), h)
 	name := memberName(f.File)
 	var n int64
@@ -609,7 +595,7 @@ func writePayloadFile(tw *tar.Writer, f payloadFile, mtime time.Time, enc *zstd.
 		}
 	}
 	var extra [1]byte
-	if k, _ := r.Read(extra[:]); n != f.Size || k != 0 || sum() != f.SHA256 {
+	if k, _ := r.Read(extra[:]); n != f.Size || k != 0 || h.Sum() != f.SHA256 {
 		if f.named {
 			return fmt.Errorf("bundle: payload file %s does not hold the bytes its name (a sha256 digest) says", f.Path)
 		}

@@ -273,8 +273,9 @@ registries:
 			t.Fatal(err)
 		}
 		defer func() { _ = pf.Process.Kill(); _ = pf.Wait() }()
+		pfDeadline := time.Now().Add(30 * time.Second)
 		for !strings.Contains(pfErr.String(), "Forwarding") {
-			if time.Now().After(deadline.Add(30 * time.Second)) {
+			if time.Now().After(pfDeadline) {
 				t.Fatalf("coder port-forward did not start: %s", pfErr.String())
 			}
 			time.Sleep(100 * time.Millisecond)
