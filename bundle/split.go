@@ -159,6 +159,7 @@ type fileSink struct {
 	limit     int64
 
 	cur   *os.File
+	wb    *writeBehind // streams cur to disk as it grows
 	n     int64
 	h     hash.Hash
 	files []pendingFile
@@ -182,6 +183,7 @@ func (s *fileSink) Write(p []byte) (int, error) {
 			s.h.Write(chunk[:n])
 		}
 		s.n += int64(n)
+		s.wb.wrote(s.n)
 		written += n
 		if err != nil {
 			return written, err
@@ -213,7 +215,7 @@ func (s *fileSink) open() error {
 		os.Remove(f.Name())
 		return err
 	}
-	s.cur, s.n = f, 0
+	s.cur, s.wb, s.n = f, newWriteBehind(f), 0
 	if s.limit > 0 {
 		// A part's own digest (the part index); one file's is the
 		// stream's, which writeStream computes.

@@ -48,6 +48,9 @@ type WriteOptions struct {
 	// (e.g. OCI layers by media type) so they are stored raw; nil: decide by
 	// name suffix and magic bytes only.
 	Compressed func(path string) bool
+	// Pending are payload files that are not in PayloadDir because their
+	// bytes may still be arriving (see PendingBlob).
+	Pending []PendingBlob
 	// Progress, when set, is called as payload bytes are read. Every byte is
 	// read twice (hashed for the manifest, then written), so total is twice
 	// the payload size.
@@ -56,6 +59,23 @@ type WriteOptions struct {
 	// (see Delta): the manifest is the full one, the payload only the files
 	// whose bytes Base lacks. The file is DeltaFileName.
 	Base *Manifest
+}
+
+// PendingBlob is a payload file that a builder is still downloading when it
+// calls Write: an OCI blob (images/blobs/sha256/<hex>) that is already
+// compressed and so stored raw. Its name and Size are all the manifest needs,
+// so Write writes the manifest and every file before it in the stream while
+// the download runs, and calls Wait when the stream reaches it.
+//
+// Wait returns the file that holds the blob, once it does, or why it never
+// will. It must return only a file whose bytes the caller hashed against
+// the digest its name says and that nothing writes any more: Write does not
+// hash it again (it checks its size). The file is read, not moved: it may
+// lie anywhere, such as in a download cache.
+type PendingBlob struct {
+	Path string
+	Size int64
+	Wait func(ctx context.Context) (file string, err error)
 }
 
 // Result describes a written bundle.
@@ -120,6 +140,9 @@ type payloadFile struct {
 	// named: the first pass took SHA256 from the file's name (an OCI blob
 	// stored raw) instead of reading it; the write pass checks it.
 	named bool
+	// wait, for a PendingBlob, gives abs when the stream reaches the file;
+	// its caller checked its digest.
+	wait func(ctx context.Context) (string, error)
 }
 
 // Write packs opts.PayloadDir into a bundle in opts.OutputDir. Everything is
@@ -296,6 +319,9 @@ func prepareWrite(ctx context.Context, opts *WriteOptions) (Manifest, []payloadF
 	if err != nil {
 		return Manifest{}, nil, nil, err
 	}
+	if files, err = addPending(files, opts.Pending); err != nil {
+		return Manifest{}, nil, nil, err
+	}
 	var total int64
 	for _, f := range files {
 		total += 2 * f.Size
@@ -361,6 +387,36 @@ func scanPayload(dir string) ([]payloadFile, error) {
 	return files, nil
 }
 
+// addPending adds the pending blobs to the files found in the payload folder
+// and sorts them by path again.
+func addPending(files []payloadFile, pending []PendingBlob) ([]payloadFile, error) {
+	if len(pending) == 0 {
+		return files, nil
+	}
+	have := make(map[string]bool, len(files)+len(pending))
+	for _, f := range files {
+		have[f.Path] = true
+	}
+	for _, p := range pending {
+		sum, ok := blobDigestName(p.Path)
+		switch {
+		case !ok:
+			return nil, fmt.Errorf("bundle: pending file %s is not an OCI blob path (%s/blobs/sha256/<hex>)", p.Path, DirImages)
+		case p.Size <= 0 || p.Wait == nil:
+			return nil, fmt.Errorf("bundle: pending blob %s has no size or no Wait", p.Path)
+		case have[p.Path]:
+			return nil, fmt.Errorf("bundle: pending blob %s is listed twice or also in the payload folder", p.Path)
+		}
+		have[p.Path] = true
+		files = append(files, payloadFile{
+			File:  File{Path: p.Path, Size: p.Size, Mode: 0o644, SHA256: sum, Stored: StoredRaw},
+			named: true, wait: p.Wait,
+		})
+	}
+	sort.Slice(files, func(i, j int) bool { return files[i].Path < files[j].Path })
+	return files, nil
+}
+
 // hashPayload fills in every file's size, sha256 and storage.
 func hashPayload(files []payloadFile, prog *byteProgress, compressed func(string) bool) error {
 	buf := make([]byte, copyBufSize)
@@ -375,6 +431,10 @@ func hashPayload(files []payloadFile, prog *byteProgress, compressed func(string
 	}
 	for i := range files {
 		f := &files[i]
+		if f.wait != nil { // named and checked by the caller
+			prog.add(f.Size)
+			continue
+		}
 		r, err := os.Open(f.abs)
 		if err != nil {
 			return fmt.Errorf("bundle: payload: %w", err)
@@ -489,7 +549,9 @@ func writeStream(ctx context.Context, outDir string, prog *byteProgress, w io.Wr
 	h := newHashBehind()
 	defer h.close()
 	cw := &countWriter{w: io.MultiWriter(w, h)}
-	bw := bufio.NewWriterSize(cw, copyBufSize)
+	// Small enough that the payload's copyBufSize chunks mostly pass
+	// through to cw without being copied into it: it gathers the headers.
+	bw := bufio.NewWriterSize(cw, copyBufSize/16)
 	tw := tar.NewWriter(bw)
 	mtime := m.BuildTime
 	names := [][2]string{{ManifestMember, SignatureMember}, {DeltaMember, DeltaSigMember}}
@@ -516,7 +578,7 @@ func writeStream(ctx context.Context, outDir string, prog *byteProgress, w io.Wr
 		if err := ctx.Err(); err != nil {
 			return 0, "", err
 		}
-		if err := writePayloadFile(tw, f, mtime, enc, sp, prog, buf); err != nil {
+		if err := writePayloadFile(ctx, tw, f, mtime, enc, sp, prog, buf); err != nil {
 			return 0, "", err
 		}
 	}
@@ -545,15 +607,26 @@ func writeMember(tw *tar.Writer, name string, data []byte, mtime time.Time) erro
 
 // writePayloadFile writes f's member, checking that the file still has the
 // size and hash the manifest recorded.
-func writePayloadFile(tw *tar.Writer, f payloadFile, mtime time.Time, enc *zstd.Encoder, sp *zstdSpool, prog *byteProgress, buf []byte) error {
+func writePayloadFile(ctx context.Context, tw *tar.Writer, f payloadFile, mtime time.Time, enc *zstd.Encoder, sp *zstdSpool, prog *byteProgress, buf []byte) error {
+	if f.wait != nil {
+		abs, err := f.wait(ctx)
+		if err != nil {
+			return fmt.Errorf("bundle: %s: %w", f.Path, err)
+		}
+		f.abs = abs
+	}
 	r, err := os.Open(f.abs)
 	if err != nil {
 		return fmt.Errorf("bundle: payload: %w", err)
 	}
 	defer r.Close()
-	h := newHashBehind()
-	defer h.close()
-	src := io.TeeReader(io.LimitReader(prog.reader(r), f.Size), h)
+	src := io.LimitReader(prog.reader(r), f.Size)
+	sum := func() string { return f.SHA256 } // a pending blob's, checked by the caller
+	if f.wait == nil {
+		h := newHashBehind()
+		defer h.close()
+		src, sum = io.TeeReader(src, h), h.Sum
+	}
 	name := memberName(f.File)
 	var n int64
 	switch f.Stored {
@@ -595,7 +668,7 @@ func writePayloadFile(tw *tar.Writer, f payloadFile, mtime time.Time, enc *zstd.
 		}
 	}
 	var extra [1]byte
-	if k, _ := r.Read(extra[:]); n != f.Size || k != 0 || h.Sum() != f.SHA256 {
+	if k, _ := r.Read(extra[:]); n != f.Size || k != 0 || sum() != f.SHA256 {
 		if f.named {
 			return fmt.Errorf("bundle: payload file %s does not hold the bytes its name (a sha256 digest) says", f.Path)
 		}

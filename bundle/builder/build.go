@@ -5,6 +5,7 @@ import (
 	"crypto/ed25519"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
 	"io/fs"
@@ -117,7 +118,13 @@ type builder struct {
 	stagedBlobs map[string]*sync.Once
 	// compressedBlobs are payload paths of compressed image layers.
 	compressedBlobs map[string]bool
-	hits            atomic.Int64
+	// layers are the image layers downloaded while the bundle is written
+	// (layers.go): by later, under laterCtx, which its first error cancels.
+	layers      []*laterLayer
+	later       *errgroup.Group
+	laterCtx    context.Context
+	cancelLater context.CancelFunc
+	hits        atomic.Int64
 }
 
 // Build fetches and verifies everything cfg lists and writes the bundle.
@@ -178,6 +185,12 @@ func Build(ctx context.Context, opts Options) (res *Result, err error) {
 		imageDigests:   map[string][]string{},
 	}
 	defer b.progress.close()
+	ctx, b.cancelLater = context.WithCancel(ctx)
+	b.later, b.laterCtx = errgroup.WithContext(ctx)
+	defer func() {
+		b.cancelLater()
+		b.later.Wait() // no download outlives the build (or its cache lock)
+	}()
 	if err := b.fetchAll(ctx); err != nil {
 		return nil, err
 	}
@@ -197,7 +210,7 @@ func Build(ctx context.Context, opts Options) (res *Result, err error) {
 		m.Platforms = append(m.Platforms, slashPlatform(p))
 	}
 	b.progress.logf("writing the bundle")
-	res, err = b.write(ctx, m)
+	res, err = b.write(b.laterCtx, m)
 	if err != nil {
 		return nil, err
 	}
@@ -220,7 +233,8 @@ func (b *builder) fetchAll(ctx context.Context) error {
 	return g.Wait()
 }
 
-// write packs the staging folder with bundle.Write.
+// write packs the staging folder and the pending image layers with
+// bundle.Write, under the context of the layers' downloads.
 func (b *builder) write(ctx context.Context, m *bundle.Manifest) (*Result, error) {
 	if err := os.MkdirAll(b.opts.OutputDir, 0o755); err != nil {
 		return nil, fmt.Errorf("build bundle: %w", err)
@@ -232,9 +246,17 @@ func (b *builder) write(ctx context.Context, m *bundle.Manifest) (*Result, error
 		Key:        b.opts.Key,
 		Split:      b.opts.Split,
 		Compressed: b.isCompressed,
+		Pending:    b.pendingLayers(),
 		Progress:   b.progress.writing,
 		Base:       b.opts.Against,
 	})
+	if err != nil {
+		b.cancelLater()
+	}
+	// A failed download cancels ctx, and so the write: its error says why.
+	if lerr := b.later.Wait(); lerr != nil && (err == nil || !errors.Is(lerr, context.Canceled)) {
+		return nil, lerr
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -369,10 +391,12 @@ func (b *builder) fetchBlob(ctx context.Context, req fetchRequest) (cachedBlob, 
 			// Damaged (and now removed): fetch it again.
 		}
 	}
-	if err := b.sem.Acquire(ctx, 1); err != nil {
-		return cachedBlob{}, err
+	if !req.slotHeld {
+		if err := b.sem.Acquire(ctx, 1); err != nil {
+			return cachedBlob{}, err
+		}
+		defer b.sem.Release(1)
 	}
-	defer b.sem.Release(1)
 	req.progress = b.progress.addBytes
 	blob, err := b.cache.fetch(ctx, req)
 	if err == nil && blob.Hit {

@@ -1,6 +1,7 @@
 package builder
 
 import (
+	"bufio"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -180,6 +181,8 @@ type opener func(ctx context.Context, offset int64) (io.ReadCloser, int64, error
 type fetchRequest struct {
 	// want is the expected "sha256:<hex>"; empty when unknown.
 	want string
+	// slotHeld: the caller took a download slot for it (builder.fetchBlob).
+	slotHeld bool
 	// kind and key name the source in the index; empty key means: do not
 	// consult or record the index.
 	kind, key string
@@ -290,6 +293,9 @@ func (c *blobCache) download(ctx context.Context, req fetchRequest) (cachedBlob,
 	return cachedBlob{}, lastErr
 }
 
+// downloadBufSize is the size of the writes a download makes.
+const downloadBufSize = 256 << 10
+
 // errPermanent marks a failure that retrying does not cure (a 404).
 var errPermanent = errors.New("permanent")
 
@@ -325,12 +331,18 @@ func (c *blobCache) downloadOnce(ctx context.Context, req fetchRequest, partial 
 		have = 0
 	}
 	resumed = have > 0
-	w := io.MultiWriter(f, h)
+	// A TLS body reads a record (16 KiB) at a time: gather them into
+	// fewer, larger writes.
+	bw := bufio.NewWriterSize(f, downloadBufSize)
+	w := io.MultiWriter(bw, h)
 	var src io.Reader = rc
 	if req.progress != nil {
 		src = &countingReader{r: rc, add: req.progress}
 	}
 	n, err := io.Copy(w, src)
+	if ferr := bw.Flush(); err == nil {
+		err = ferr // after a failed read, what arrived is kept to resume from
+	}
 	if err != nil {
 		return cachedBlob{}, resumed, fmt.Errorf("download: %w", err)
 	}

@@ -26,13 +26,18 @@
 //     coder binaries, terraform, PostgreSQL, providers (registry protocol,
 //     checked against the registry's GPG-signed SHA256SUMS), images (one
 //     OCI layout, shared blobs stored once) and CA certificates. Each kind
-//     of source has its file, sources_<kind>.go.
+//     of source has its file, sources_<kind>.go. Image layers are the
+//     exception: once its image is resolved, a compressed layer is only
+//     listed, and downloaded in step 4 (layers.go).
 //  3. Templates are copied last, once the bundle's providers and images are
 //     known: a template that needs something the bundle lacks fails the
 //     build, and each gets a .terraform.lock.hcl for every bundled platform.
 //  4. bundle.Write packs the payload with a manifest whose Components are
 //     the bill of materials (versions, sources, upstream digests), signs
-//     it, and the staging folder is removed.
+//     it, and the staging folder is removed. The layers download meanwhile,
+//     in the order the bundle stream wants them, and the stream takes each
+//     from the cache as it arrives (bundle.PendingBlob): the bundle is
+//     written while the network is busy, not after.
 //
 // Nothing in the payload depends on the clock or on the order downloads
 // finished in, so the same inputs and key give the same bytes; the build

@@ -94,6 +94,7 @@ func (b *builder) fetchImages(ctx context.Context) error {
 	if err := g.Wait(); err != nil {
 		return err
 	}
+	b.downloadLayers()
 	index := v1.IndexManifest{SchemaVersion: 2, MediaType: types.OCIImageIndex}
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -486,9 +487,15 @@ func (b *builder) storeImage(ctx context.Context, r *imageRepo, raw []byte, d v1
 	}
 	blobs := append([]v1.Descriptor{m.Config}, m.Layers...)
 	g := newGroup(ctx)
-	for _, desc := range blobs {
+	for i, desc := range blobs {
 		if len(desc.URLs) > 0 {
 			return mirror.Platform{}, fmt.Errorf("layer %s is a foreign layer (%s), which registries do not serve", desc.Digest, desc.URLs[0])
+		}
+		if i > 0 && deferrable(desc) {
+			if err := b.deferImageBlob(r, desc); err != nil {
+				return mirror.Platform{}, err
+			}
+			continue
 		}
 		g.Go(func(ctx context.Context) error { return b.stageImageBlob(ctx, r, desc) })
 	}
@@ -516,19 +523,11 @@ func (b *builder) storeImage(ctx context.Context, r *imageRepo, raw []byte, d v1
 // stageImageBlob fetches a config or layer through the cache and puts it in
 // the layout, once however many images share it.
 func (b *builder) stageImageBlob(ctx context.Context, r *imageRepo, desc v1.Descriptor) error {
-	d := desc.Digest.String()
-	blob, err := b.fetchBlob(ctx, fetchRequest{want: d, open: r.blobOpener(d)})
+	blob, err := b.fetchImageBlob(ctx, r, desc, false)
 	if err != nil {
-		var mismatch *DigestMismatchError
-		if errors.As(err, &mismatch) {
-			return fmt.Errorf("blob %s: the registry sent content with digest %s", d, mismatch.Got)
-		}
-		return fmt.Errorf("blob %s: %w", d, err)
+		return err
 	}
-	if desc.Size > 0 && blob.Size != desc.Size {
-		return fmt.Errorf("blob %s is %d bytes, its manifest says %d", d, blob.Size, desc.Size)
-	}
-	return b.stageImageFile(d, func(rel string) error {
+	return b.stageImageFile(desc.Digest.String(), func(rel string) error {
 		if mt := string(desc.MediaType); strings.Contains(mt, "gzip") || strings.Contains(mt, "zstd") {
 			b.mu.Lock()
 			if b.compressedBlobs == nil {
@@ -539,6 +538,29 @@ func (b *builder) stageImageBlob(ctx context.Context, r *imageRepo, desc v1.Desc
 		}
 		return b.stageBlob(blob, rel)
 	})
+}
+
+// fetchImageBlob fetches a config or layer into the cache, checked against
+// its descriptor's digest and size; slotHeld says the caller took a
+// download slot for it.
+func (b *builder) fetchImageBlob(ctx context.Context, r *imageRepo, desc v1.Descriptor, slotHeld bool) (cachedBlob, error) {
+	d := desc.Digest.String()
+	blob, err := b.fetchBlob(ctx, fetchRequest{want: d, open: r.blobOpener(d), slotHeld: slotHeld})
+	if err != nil {
+		var mismatch *DigestMismatchError
+		if errors.As(err, &mismatch) {
+			return cachedBlob{}, fmt.Errorf("blob %s: the registry sent content with digest %s", d, mismatch.Got)
+		}
+		return cachedBlob{}, fmt.Errorf("blob %s: %w", d, err)
+	}
+	if desc.Size > 0 && blob.Size != desc.Size {
+		return cachedBlob{}, fmt.Errorf("blob %s is %d bytes, its manifest says %d", d, blob.Size, desc.Size)
+	}
+	if err := verifyCached(blob); err != nil {
+		return cachedBlob{}, err
+	}
+	blob.Checked = true
+	return blob, nil
 }
 
 // stageBytes puts a manifest into the layout.
