@@ -215,8 +215,10 @@ provisioner-daemons: %d
 # The unprivileged user that runs PostgreSQL when started as root.
 service-user: %q
 
-# An external PostgreSQL instead of the bundled one.
-# postgres-url: postgres://user:password@db.example.internal/coder
+# An external PostgreSQL instead of the bundled one. With sslmode=verify-full
+# its certificate is checked against this appliance's trust store (certs/),
+# unless sslrootcert=FILE names the CA.
+# postgres-url: postgres://user:password@db.example.internal/coder?sslmode=verify-full
 
 # Where the appliance's own HTTP clients may connect besides loopback, the
 # hosts above and the hosts of http-address, mirror-address and access-url:

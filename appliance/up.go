@@ -112,7 +112,10 @@ func Up(ctx context.Context, opts UpOptions) error {
 	}
 
 	// 2. PostgreSQL from the bundle's binaries, as the service user.
-	pgURL := cfg.PostgresURL
+	pgURL, err := postgresTrusting(cfg.PostgresURL, trust.CertFile())
+	if err != nil {
+		return err
+	}
 	if pgURL == "" {
 		if m.Components.Postgres == nil {
 			return errors.New("this bundle carries no PostgreSQL and postgres-url is not set")

@@ -99,6 +99,11 @@ func (inv *invocation) loginCmd() *cobra.Command {
 	f.StringVar(&first.Password, "first-user-password", "", "Password of the first owner")
 	f.StringVar(&email, "email", "", "Email (or username) to log in with")
 	f.StringVar(&password, "password", "", "Password to log in with")
+	// Persistent, so that globalOptions layers them from the environment
+	// as it does the client commands' (clientFlags).
+	pf := cmd.PersistentFlags()
+	pf.StringVar(&inv.token, "token", "", "Log in with this session token instead of a password (CODER_SESSION_TOKEN)")
+	pf.StringVar(&inv.caFile, "ca-file", "", "PEM CA certificates to trust for the deployment besides the system's, kept for later commands (CODER_CA_FILE)")
 	return cmd
 }
 

@@ -86,7 +86,8 @@ func (inv *invocation) getenv(name string) string {
 	return ""
 }
 
-// globalOptions map the root's persistent flags to the environment.
+// globalOptions map the root's persistent flags, and those of the commands
+// that talk to a deployment (clientFlags), to the environment.
 var globalOptions = options{
 	{flag: "global-config", env: "CODER_CONFIG_DIR"},
 	{flag: "url", env: "CODER_URL"},
@@ -120,39 +121,40 @@ func (inv *invocation) root() *cobra.Command {
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &usageError{msg: err.Error()} })
 	pf := root.PersistentFlags()
 	pf.StringVar(&inv.globalConfig, "global-config", defaultConfigDir(), "Directory for the CLI's session and the built-in PostgreSQL's data (CODER_CONFIG_DIR)")
-	pf.StringVar(&inv.url, "url", "", "URL of the deployment (CODER_URL); default: what coder login stored")
-	pf.StringVar(&inv.token, "token", "", "Session token (CODER_SESSION_TOKEN); default: what coder login stored")
-	pf.StringVar(&inv.caFile, "ca-file", "", "PEM CA certificates trusted for the deployment besides the system's (CODER_CA_FILE); coder login stores them")
 	pf.BoolVarP(&inv.verbose, "verbose", "v", false, "Log debug output")
 
+	// Commands that talk to a deployment take --url, --token and
+	// --ca-file; the others (server, appliance, bundle, agent, …) do not
+	// list flags they would ignore.
+	client := inv.clientFlags
 	root.AddCommand(
 		inv.versionCmd(),
 		inv.serverCmd(),
-		inv.loginCmd(),
-		inv.logoutCmd(),
-		inv.usersCmd(),
-		inv.tokensCmd(),
-		inv.templatesCmd(),
-		inv.createCmd(),
-		inv.updateCmd(),
-		inv.listCmd(),
-		inv.showCmd(),
-		inv.transitionCmd("start", codersdk.WorkspaceTransitionStart),
-		inv.transitionCmd("stop", codersdk.WorkspaceTransitionStop),
-		inv.transitionCmd("delete", codersdk.WorkspaceTransitionDelete),
-		inv.provisionerCmd(),
-		inv.replicasCmd(),
-		inv.provisionerdCmd(),
+		inv.loginCmd(), // its own --token and --ca-file: the URL is its argument
+		client(inv.logoutCmd()),
+		client(inv.usersCmd()),
+		client(inv.tokensCmd()),
+		client(inv.templatesCmd()),
+		client(inv.createCmd()),
+		client(inv.updateCmd()),
+		client(inv.listCmd()),
+		client(inv.showCmd()),
+		client(inv.transitionCmd("start", codersdk.WorkspaceTransitionStart)),
+		client(inv.transitionCmd("stop", codersdk.WorkspaceTransitionStop)),
+		client(inv.transitionCmd("delete", codersdk.WorkspaceTransitionDelete)),
+		client(inv.provisionerCmd()),
+		client(inv.replicasCmd()),
+		client(inv.provisionerdCmd()),
 		inv.applianceCmd(),
 		inv.mirrorCmd(),
 		inv.certsCmd(),
 		inv.bundleCmd(),
 		inv.agentCmd(),
 		inv.statCmd(),
-		inv.sshCmd(),
-		inv.portForwardCmd(),
-		inv.configSSHCmd(),
-		inv.auditCmd(),
+		client(inv.sshCmd()),
+		client(inv.portForwardCmd()),
+		client(inv.configSSHCmd()),
+		client(inv.auditCmd()),
 	)
 	// Every command rejects stray arguments as a usage error.
 	var walk func(c *cobra.Command)
@@ -179,10 +181,23 @@ func (inv *invocation) root() *cobra.Command {
 	return root
 }
 
-// resolvePersistent layers the root's persistent flags.
+// clientFlags gives cmd (and, for a group, its subcommands) the flags of a
+// command that talks to a deployment: --url, --token and --ca-file.
+func (inv *invocation) clientFlags(cmd *cobra.Command) *cobra.Command {
+	pf := cmd.PersistentFlags()
+	pf.StringVar(&inv.url, "url", "", "URL of the deployment (CODER_URL); default: what coder login stored")
+	pf.StringVar(&inv.token, "token", "", "Session token (CODER_SESSION_TOKEN); default: what coder login stored")
+	pf.StringVar(&inv.caFile, "ca-file", "", "PEM CA certificates trusted for the deployment besides the system's (CODER_CA_FILE); coder login stores them")
+	return cmd
+}
+
+// resolvePersistent layers the persistent flags cmd has: the root's, and a
+// client command's.
 func (o options) resolvePersistent(cmd *cobra.Command, environ []string) error {
 	fake := &cobra.Command{}
 	fake.Flags().AddFlagSet(cmd.Root().PersistentFlags())
+	fake.Flags().AddFlagSet(cmd.InheritedFlags())
+	fake.Flags().AddFlagSet(cmd.PersistentFlags())
 	return o.resolve(fake, "", environ)
 }
 

@@ -6,11 +6,13 @@ package database
 
 import (
 	"context"
+	"crypto/x509"
 	"embed"
 	"errors"
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -57,7 +59,7 @@ func Open(ctx context.Context, url string) (*DB, error) {
 	defer cancel()
 	if err := pool.Ping(pingCtx); err != nil {
 		pool.Close()
-		return nil, fmt.Errorf("connect to postgres at %s: %w", redact(url), err)
+		return nil, fmt.Errorf("connect to postgres at %s: %w%s", redact(url), err, tlsHint(err))
 	}
 	return &DB{pool: pool, url: url, now: func() time.Time { return time.Now().UTC().Truncate(time.Microsecond) }}, nil
 }
@@ -70,6 +72,27 @@ func (db *DB) Pool() *pgxpool.Pool { return db.pool }
 
 // Ping checks that the database answers.
 func (db *DB) Ping(ctx context.Context) error { return db.pool.Ping(ctx) }
+
+// tlsHint says what to change in the URL when the database's TLS is why a
+// connection failed; empty otherwise.
+func tlsHint(err error) string {
+	var unknown x509.UnknownAuthorityError
+	var host x509.HostnameError
+	var pgErr *pgconn.PgError
+	switch {
+	case errors.As(err, &unknown):
+		return "; the database's certificate was issued by a CA this host does not trust: add sslrootcert=FILE (the PEM of that CA) and sslmode=verify-full to the postgres URL"
+	case errors.As(err, &host):
+		names := slices.Clone(host.Certificate.DNSNames)
+		for _, ip := range host.Certificate.IPAddresses {
+			names = append(names, ip.String())
+		}
+		return fmt.Sprintf("; connect to the database by a name the certificate holds (%s), not %s", strings.Join(names, ", "), host.Host)
+	case errors.As(err, &pgErr) && pgErr.Code == "28000" && strings.Contains(pgErr.Message, "no encryption"):
+		return "; the database takes encrypted connections only: set sslmode=verify-full and sslrootcert=FILE (the PEM of the CA that issued its certificate) in the postgres URL"
+	}
+	return ""
+}
 
 func redact(url string) string {
 	cfg, err := pgx.ParseConfig(url)
