@@ -9,34 +9,22 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"airgapcoder/coderd/coderdtest"
 	"airgapcoder/internal/syncbuf"
+	"airgapcoder/internal/testbin"
 	"airgapcoder/internal/testport"
 )
 
-func TestMain(m *testing.M) {
-	code := coderdtest.RunMain(m)
-	if binPath != "" {
-		_ = os.RemoveAll(filepath.Dir(binPath))
-	}
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { os.Exit(coderdtest.RunMain(m)) }
 
 // testVersion is linked into the test binary, so that `coder --version`,
 // `coder version` and /api/v2/buildinfo are checked against a value that only
 // the link-time setting can produce.
 const testVersion = "v2.99.0-clitest"
-
-var (
-	binOnce sync.Once
-	binPath string
-	binErr  error
-)
 
 // coderBinary builds cmd/coder once per test binary and returns its path.
 // Tests run the binary rather than cli.Main when they need their own
@@ -44,23 +32,7 @@ var (
 // SIGTERM.
 func coderBinary(t testing.TB) string {
 	t.Helper()
-	binOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "coder-cli-test-")
-		if err != nil {
-			binErr = err
-			return
-		}
-		binPath = filepath.Join(dir, "coder")
-		cmd := exec.Command("go", "build", "-o", binPath,
-			"-ldflags", "-X airgapcoder/internal/buildinfo.version="+testVersion, "airgapcoder/cmd/coder")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			binErr = fmt.Errorf("go build ./cmd/coder: %v\n%s", err, out)
-		}
-	})
-	if binErr != nil {
-		t.Fatal(binErr)
-	}
-	return binPath
+	return testbin.Build(t, "airgapcoder/cmd/coder", "-X airgapcoder/internal/buildinfo.version="+testVersion)
 }
 
 // proc is a running coder binary.

@@ -20,17 +20,8 @@ import (
 
 	"airgapcoder/coderd/codersdk"
 	"airgapcoder/internal/syncbuf"
+	"airgapcoder/internal/testbin"
 )
-
-// buildCoder builds cmd/coder into dir.
-func buildCoder(t *testing.T, dir string) string {
-	t.Helper()
-	bin := filepath.Join(dir, "coder")
-	if out, err := exec.Command("go", "build", "-o", bin, "airgapcoder/cmd/coder").CombinedOutput(); err != nil {
-		t.Fatalf("go build ./cmd/coder: %v\n%s", err, out)
-	}
-	return bin
-}
 
 // connectCall is one connect() that strace saw.
 type connectCall struct {
@@ -124,7 +115,7 @@ func TestEgressNone(t *testing.T) {
 		t.Fatalf("strace is required for this test and was not found (%v): install it (apt-get install strace)", err)
 	}
 	began := time.Now()
-	bin := buildCoder(t, t.TempDir())
+	bin := testbin.Coder(t)
 	t.Logf("built in %s", time.Since(began))
 
 	// The built-in PostgreSQL runs as nobody when tests run as root: every

@@ -32,6 +32,8 @@ import (
 	"airgapcoder/coderd/codersdk"
 	"airgapcoder/coderd/database"
 	"airgapcoder/coderd/replicasync"
+	"airgapcoder/internal/testbin"
+	"airgapcoder/internal/testprovider"
 	"airgapcoder/postgres"
 )
 
@@ -46,10 +48,13 @@ var (
 	builtinDir  string
 )
 
-// RunMain runs a package's tests with a shared PostgreSQL cluster.
+// RunMain runs a package's tests with a shared PostgreSQL cluster, and
+// removes what testbin and testprovider built for them.
 func RunMain(m interface{ Run() int }) int {
 	postgres.RunHelperIfRequested()
 	code := m.Run()
+	testbin.RemoveAll()
+	testprovider.RemoveAll()
 	if builtin != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		_ = builtin.Stop(ctx)

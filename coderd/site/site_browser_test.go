@@ -6,7 +6,6 @@ import (
 	"net"
 	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -25,6 +24,7 @@ import (
 
 	"airgapcoder/coderd/coderdtest"
 	"airgapcoder/coderd/codersdk"
+	"airgapcoder/internal/testbin"
 )
 
 // chromiumPath is Debian's chromium (scripts/install-deps.sh installs it).
@@ -602,29 +602,5 @@ func freePort(t *testing.T) int {
 	return l.Addr().(*net.TCPAddr).Port
 }
 
-var (
-	binOnce sync.Once
-	binPath string
-	binErr  error
-)
-
-// coderBinary builds the coder binary once: the process template's agent.
-func coderBinary(t *testing.T) string {
-	t.Helper()
-	binOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "coder-site-test-")
-		if err != nil {
-			binErr = err
-			return
-		}
-		binPath = filepath.Join(dir, "coder")
-		out, err := exec.Command("go", "build", "-o", binPath, "airgapcoder/cmd/coder").CombinedOutput()
-		if err != nil {
-			binErr = fmt.Errorf("go build ./cmd/coder: %v\n%s", err, out)
-		}
-	})
-	if binErr != nil {
-		t.Fatal(binErr)
-	}
-	return binPath
-}
+// coderBinary is the coder binary: the process template's agent.
+func coderBinary(t *testing.T) string { return testbin.Coder(t) }

@@ -1,5 +1,7 @@
 // Package testbin builds the product's binaries once per test binary, for
-// tests that run them as real processes.
+// tests that run them as real processes. The binaries are removed when the
+// test binary ends, through RemoveAll in its TestMain (coderdtest.RunMain
+// calls it).
 package testbin
 
 import (
@@ -50,6 +52,19 @@ func Build(t testing.TB, pkg, ldflags string) string {
 		t.Fatal(r.err)
 	}
 	return r.path
+}
+
+// RemoveAll removes every binary built so far; Build builds them again if
+// asked after.
+func RemoveAll() {
+	mu.Lock()
+	defer mu.Unlock()
+	for key, r := range built {
+		if r.path != "" {
+			os.RemoveAll(filepath.Dir(r.path))
+		}
+		delete(built, key)
+	}
 }
 
 // Coder is the coder binary.

@@ -50,6 +50,14 @@ func Mirror(t testing.TB) string {
 	return dir
 }
 
+// RemoveAll removes the mirror folder, when the test binary ends
+// (coderdtest.RunMain calls it).
+func RemoveAll() {
+	if dir != "" {
+		os.RemoveAll(filepath.Dir(dir))
+	}
+}
+
 // Version is the provider version Mirror holds.
 func Version(t testing.TB) string {
 	t.Helper()
