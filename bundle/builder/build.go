@@ -450,11 +450,13 @@ func (p *buildProgress) logf(format string, args ...any) {
 
 func (p *buildProgress) drawLocked() {
 	elapsed := time.Since(p.start).Round(100 * time.Millisecond)
+	downloaded := bytesize.Format(p.bytes.Load()) + " downloaded"
 	if total := p.toWrite.Load(); total > 0 {
-		fmt.Fprintf(p.w, "\r\x1b[Kwriting the bundle: %d%%, %s", 100*p.written.Load()/total, elapsed)
+		// Image layers are still downloading while the bundle is written.
+		fmt.Fprintf(p.w, "\r\x1b[Kwriting the bundle: %d%%, %s, %s", 100*p.written.Load()/total, downloaded, elapsed)
 		return
 	}
-	fmt.Fprintf(p.w, "\r\x1b[K%s downloaded, %s", bytesize.Format(p.bytes.Load()), elapsed)
+	fmt.Fprintf(p.w, "\r\x1b[K%s, %s", downloaded, elapsed)
 }
 
 // writing is bundle.Write's progress callback.

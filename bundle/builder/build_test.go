@@ -851,11 +851,13 @@ func TestBuildProgress(t *testing.T) {
 	p = newBuildProgress(&tty, true)
 	p.addBytes(3 << 20)
 	p.logf("provider %s", "x")
+	time.Sleep(300 * time.Millisecond)
+	p.addBytes(1 << 20) // layers download while the bundle is written
 	p.writing(50, 100)
 	time.Sleep(300 * time.Millisecond)
 	p.close()
 	got := tty.String()
-	for _, want := range []string{"\r\x1b[Kprovider x\n", "3.0 MiB downloaded", "writing the bundle: 50%"} {
+	for _, want := range []string{"\r\x1b[Kprovider x\n", "\r\x1b[K3.0 MiB downloaded, ", "writing the bundle: 50%, 4.0 MiB downloaded, "} {
 		if !strings.Contains(got, want) {
 			t.Errorf("terminal output %q lacks %q", got, want)
 		}
