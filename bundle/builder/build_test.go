@@ -117,12 +117,14 @@ func (e *buildEnv) config(t *testing.T, platforms []string, body string) *Config
 	return cfg
 }
 
-func (e *buildEnv) build(t *testing.T, cfg *Config, out, cache string) (*Result, error) {
+// build runs Build with the test's key, clock and upstream; edit, when
+// given, changes the options first.
+func (e *buildEnv) build(t *testing.T, cfg *Config, out, cache string, edit ...func(*Options)) (*Result, error) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	var log bytes.Buffer
-	res, err := Build(ctx, Options{
+	opts := Options{
 		Config:      cfg,
 		OutputDir:   out,
 		Key:         e.key,
@@ -132,7 +134,11 @@ func (e *buildEnv) build(t *testing.T, cfg *Config, out, cache string) (*Result,
 		Environ:     append([]string{}, e.environ...),
 		retryBase:   time.Millisecond,
 		releasesKey: e.releasesKey,
-	})
+	}
+	for _, f := range edit {
+		f(&opts)
+	}
+	res, err := Build(ctx, opts)
 	t.Logf("build log:\n%s", log.String())
 	return res, err
 }

@@ -2,6 +2,8 @@ package builder
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"slices"
 	"strings"
 
@@ -21,7 +23,13 @@ import (
 //
 // A layer is left for later once its image is resolved (every manifest,
 // config and signature fetched and checked); until then nothing starts, so
-// the small requests never queue behind the large ones.
+// the small requests never queue behind the large ones. A delta build
+// (Options.Against) does not download at all a layer the installed release
+// has: the delta leaves it out, and the site has its bytes.
+
+// errInstalled is a deferred layer's error when a delta build leaves it to
+// the installed release.
+var errInstalled = errors.New("not downloaded: the release the delta is built against has it")
 
 // laterLayer is one image layer downloaded while the bundle is written.
 type laterLayer struct {
@@ -64,9 +72,20 @@ func (b *builder) downloadLayers() {
 	layers := slices.Clone(b.layers)
 	b.mu.Unlock()
 	slices.SortFunc(layers, func(x, y *laterLayer) int { return strings.Compare(x.rel, y.rel) })
+	installed := map[string]bool{} // size/sha256 of the base release's files
+	if b.opts.Against != nil {
+		for _, f := range b.opts.Against.Files {
+			installed[fmt.Sprintf("%d/%s", f.Size, f.SHA256)] = true
+		}
+	}
 	ctx := b.laterCtx
 	b.later.Go(func() error {
 		for _, l := range layers {
+			if installed[fmt.Sprintf("%d/%s", l.desc.Size, l.desc.Digest.Hex)] {
+				l.err = errInstalled // bundle.Write leaves it out: it never waits
+				close(l.done)
+				continue
+			}
 			_, hit := b.cache.stat(l.desc.Digest.String())
 			if !hit {
 				if err := b.sem.Acquire(ctx, 1); err != nil {

@@ -47,3 +47,64 @@ func TestBuildLayerFailsWhileWriting(t *testing.T) {
 		t.Errorf("a failed build left %d files in the output folder, such as %s", len(entries), entries[0].Name())
 	}
 }
+
+// TestBuildDeltaSkipsInstalledLayers: a delta build, even with a cold
+// cache, does not download the image layers the release it is built against
+// has (the delta leaves them out); it still fetches what it checks the
+// images by (manifests, configs).
+func TestBuildDeltaSkipsInstalledLayers(t *testing.T) {
+	e := newBuildEnv(t, upstreamtest.Options{})
+	cfg := e.config(t, []string{"linux/amd64", "linux/arm64"}, imagesBody())
+	base, err := e.build(t, cfg, t.TempDir(), t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	layers := map[string]bool{}
+	for _, img := range e.up.Images {
+		for _, d := range img.Platforms {
+			im, err := img.Index.Image(d)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ls, err := im.Layers()
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, l := range ls {
+				h, err := l.Digest()
+				if err != nil {
+					t.Fatal(err)
+				}
+				layers[h.String()] = true
+			}
+		}
+	}
+	e.up.ResetCounts()
+	delta, err := e.build(t, cfg, t.TempDir(), t.TempDir(), func(o *Options) { o.Against = base.Manifest })
+	if err != nil {
+		t.Fatal(err)
+	}
+	fetched := 0
+	for path, n := range e.up.BlobGets() {
+		_, digest, _ := strings.Cut(path, "/blobs/")
+		if layers[digest] {
+			t.Errorf("the delta build fetched layer %s (%d times), which the base release has", digest, n)
+		}
+		fetched += n
+	}
+	if fetched == 0 {
+		t.Error("the delta build fetched no blob at all: want the configs, which it checks the images by")
+	}
+	omitted := map[string]bool{}
+	for _, o := range delta.Delta.Omitted {
+		omitted[o.Path] = true
+	}
+	for d := range layers {
+		if p := "images/blobs/sha256/" + strings.TrimPrefix(d, "sha256:"); !omitted[p] {
+			t.Errorf("the delta carries layer %s, which the base has", p)
+		}
+	}
+	if delta.Manifest.FilesDigest() != base.Manifest.FilesDigest() {
+		t.Error("the delta's manifest lists other files than the base's, for the same bundle.yaml")
+	}
+}
