@@ -13,32 +13,20 @@ import (
 // naming it, and no bundle (nor any temporary file) is left.
 func TestBuildLayerFailsWhileWriting(t *testing.T) {
 	e := newBuildEnv(t, upstreamtest.Options{LayerSize: 1 << 20})
+	layers, err := e.up.Layers()
+	if err != nil {
+		t.Fatal(err)
+	}
 	last := ""
-	for _, img := range e.up.Images {
-		for _, d := range img.Platforms {
-			im, err := img.Index.Image(d)
-			if err != nil {
-				t.Fatal(err)
-			}
-			layers, err := im.Layers()
-			if err != nil {
-				t.Fatal(err)
-			}
-			for _, l := range layers {
-				h, err := l.Digest()
-				if err != nil {
-					t.Fatal(err)
-				}
-				last = max(last, h.String())
-			}
-		}
+	for h := range layers {
+		last = max(last, h.String())
 	}
 	for _, img := range e.up.Images {
 		e.up.FailNext("/v2/"+img.Repository+"/blobs/"+last, 1000)
 	}
 	cfg := e.config(t, []string{"linux/amd64", "linux/arm64"}, imagesBody())
 	out := t.TempDir()
-	_, err := e.build(t, cfg, out, e.cache)
+	_, err = e.build(t, cfg, out, e.cache)
 	if err == nil || !strings.Contains(err.Error(), "blob "+last+": ") || !strings.Contains(err.Error(), "503") {
 		t.Fatalf("build with a layer the registry never serves: got %v, want an error naming blob %s and the 503", err, last)
 	}
@@ -59,25 +47,13 @@ func TestBuildDeltaSkipsInstalledLayers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	all, err := e.up.Layers()
+	if err != nil {
+		t.Fatal(err)
+	}
 	layers := map[string]bool{}
-	for _, img := range e.up.Images {
-		for _, d := range img.Platforms {
-			im, err := img.Index.Image(d)
-			if err != nil {
-				t.Fatal(err)
-			}
-			ls, err := im.Layers()
-			if err != nil {
-				t.Fatal(err)
-			}
-			for _, l := range ls {
-				h, err := l.Digest()
-				if err != nil {
-					t.Fatal(err)
-				}
-				layers[h.String()] = true
-			}
-		}
+	for h := range all {
+		layers[h.String()] = true
 	}
 	e.up.ResetCounts()
 	delta, err := e.build(t, cfg, t.TempDir(), t.TempDir(), func(o *Options) { o.Against = base.Manifest })

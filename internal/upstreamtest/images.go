@@ -40,9 +40,9 @@ type Image struct {
 	Platforms map[string]v1.Hash
 }
 
-// SharedLayers returns the layer digests that more than one of Images, or
-// more than one platform, holds.
-func (u *Upstream) SharedLayers() ([]v1.Hash, error) {
+// Layers returns every layer digest of Images, with how many images and
+// platforms hold it.
+func (u *Upstream) Layers() (map[v1.Hash]int, error) {
 	seen := map[v1.Hash]int{}
 	for _, img := range u.Images {
 		for _, d := range img.Platforms {
@@ -62,6 +62,16 @@ func (u *Upstream) SharedLayers() ([]v1.Hash, error) {
 				seen[h]++
 			}
 		}
+	}
+	return seen, nil
+}
+
+// SharedLayers returns the layer digests that more than one of Images, or
+// more than one platform, holds.
+func (u *Upstream) SharedLayers() ([]v1.Hash, error) {
+	seen, err := u.Layers()
+	if err != nil {
+		return nil, err
 	}
 	var shared []v1.Hash
 	for h, n := range seen {
