@@ -111,6 +111,21 @@ func TestWritePending(t *testing.T) {
 	if err := bundle.Verify(context.Background(), got.Path, priv.Public().(ed25519.PublicKey), nil); err != nil {
 		t.Errorf("Verify: %v", err)
 	}
+
+	// Split into parts, the same stream.
+	split, err := bundle.Write(context.Background(), bundle.WriteOptions{
+		PayloadDir: makePayload(t, rest), OutputDir: t.TempDir(), Manifest: testManifest(files), Key: priv, Compressed: compressed,
+		Pending: pending, Split: 100_000,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(split.Parts) < 2 || split.SHA256 != want.SHA256 {
+		t.Errorf("split with pending blobs: %d parts, stream sha256 %s; want several, %s", len(split.Parts), split.SHA256, want.SHA256)
+	}
+	if err := bundle.Verify(context.Background(), split.Path, priv.Public().(ed25519.PublicKey), nil); err != nil {
+		t.Errorf("Verify of the split bundle: %v", err)
+	}
 }
 
 // TestWritePendingFails: a download that fails, a file of another size,
