@@ -538,7 +538,7 @@ func splice(a, b net.Conn) (ab, ba int64) {
 	wg.Add(2)
 	go func() {
 		defer wg.Done()
-		n, _ := codersdk.CopyBuffered(b, codersdk.FillReads(a))
+		n, _ := codersdk.CopyPipelined(b, codersdk.FillReads(a))
 		n1.Store(n)
 		closeBoth()
 	}()

@@ -261,3 +261,78 @@ func CopyBuffered(dst io.Writer, src io.Reader) (int64, error) {
 	defer copyBufs.Put(buf)
 	return io.CopyBuffer(struct{ io.Writer }{dst}, struct{ io.Reader }{src}, *buf)
 }
+
+// bulkRead is a read that says a transfer is bulk, not interactive.
+const bulkRead = 64 << 10
+
+// CopyPipelined copies src to dst like CopyBuffered, but once a read brings
+// bulkRead bytes (a bulk transfer, not an interactive one), reads the next chunk
+// while the one before is being written: a second pooled buffer, and a
+// goroutine that reads into one while the caller's writes the other. A hop
+// whose reads and writes both cost (coderd reading a user's TLS connection
+// and writing to an agent's multiplexed one, which encrypts on its own
+// goroutine and waits for it) then uses two cores instead of one in turn.
+// It returns when src ends (nil error at EOF) or a write fails; the reading
+// goroutine ends with src, which the caller closes after a failed write, as
+// a relay closes both sides when either ends.
+func CopyPipelined(dst io.Writer, src io.Reader) (int64, error) {
+	type chunk struct {
+		buf *[]byte
+		n   int
+		err error
+	}
+	free := make(chan *[]byte, 2)
+	full := make(chan chunk, 1)
+	done := make(chan struct{})
+	defer close(done)
+	free <- copyBufs.Get().(*[]byte)
+	second := false
+	go func() {
+		defer close(full)
+		for {
+			var buf *[]byte
+			select {
+			case buf = <-free:
+			case <-done:
+				return
+			}
+			n, err := src.Read(*buf)
+			select {
+			case full <- chunk{buf, n, err}:
+			case <-done:
+				copyBufs.Put(buf)
+				return
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
+	var written int64
+	for c := range full {
+		if c.n >= bulkRead && !second {
+			second = true
+			free <- copyBufs.Get().(*[]byte)
+		}
+		if c.n > 0 {
+			n, err := dst.Write((*c.buf)[:c.n])
+			written += int64(n)
+			if err == nil && n < c.n {
+				err = io.ErrShortWrite
+			}
+			if err != nil {
+				copyBufs.Put(c.buf)
+				return written, err
+			}
+		}
+		if c.err != nil {
+			copyBufs.Put(c.buf)
+			if c.err == io.EOF {
+				return written, nil
+			}
+			return written, c.err
+		}
+		free <- c.buf
+	}
+	return written, nil
+}
