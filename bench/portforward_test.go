@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -319,6 +320,50 @@ func BenchmarkSSHCat(b *testing.B) {
 	// The SSH library alone, no relay, no processes: the ceiling of the ratio.
 	b.ReportMetric(mib/library.Seconds(), "library-MiB/s")
 	b.ReportMetric(local.Seconds()/library.Seconds(), "library-ratio")
+}
+
+// BenchmarkIdleRelayedConnections opens 300 connections through the built
+// `coder port-forward` to an echo server, one round trip each, and leaves
+// them open and idle, as shells and kept-alive HTTP connections wait: it
+// reports the heap coderd (this process) holds for them, per connection.
+// A relay copy waits with a small buffer until its connection carries
+// bulk data.
+//
+//	go test ./bench/ -run '^$' -bench IdleRelayedConnections -benchtime 1x
+func BenchmarkIdleRelayedConnections(b *testing.B) {
+	w := newRelayWorkspace(b)
+	echo := coderdtest.EchoServer(b)
+	local := w.portForward(b, echo)
+	connectRoundTrip(b, local) // warm up
+	const n = 300
+	var perConn float64
+	for b.Loop() {
+		var before, after runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		conns := make([]net.Conn, 0, n)
+		for range n {
+			c, err := net.Dial("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(local)))
+			if err != nil {
+				b.Fatal(err)
+			}
+			conns = append(conns, c)
+			if _, err := c.Write([]byte{'x'}); err != nil {
+				b.Fatal(err)
+			}
+			_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+			if _, err := io.ReadFull(c, make([]byte, 1)); err != nil {
+				b.Fatalf("round trip through port %d: %v", local, err)
+			}
+		}
+		runtime.GC()
+		runtime.ReadMemStats(&after)
+		perConn += float64(int64(after.HeapInuse)-int64(before.HeapInuse)) / 1024 / n
+		for _, c := range conns {
+			_ = c.Close()
+		}
+	}
+	b.ReportMetric(perConn/float64(b.N), "coderd-heap-KiB/conn")
 }
 
 // BenchmarkPortForwardAcrossReplicas measures bulk TCP through the built

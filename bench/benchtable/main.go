@@ -37,6 +37,7 @@ var rows = []row{
 	{"  the same over plain HTTP, up, 4 streams", "iperf3 directly on loopback", "BenchmarkPortForwardIperf3/http/up-4", "ratio", false, 0},
 	{"  the same over plain HTTP, down, 4 streams", "iperf3 directly on loopback", "BenchmarkPortForwardIperf3/http/down-4", "ratio", false, 0},
 	{"bulk TCP through coder port-forward via another replica", "the same via the agent's replica", "BenchmarkPortForwardAcrossReplicas", "ratio", false, 0},
+	{"coderd heap per idle relayed connection, KiB", "", "BenchmarkIdleRelayedConnections", "coderd-heap-KiB/conn", true, 0},
 	{"coder ssh: cat of 1 GiB to /dev/null", "the same cat locally", "BenchmarkSSHCat", "ratio", false, 0.4},
 	{"new connection + 1 round trip through coder port-forward", "directly on loopback", "BenchmarkPortForwardConnect", "ratio", true, 5},
 	{"  the same, p50 in µs", "", "BenchmarkPortForwardConnect", "relayed-p50-µs", true, 1000},

@@ -3,6 +3,7 @@ package codersdk_test
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"math/rand/v2"
 	"net"
@@ -79,4 +80,45 @@ func TestCopyPipelinedWriteFails(t *testing.T) {
 	}
 	a.Close()
 	b.Close()
+}
+
+// sizeRecorder serves reads of the given sizes (0: fill p) and records
+// how large each read's buffer was.
+type sizeRecorder struct {
+	sizes []int
+	seen  []int
+}
+
+func (r *sizeRecorder) Read(p []byte) (int, error) {
+	if len(r.sizes) == 0 {
+		return 0, io.EOF
+	}
+	r.seen = append(r.seen, len(p))
+	n := r.sizes[0]
+	r.sizes = r.sizes[1:]
+	if n == 0 || n > len(p) {
+		n = len(p)
+	}
+	return n, nil
+}
+
+// TestCopyIdleBuffer: a relay copy waits with a small buffer (8 KiB), so
+// that an idle or interactive connection does not hold 256 KiB on each
+// hop; the first read that fills it moves the copy to large buffers.
+func TestCopyIdleBuffer(t *testing.T) {
+	t.Parallel()
+	for name, copyFn := range map[string]func(io.Writer, io.Reader) (int64, error){
+		"CopyBuffered": codersdk.CopyBuffered, "CopyPipelined": codersdk.CopyPipelined,
+	} {
+		t.Run(name, func(t *testing.T) {
+			r := &sizeRecorder{sizes: []int{10, 300, 5000, 0, 0, 0, 100}}
+			if _, err := copyFn(io.Discard, r); err != nil {
+				t.Fatal(err)
+			}
+			want := []int{8 << 10, 8 << 10, 8 << 10, 8 << 10, 256 << 10, 256 << 10, 256 << 10}
+			if fmt.Sprint(r.seen) != fmt.Sprint(want) {
+				t.Errorf("read buffers %v, want %v: small while reads are small, large after one fills it", r.seen, want)
+			}
+		})
+	}
 }

@@ -250,31 +250,72 @@ func (c *coalescingConn) Write(p []byte) (int, error) {
 }
 
 // copyBufs are relay copy buffers: large, so that a bulk transfer crosses
-// each hop in few writes.
-var copyBufs = sync.Pool{New: func() any { b := make([]byte, 256<<10); return &b }}
+// each hop in few writes. A copy reads with one of idleBufs until a read
+// fills it: an idle or interactive connection (a shell, an HTTP connection
+// kept alive) holds 8 KiB while it waits, not 256.
+var (
+	copyBufs = sync.Pool{New: func() any { b := make([]byte, copyBufSize); return &b }}
+	idleBufs = sync.Pool{New: func() any { b := make([]byte, idleBufSize); return &b }}
+)
 
-// CopyBuffered copies src to dst through a pooled 256 KiB buffer. It hides
-// ReaderFrom and WriterTo on purpose: a TCP connection's, when the other
-// side is not a socket it can splice to, copies 32 KiB at a time.
-func CopyBuffered(dst io.Writer, src io.Reader) (int64, error) {
-	buf := copyBufs.Get().(*[]byte)
-	defer copyBufs.Put(buf)
-	return io.CopyBuffer(struct{ io.Writer }{dst}, struct{ io.Reader }{src}, *buf)
+const (
+	copyBufSize = 256 << 10
+	idleBufSize = 8 << 10
+)
+
+// putBuf returns a buffer to the pool it came from.
+func putBuf(b *[]byte) {
+	if len(*b) == idleBufSize {
+		idleBufs.Put(b)
+		return
+	}
+	copyBufs.Put(b)
 }
 
-// bulkRead is a read that says a transfer is bulk, not interactive.
-const bulkRead = 64 << 10
+// CopyBuffered copies src to dst, reading with a pooled 8 KiB buffer until a
+// read fills it and with a 256 KiB one from then on. It does not use
+// ReaderFrom or WriterTo: a TCP connection's, when the other side is not a
+// socket it can splice to, copies 32 KiB at a time. It returns when src ends
+// (nil error at EOF) or a write fails.
+func CopyBuffered(dst io.Writer, src io.Reader) (int64, error) {
+	buf := idleBufs.Get().(*[]byte)
+	defer func() { putBuf(buf) }()
+	var written int64
+	for {
+		n, rerr := src.Read(*buf)
+		if n > 0 {
+			w, err := dst.Write((*buf)[:n])
+			written += int64(w)
+			if err == nil && w < n {
+				err = io.ErrShortWrite
+			}
+			if err != nil {
+				return written, err
+			}
+		}
+		if rerr == io.EOF {
+			return written, nil
+		}
+		if rerr != nil {
+			return written, rerr
+		}
+		if n == idleBufSize && len(*buf) == idleBufSize {
+			idleBufs.Put(buf)
+			buf = copyBufs.Get().(*[]byte)
+		}
+	}
+}
 
-// CopyPipelined copies src to dst like CopyBuffered, but once a read brings
-// bulkRead bytes (a bulk transfer, not an interactive one), reads the next chunk
-// while the one before is being written: a second pooled buffer, and a
-// goroutine that reads into one while the caller's writes the other. A hop
-// whose reads and writes both cost (coderd reading a user's TLS connection
-// and writing to an agent's multiplexed one, which encrypts on its own
-// goroutine and waits for it) then uses two cores instead of one in turn.
-// It returns when src ends (nil error at EOF) or a write fails; the reading
-// goroutine ends with src, which the caller closes after a failed write, as
-// a relay closes both sides when either ends.
+// CopyPipelined copies src to dst like CopyBuffered, but once a read fills
+// the small buffer (a bulk transfer, not an interactive one), it reads the
+// next chunk while the one before is being written: two 256 KiB buffers,
+// and a goroutine that reads into one while the caller's writes the other.
+// A hop whose reads and writes both cost (coderd reading a user's TLS
+// connection and writing to an agent's multiplexed one, which encrypts on
+// its own goroutine and waits for it) then uses two cores instead of one in
+// turn. It returns when src ends (nil error at EOF) or a write fails; the
+// reading goroutine ends with src, which the caller closes after a failed
+// write, as a relay closes both sides when either ends.
 func CopyPipelined(dst io.Writer, src io.Reader) (int64, error) {
 	type chunk struct {
 		buf *[]byte
@@ -285,8 +326,8 @@ func CopyPipelined(dst io.Writer, src io.Reader) (int64, error) {
 	full := make(chan chunk, 1)
 	done := make(chan struct{})
 	defer close(done)
-	free <- copyBufs.Get().(*[]byte)
-	second := false
+	free <- idleBufs.Get().(*[]byte)
+	bulk := false
 	go func() {
 		defer close(full)
 		for {
@@ -300,7 +341,7 @@ func CopyPipelined(dst io.Writer, src io.Reader) (int64, error) {
 			select {
 			case full <- chunk{buf, n, err}:
 			case <-done:
-				copyBufs.Put(buf)
+				putBuf(buf)
 				return
 			}
 			if err != nil {
@@ -310,8 +351,9 @@ func CopyPipelined(dst io.Writer, src io.Reader) (int64, error) {
 	}()
 	var written int64
 	for c := range full {
-		if c.n >= bulkRead && !second {
-			second = true
+		if !bulk && c.n == idleBufSize {
+			bulk = true
+			free <- copyBufs.Get().(*[]byte)
 			free <- copyBufs.Get().(*[]byte)
 		}
 		if c.n > 0 {
@@ -321,16 +363,20 @@ func CopyPipelined(dst io.Writer, src io.Reader) (int64, error) {
 				err = io.ErrShortWrite
 			}
 			if err != nil {
-				copyBufs.Put(c.buf)
+				putBuf(c.buf)
 				return written, err
 			}
 		}
 		if c.err != nil {
-			copyBufs.Put(c.buf)
+			putBuf(c.buf)
 			if c.err == io.EOF {
 				return written, nil
 			}
 			return written, c.err
+		}
+		if bulk && len(*c.buf) == idleBufSize {
+			idleBufs.Put(c.buf) // the two large ones take turns now
+			continue
 		}
 		free <- c.buf
 	}
