@@ -202,11 +202,20 @@ func iperf3Pairs(b *testing.B, server, local int) {
 func connectRoundTrip(b *testing.B, port int) time.Duration {
 	b.Helper()
 	start := time.Now()
+	c := dialRoundTrip(b, port)
+	took := time.Since(start)
+	_ = c.Close()
+	return took
+}
+
+// dialRoundTrip opens a connection to port, sends one byte and waits for
+// its echo; the connection stays open.
+func dialRoundTrip(b *testing.B, port int) net.Conn {
+	b.Helper()
 	c, err := net.Dial("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer c.Close()
 	var one [1]byte
 	if _, err := c.Write([]byte{'x'}); err != nil {
 		b.Fatal(err)
@@ -215,7 +224,7 @@ func connectRoundTrip(b *testing.B, port int) time.Duration {
 	if _, err := io.ReadFull(c, one[:]); err != nil {
 		b.Fatalf("round trip through port %d: %v", port, err)
 	}
-	return time.Since(start)
+	return c
 }
 
 // BenchmarkPortForwardConnect measures a new connection and one round trip
@@ -343,18 +352,7 @@ func BenchmarkIdleRelayedConnections(b *testing.B) {
 		runtime.ReadMemStats(&before)
 		conns := make([]net.Conn, 0, n)
 		for range n {
-			c, err := net.Dial("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(local)))
-			if err != nil {
-				b.Fatal(err)
-			}
-			conns = append(conns, c)
-			if _, err := c.Write([]byte{'x'}); err != nil {
-				b.Fatal(err)
-			}
-			_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
-			if _, err := io.ReadFull(c, make([]byte, 1)); err != nil {
-				b.Fatalf("round trip through port %d: %v", local, err)
-			}
+			conns = append(conns, dialRoundTrip(b, local))
 		}
 		runtime.GC()
 		runtime.ReadMemStats(&after)

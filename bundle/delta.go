@@ -95,17 +95,42 @@ func (f File) storedSize() int64 {
 	return f.Size
 }
 
-// planDelta decides which of m's files a bundle built against base omits:
-// those whose bytes (size and sha256) the base has, under any path.
-func planDelta(m *Manifest, base *Manifest) *Delta {
-	have := map[string]string{} // size/sha256 → base path
-	for _, f := range base.Files {
-		have[fmt.Sprintf("%d/%s", f.Size, f.SHA256)] = f.Path
+// Contents finds a manifest's files by what they hold (size and sha256),
+// the way a delta bundle matches them: a delta against the manifest omits
+// every file whose bytes it has, under any path. The zero value holds
+// nothing.
+type Contents struct {
+	paths map[contentKey]string
+}
+
+type contentKey struct {
+	size   int64
+	sha256 string
+}
+
+// Contents indexes m's files by what they hold.
+func (m *Manifest) Contents() Contents {
+	c := Contents{paths: make(map[contentKey]string, len(m.Files))}
+	for _, f := range m.Files {
+		c.paths[contentKey{f.Size, f.SHA256}] = f.Path
 	}
+	return c
+}
+
+// Path returns the path of a file of that size and (hex) sha256.
+func (c Contents) Path(size int64, sha256 string) (string, bool) {
+	p, ok := c.paths[contentKey{size, sha256}]
+	return p, ok
+}
+
+// planDelta decides which of m's files a bundle built against base omits:
+// those whose bytes the base has (Contents).
+func planDelta(m *Manifest, base *Manifest) *Delta {
+	have := base.Contents()
 	d := &Delta{FilesDigest: m.FilesDigest(), Base: DeltaBase{Name: base.Name, Release: base.Release, FilesDigest: base.FilesDigest()}, Omitted: []DeltaFile{}}
 	for _, f := range m.Files {
 		d.PayloadSize += f.storedSize()
-		if p, ok := have[fmt.Sprintf("%d/%s", f.Size, f.SHA256)]; ok {
+		if p, ok := have.Path(f.Size, f.SHA256); ok {
 			d.Omitted = append(d.Omitted, DeltaFile{Path: f.Path, BasePath: p})
 			continue
 		}

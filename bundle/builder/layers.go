@@ -3,7 +3,6 @@ package builder
 import (
 	"context"
 	"errors"
-	"fmt"
 	"slices"
 	"strings"
 
@@ -46,8 +45,14 @@ type laterLayer struct {
 // is written: its descriptor gives size and sha256, and it is compressed,
 // so the bundle stores it as it is (no hash of its content needed before).
 func deferrable(desc v1.Descriptor) bool {
+	return desc.Size > 0 && desc.Digest.Algorithm == "sha256" && compressedMediaType(desc)
+}
+
+// compressedMediaType says whether a blob's media type is a compressed
+// layer's (gzip or zstd), which the bundle stores as it is.
+func compressedMediaType(desc v1.Descriptor) bool {
 	mt := string(desc.MediaType)
-	return desc.Size > 0 && desc.Digest.Algorithm == "sha256" && (strings.Contains(mt, "gzip") || strings.Contains(mt, "zstd"))
+	return strings.Contains(mt, "gzip") || strings.Contains(mt, "zstd")
 }
 
 // deferImageBlob lists a layer to download later, once however many images
@@ -72,16 +77,14 @@ func (b *builder) downloadLayers() {
 	layers := slices.Clone(b.layers)
 	b.mu.Unlock()
 	slices.SortFunc(layers, func(x, y *laterLayer) int { return strings.Compare(x.rel, y.rel) })
-	installed := map[string]bool{} // size/sha256 of the base release's files
+	var installed bundle.Contents // what the delta leaves to the installed release
 	if b.opts.Against != nil {
-		for _, f := range b.opts.Against.Files {
-			installed[fmt.Sprintf("%d/%s", f.Size, f.SHA256)] = true
-		}
+		installed = b.opts.Against.Contents()
 	}
 	ctx := b.laterCtx
 	b.later.Go(func() error {
 		for _, l := range layers {
-			if installed[fmt.Sprintf("%d/%s", l.desc.Size, l.desc.Digest.Hex)] {
+			if _, ok := installed.Path(l.desc.Size, l.desc.Digest.Hex); ok {
 				l.err = errInstalled // bundle.Write leaves it out: it never waits
 				close(l.done)
 				continue

@@ -528,7 +528,7 @@ func (b *builder) stageImageBlob(ctx context.Context, r *imageRepo, desc v1.Desc
 		return err
 	}
 	return b.stageImageFile(desc.Digest.String(), func(rel string) error {
-		if mt := string(desc.MediaType); strings.Contains(mt, "gzip") || strings.Contains(mt, "zstd") {
+		if compressedMediaType(desc) {
 			b.mu.Lock()
 			if b.compressedBlobs == nil {
 				b.compressedBlobs = map[string]bool{}

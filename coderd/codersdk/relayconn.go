@@ -283,27 +283,39 @@ func CopyBuffered(dst io.Writer, src io.Reader) (int64, error) {
 	var written int64
 	for {
 		n, rerr := src.Read(*buf)
-		if n > 0 {
-			w, err := dst.Write((*buf)[:n])
-			written += int64(w)
-			if err == nil && w < n {
-				err = io.ErrShortWrite
-			}
-			if err != nil {
-				return written, err
-			}
-		}
-		if rerr == io.EOF {
-			return written, nil
+		w, err := writeFull(dst, (*buf)[:n])
+		written += int64(w)
+		if err != nil {
+			return written, err
 		}
 		if rerr != nil {
-			return written, rerr
+			return written, endOf(rerr)
 		}
 		if n == idleBufSize && len(*buf) == idleBufSize {
 			idleBufs.Put(buf)
 			buf = copyBufs.Get().(*[]byte)
 		}
 	}
+}
+
+// writeFull writes p to dst; a short write is an error.
+func writeFull(dst io.Writer, p []byte) (int, error) {
+	if len(p) == 0 {
+		return 0, nil
+	}
+	n, err := dst.Write(p)
+	if err == nil && n < len(p) {
+		err = io.ErrShortWrite
+	}
+	return n, err
+}
+
+// endOf is a copy's result for the read error that ended it: nil at EOF.
+func endOf(err error) error {
+	if err == io.EOF {
+		return nil
+	}
+	return err
 }
 
 // CopyPipelined copies src to dst like CopyBuffered, but once a read fills
@@ -356,26 +368,17 @@ func CopyPipelined(dst io.Writer, src io.Reader) (int64, error) {
 			free <- copyBufs.Get().(*[]byte)
 			free <- copyBufs.Get().(*[]byte)
 		}
-		if c.n > 0 {
-			n, err := dst.Write((*c.buf)[:c.n])
-			written += int64(n)
-			if err == nil && n < c.n {
-				err = io.ErrShortWrite
-			}
+		n, err := writeFull(dst, (*c.buf)[:c.n])
+		written += int64(n)
+		if err != nil || c.err != nil {
+			putBuf(c.buf)
 			if err != nil {
-				putBuf(c.buf)
 				return written, err
 			}
-		}
-		if c.err != nil {
-			putBuf(c.buf)
-			if c.err == io.EOF {
-				return written, nil
-			}
-			return written, c.err
+			return written, endOf(c.err)
 		}
 		if bulk && len(*c.buf) == idleBufSize {
-			idleBufs.Put(c.buf) // the two large ones take turns now
+			putBuf(c.buf) // the two large ones take turns now
 			continue
 		}
 		free <- c.buf
