@@ -21,11 +21,34 @@ func TestHashBehind(t *testing.T) {
 		}
 		rest = rest[n:]
 	}
-	if got := hb.Sum(); got != hex.EncodeToString(want[:]) {
-		t.Fatalf("sum %x, want %x", got, want)
+	if got, err := hb.Sum(); err != nil || got != hex.EncodeToString(want[:]) {
+		t.Fatalf("sum %x, %v; want %x", got, err, want)
 	}
 	empty := newHashBehind()
-	if got, want := empty.Sum(), sha256.Sum256(nil); got != hex.EncodeToString(want[:]) {
-		t.Fatalf("sum of nothing %x, want %x", got, want)
+	if got, err := empty.Sum(); err != nil || got != hex.EncodeToString(sha256.New().Sum(nil)) {
+		t.Fatalf("sum of nothing %x, %v", got, err)
+	}
+}
+
+// TestHashBehindLend: lent bytes are hashed in their place among copied
+// ones, and a function passed to then runs after the bytes lent before it
+// were hashed, so that they may change only then.
+func TestHashBehindLend(t *testing.T) {
+	data := make([]byte, 5*hashChunk+99)
+	_, _ = rand.Read(data)
+	want := sha256.Sum256(data)
+	lent := append([]byte(nil), data[1000:3*hashChunk]...)
+	hb := newHashBehind()
+	hb.Write(data[:1000])
+	hb.lend(lent)
+	released := make(chan struct{})
+	hb.then(func() {
+		clear(lent) // what a caller may do once then ran
+		close(released)
+	})
+	hb.Write(data[3*hashChunk:])
+	<-released
+	if got, err := hb.Sum(); err != nil || got != hex.EncodeToString(want[:]) {
+		t.Fatalf("sum %x, %v; want %x", got, err, want)
 	}
 }

@@ -208,3 +208,36 @@ func TestWritePendingCancelled(t *testing.T) {
 		t.Errorf("a cancelled Write left %v", got)
 	}
 }
+
+// TestWriteWithoutMaps: where payload files cannot be mapped, Write reads
+// them, and the bundle is the same, byte for byte, pending blobs included.
+// Not parallel: it switches maps off for the package.
+func TestWriteWithoutMaps(t *testing.T) {
+	files := testPayload(t)
+	pending, waits := pendingLayers(t, files, nil)
+	marked := markedPath(files)
+	opts := func() bundle.WriteOptions {
+		return bundle.WriteOptions{
+			PayloadDir: makePayload(t, withoutPending(files, pending)), OutputDir: t.TempDir(), Manifest: testManifest(files),
+			Compressed: func(p string) bool { return p == marked }, Pending: pending,
+		}
+	}
+	mapped, err := bundle.Write(context.Background(), opts())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range pending {
+		<-waits // each Write waits once for each
+	}
+	restore := bundle.ReadPayloadFiles()
+	read, err := bundle.Write(context.Background(), opts())
+	restore()
+	if err != nil {
+		t.Fatal(err)
+	}
+	mb, _ := os.ReadFile(mapped.Path)
+	rb, _ := os.ReadFile(read.Path)
+	if !bytes.Equal(mb, rb) || len(mb) == 0 {
+		t.Fatalf("the bundle written by reading files (sha256 %s) differs from the one written from maps (%s)", read.SHA256, mapped.SHA256)
+	}
+}

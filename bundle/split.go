@@ -228,6 +228,7 @@ func (s *fileSink) open() error {
 func (s *fileSink) closePart() error {
 	f := s.cur
 	s.cur = nil
+	s.wb.stop()
 	if err := f.Sync(); err != nil {
 		f.Close()
 		return err
@@ -259,6 +260,7 @@ func (s *fileSink) finish() error {
 // abort closes and removes every temporary file.
 func (s *fileSink) abort() {
 	if s.cur != nil {
+		s.wb.stop()
 		s.cur.Close()
 		s.cur = nil
 	}

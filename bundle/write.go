@@ -15,9 +15,11 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"sort"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/klauspost/compress/zstd"
@@ -546,23 +548,23 @@ func carriedFiles(files []payloadFile, keep []File) []payloadFile {
 // head holds the signed documents, each with its signature: the manifest,
 // then (for a delta bundle; nil otherwise) the delta.
 func writeStream(ctx context.Context, outDir string, prog *byteProgress, w io.Writer, m *Manifest, head [][2][]byte, files []payloadFile) (int64, string, error) {
-	h := newHashBehind()
-	defer h.close()
-	cw := &countWriter{w: io.MultiWriter(w, h)}
+	out := &streamOut{sink: w, h: newHashBehind()}
+	defer out.h.close()
 	// Small enough that the payload's copyBufSize chunks mostly pass
-	// through to cw without being copied into it: it gathers the headers.
-	bw := bufio.NewWriterSize(cw, copyBufSize/16)
-	tw := tar.NewWriter(bw)
+	// through to out without being copied into it: it gathers the headers.
+	bw := bufio.NewWriterSize(out, copyBufSize/16)
+	st := &tarStream{bw: bw, to: &switchWriter{w: bw}, out: out}
+	st.tw = tar.NewWriter(st.to)
 	mtime := m.BuildTime
 	names := [][2]string{{ManifestMember, SignatureMember}, {DeltaMember, DeltaSigMember}}
 	for i, doc := range head {
 		if doc[0] == nil {
 			continue
 		}
-		if err := writeMember(tw, names[i][0], doc[0], mtime); err != nil {
+		if err := writeMember(st.tw, names[i][0], doc[0], mtime); err != nil {
 			return 0, "", err
 		}
-		if err := writeMember(tw, names[i][1], doc[1], mtime); err != nil {
+		if err := writeMember(st.tw, names[i][1], doc[1], mtime); err != nil {
 			return 0, "", err
 		}
 	}
@@ -578,17 +580,170 @@ func writeStream(ctx context.Context, outDir string, prog *byteProgress, w io.Wr
 		if err := ctx.Err(); err != nil {
 			return 0, "", err
 		}
-		if err := writePayloadFile(ctx, tw, f, mtime, enc, sp, prog, buf); err != nil {
+		if err := writePayloadFile(ctx, st, f, mtime, enc, sp, prog, buf); err != nil {
 			return 0, "", err
 		}
 	}
-	if err := tw.Close(); err != nil {
+	if err := st.tw.Close(); err != nil {
 		return 0, "", fmt.Errorf("bundle: write: %w", err)
 	}
 	if err := bw.Flush(); err != nil {
 		return 0, "", fmt.Errorf("bundle: write: %w", err)
 	}
-	return cw.n, h.Sum(), nil
+	sum, err := out.h.Sum()
+	if err != nil {
+		return 0, "", fmt.Errorf("bundle: write: %w", err)
+	}
+	return out.n, sum, nil
+}
+
+// tarStream is the bundle's byte stream as writeStream makes it: the tar
+// writer on top, then a buffer that gathers headers and small members, then
+// out. A member written from a mapped file bypasses the buffer (to) and
+// lends its bytes to the stream's hash.
+type tarStream struct {
+	tw  *tar.Writer
+	to  *switchWriter // what tw writes to: bw, or out lending
+	bw  *bufio.Writer
+	out *streamOut
+}
+
+// streamOut is the bottom of the stream: every byte goes to the sink and to
+// the stream's hash, and is counted.
+type streamOut struct {
+	sink io.Writer
+	h    *hashBehind
+	n    int64
+}
+
+func (s *streamOut) Write(p []byte) (int, error) {
+	n, err := s.sink.Write(p)
+	s.h.Write(p[:n])
+	s.n += int64(n)
+	return n, err
+}
+
+// lending writes to out bytes that stay put until the hash is done.
+type lending struct{ out *streamOut }
+
+func (l lending) Write(p []byte) (int, error) {
+	n, err := l.out.sink.Write(p)
+	l.out.h.lend(p[:n])
+	l.out.n += int64(n)
+	return n, err
+}
+
+type switchWriter struct{ w io.Writer }
+
+func (s *switchWriter) Write(p []byte) (int, error) { return s.w.Write(p) }
+
+// writeMapped writes a member stored raw from a map of its file r: the
+// bytes go to the sink and are lent to the stream's hash and to the
+// member's own, never copied in between. A pending blob is not hashed on its
+// own (see PendingBlob). It returns false, having written nothing, when r
+// cannot be mapped.
+func (st *tarStream) writeMapped(f payloadFile, r *os.File, mtime time.Time, prog *byteProgress) (bool, error) {
+	if fi, err := r.Stat(); err != nil {
+		return true, fmt.Errorf("bundle: payload: %w", err)
+	} else if fi.Size() != f.Size {
+		return true, errWrongBytes(f)
+	}
+	if !mapFiles {
+		return false, nil
+	}
+	data, unmap := mapFile(r, f.Size)
+	if data == nil {
+		return false, nil
+	}
+	var member *hashBehind
+	if f.wait == nil {
+		member = newHashBehind()
+		defer member.close()
+		unmap = releaseAfter(2, unmap) // both hashes
+	}
+	name := memberName(f.File)
+	err := st.writeLent(name, f, data, mtime, prog, member)
+	st.out.h.then(unmap) // once the hashes have read the pages
+	if member != nil {
+		member.then(unmap)
+	}
+	if err != nil {
+		return true, err
+	}
+	if member != nil {
+		sum, err := member.Sum()
+		if err != nil {
+			return true, fmt.Errorf("bundle: payload file %s: %w", f.Path, err)
+		}
+		fi, err := r.Stat()
+		if err != nil {
+			return true, fmt.Errorf("bundle: payload: %w", err)
+		}
+		if sum != f.SHA256 || fi.Size() != f.Size {
+			return true, errWrongBytes(f)
+		}
+	}
+	return true, nil
+}
+
+// mapFiles is turned off by tests of the read path, which writeMapped
+// takes where files cannot be mapped.
+var mapFiles = true
+
+// writeLent writes member name, data, lending data to the stream's hash
+// and, when it is set, to member. A split bundle's sink hashes what it
+// writes (each part's digest): data cut short under its map makes that
+// fault, which is an error, not a crash.
+func (st *tarStream) writeLent(name string, f payloadFile, data []byte, mtime time.Time, prog *byteProgress, member *hashBehind) (err error) {
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	defer func() {
+		if ferr := faultError(recover()); ferr != nil {
+			err = fmt.Errorf("bundle: write %s: %w", name, ferr)
+		}
+	}()
+	if err := st.tw.WriteHeader(tarHeader(name, f.Size, f.Mode, mtime)); err != nil {
+		return fmt.Errorf("bundle: write %s: %w", name, err)
+	}
+	if err := st.bw.Flush(); err != nil {
+		return fmt.Errorf("bundle: write %s: %w", name, err)
+	}
+	st.to.w = lending{st.out}
+	defer func() { st.to.w = st.bw }()
+	for rest := data; len(rest) > 0; {
+		if err := prog.ctx.Err(); err != nil {
+			return err
+		}
+		n := min(len(rest), copyBufSize)
+		if _, err := st.tw.Write(rest[:n]); err != nil {
+			return fmt.Errorf("bundle: write %s: %w", name, err)
+		}
+		if member != nil {
+			member.lend(rest[:n])
+		}
+		prog.add(int64(n))
+		rest = rest[n:]
+	}
+	return nil
+}
+
+// releaseAfter returns a function that calls release on its nth call.
+func releaseAfter(n int32, release func()) func() {
+	var left atomic.Int32
+	left.Store(n)
+	return func() {
+		if left.Add(-1) == 0 {
+			release()
+		}
+	}
+}
+
+// errWrongBytes says that f did not hold, when written, what the manifest
+// records.
+func errWrongBytes(f payloadFile) error {
+	if f.named {
+		return fmt.Errorf("bundle: payload file %s does not hold the bytes its name (a sha256 digest) says", f.Path)
+	}
+	return fmt.Errorf("bundle: payload file %s changed while the bundle was written", f.Path)
 }
 
 func tarHeader(name string, size int64, mode uint32, mtime time.Time) *tar.Header {
@@ -607,7 +762,7 @@ func writeMember(tw *tar.Writer, name string, data []byte, mtime time.Time) erro
 
 // writePayloadFile writes f's member, checking that the file still has the
 // size and hash the manifest recorded.
-func writePayloadFile(ctx context.Context, tw *tar.Writer, f payloadFile, mtime time.Time, enc *zstd.Encoder, sp *zstdSpool, prog *byteProgress, buf []byte) error {
+func writePayloadFile(ctx context.Context, st *tarStream, f payloadFile, mtime time.Time, enc *zstd.Encoder, sp *zstdSpool, prog *byteProgress, buf []byte) error {
 	if f.wait != nil {
 		abs, err := f.wait(ctx)
 		if err != nil {
@@ -620,8 +775,14 @@ func writePayloadFile(ctx context.Context, tw *tar.Writer, f payloadFile, mtime 
 		return fmt.Errorf("bundle: payload: %w", err)
 	}
 	defer r.Close()
+	if f.Stored == StoredRaw {
+		if mapped, err := st.writeMapped(f, r, mtime, prog); mapped || err != nil {
+			return err
+		}
+	}
+	tw := st.tw
 	src := io.LimitReader(prog.reader(r), f.Size)
-	sum := func() string { return f.SHA256 } // a pending blob's, checked by the caller
+	sum := func() (string, error) { return f.SHA256, nil } // a pending blob's, checked by the caller
 	if f.wait == nil {
 		h := newHashBehind()
 		defer h.close()
@@ -668,11 +829,12 @@ func writePayloadFile(ctx context.Context, tw *tar.Writer, f payloadFile, mtime 
 		}
 	}
 	var extra [1]byte
-	if k, _ := r.Read(extra[:]); n != f.Size || k != 0 || sum() != f.SHA256 {
-		if f.named {
-			return fmt.Errorf("bundle: payload file %s does not hold the bytes its name (a sha256 digest) says", f.Path)
-		}
-		return fmt.Errorf("bundle: payload file %s changed while the bundle was written", f.Path)
+	got, err := sum()
+	if err != nil {
+		return fmt.Errorf("bundle: payload file %s: %w", f.Path, err)
+	}
+	if k, _ := r.Read(extra[:]); n != f.Size || k != 0 || got != f.SHA256 {
+		return errWrongBytes(f)
 	}
 	return nil
 }

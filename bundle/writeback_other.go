@@ -11,3 +11,5 @@ type writeBehind struct{}
 func newWriteBehind(*os.File) *writeBehind { return &writeBehind{} }
 
 func (*writeBehind) wrote(int64) {}
+
+func (*writeBehind) stop() {}
