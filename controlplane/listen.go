@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"airgapcoder/coderd/codersdk"
 	"airgapcoder/coderd/replicasync"
 )
 
@@ -132,7 +133,9 @@ func (st *startup) serveHTTP(name string, ln net.Listener, handler http.Handler,
 		defer close(done)
 		var err error
 		if tlsCfg != nil {
-			err = srv.ServeTLS(ln, "", "")
+			// Relay connections send each write's TLS records in one
+			// syscall (codersdk.BatchingListener).
+			err = srv.ServeTLS(codersdk.BatchingListener(ln), "", "")
 		} else {
 			err = srv.Serve(ln)
 		}

@@ -255,6 +255,7 @@ func New(t testing.TB, opts Options) *Deployment {
 	var caFile string
 	var httpClient *http.Client
 	if opts.TLS {
+		srv.Listener = codersdk.BatchingListener(srv.Listener) // as controlplane serves HTTPS
 		srv.StartTLS()
 		caFile = filepath.Join(t.TempDir(), "ca.pem")
 		if err := os.WriteFile(caFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw}), 0o644); err != nil {

@@ -3,6 +3,7 @@ package codersdk
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -102,10 +103,18 @@ func DialRelayUpgrade(ctx context.Context, client *http.Client, u *url.URL, head
 		dial = (&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}).DialContext
 	}
 	var raw net.Conn
+	var batcher *recordBatcher // under the TLS connection (tlsbatch.go)
 	tr.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
 		conn, err := dial(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
 		raw = conn
-		return conn, err
+		if u.Scheme == "https" {
+			batcher = &recordBatcher{Conn: conn}
+			return batcher, nil
+		}
+		return conn, nil
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
 	if err != nil {
@@ -141,7 +150,7 @@ func DialRelayUpgrade(ctx context.Context, client *http.Client, u *url.URL, head
 	if u.Scheme == "https" {
 		r = fillReads(body, raw)
 	}
-	return &upgradedConn{ReadWriteCloser: body, raw: raw, r: r}, nil
+	return &upgradedConn{ReadWriteCloser: body, raw: raw, r: r, b: batcher}, nil
 }
 
 // upgradedConn is an upgraded HTTP connection: its bytes go through the
@@ -149,14 +158,20 @@ func DialRelayUpgrade(ctx context.Context, client *http.Client, u *url.URL, head
 // writer; addresses and deadlines are the TCP connection's (a TLS
 // connection's deadlines are its TCP connection's). Over TLS its reads
 // take what the socket already holds (fillReads: one read of the body
-// returns one record).
+// returns one record), and each write sends its records in one syscall
+// (b, tlsbatch.go).
 type upgradedConn struct {
 	io.ReadWriteCloser
 	raw net.Conn
 	r   io.Reader
+	b   *recordBatcher
 }
 
 func (c *upgradedConn) Read(p []byte) (int, error) { return c.r.Read(p) }
+
+func (c *upgradedConn) Write(p []byte) (int, error) {
+	return batchedWrite(c.b, c.ReadWriteCloser.Write, p)
+}
 
 func (c *upgradedConn) LocalAddr() net.Addr                { return c.raw.LocalAddr() }
 func (c *upgradedConn) RemoteAddr() net.Addr               { return c.raw.RemoteAddr() }
@@ -179,10 +194,15 @@ func AcceptRelayUpgrade(w http.ResponseWriter) (net.Conn, error) {
 		_ = conn.Close()
 		return nil, fmt.Errorf("switch protocols: %w", err)
 	}
+	nc := conn
 	if brw.Reader.Buffered() > 0 {
-		return &bufferedConn{Conn: conn, r: brw.Reader}, nil
+		nc = &bufferedConn{Conn: conn, r: brw.Reader}
 	}
-	return conn, nil
+	if tc, ok := conn.(*tls.Conn); ok {
+		b, _ := tc.NetConn().(*recordBatcher) // see BatchingListener
+		return &acceptedTLSConn{Conn: nc, r: fillReads(nc, tc.NetConn()), b: b}, nil
+	}
+	return nc, nil
 }
 
 // bufferedConn reads what the server's reader already holds first.
@@ -192,6 +212,20 @@ type bufferedConn struct {
 }
 
 func (c *bufferedConn) Read(p []byte) (int, error) { return c.r.Read(p) }
+
+// acceptedTLSConn is a relay connection a server accepted over TLS: as the
+// SDK's own (upgradedConn), its reads take what the socket already holds
+// and, when its listener batches (BatchingListener), each write sends its
+// records in one syscall.
+type acceptedTLSConn struct {
+	net.Conn
+	r io.Reader
+	b *recordBatcher
+}
+
+func (c *acceptedTLSConn) Read(p []byte) (int, error) { return c.r.Read(p) }
+
+func (c *acceptedTLSConn) Write(p []byte) (int, error) { return batchedWrite(c.b, c.Conn.Write, p) }
 
 // dialWebSocket opens a binary WebSocket to path and adapts it to a
 // net.Conn. A refused handshake becomes an *Error with coderd's message.
