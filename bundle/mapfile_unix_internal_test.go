@@ -13,11 +13,12 @@ import (
 	"time"
 )
 
-// TestHashBehindMappedFileCut: a mapped file cut short while its pages are
-// lent to the hash fails the hash with an error; the process survives.
-func TestHashBehindMappedFileCut(t *testing.T) {
+// mappedFileCut maps a file of pages zero pages, then cuts the file to
+// nothing: reading the map faults.
+func mappedFileCut(t *testing.T, pages int) ([]byte, func()) {
+	t.Helper()
 	p := filepath.Join(t.TempDir(), "blob")
-	size := int64(4 * os.Getpagesize())
+	size := int64(pages * os.Getpagesize())
 	if err := os.WriteFile(p, make([]byte, size), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -25,7 +26,7 @@ func TestHashBehindMappedFileCut(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
+	defer f.Close() // the map outlives it
 	data, unmap := mapFile(f, size)
 	if data == nil {
 		t.Fatal("mapFile mapped nothing")
@@ -33,6 +34,13 @@ func TestHashBehindMappedFileCut(t *testing.T) {
 	if err := os.Truncate(p, 0); err != nil {
 		t.Fatal(err)
 	}
+	return data, unmap
+}
+
+// TestHashBehindMappedFileCut: a mapped file cut short while its pages are
+// lent to the hash fails the hash with an error; the process survives.
+func TestHashBehindMappedFileCut(t *testing.T) {
+	data, unmap := mappedFileCut(t, 4)
 	hb := newHashBehind()
 	hb.lend(data)
 	hb.then(unmap)
@@ -45,24 +53,9 @@ func TestHashBehindMappedFileCut(t *testing.T) {
 // written into a split bundle (whose sink hashes each part) fails the write
 // with an error; the process survives.
 func TestWriteLentFileCut(t *testing.T) {
-	p := filepath.Join(t.TempDir(), "blob")
-	size := int64(8 * os.Getpagesize())
-	if err := os.WriteFile(p, make([]byte, size), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	f, err := os.Open(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	data, unmap := mapFile(f, size)
-	if data == nil {
-		t.Fatal("mapFile mapped nothing")
-	}
+	data, unmap := mappedFileCut(t, 8)
 	defer unmap()
-	if err := os.Truncate(p, 0); err != nil {
-		t.Fatal(err)
-	}
+	size := int64(len(data))
 	sink := &fileSink{dir: t.TempDir(), base: "cut.bundle", limit: 3 * int64(os.Getpagesize())}
 	defer sink.abort()
 	out := &streamOut{sink: sink, h: newHashBehind()}
@@ -72,7 +65,7 @@ func TestWriteLentFileCut(t *testing.T) {
 	st.tw = tar.NewWriter(st.to)
 	prog := &byteProgress{ctx: context.Background()}
 	file := payloadFile{File: File{Path: "images/blobs/sha256/x", Size: size, Mode: 0o644}}
-	err = st.writeLent("x", file, data, time.Unix(0, 0), prog, nil)
+	err := st.writeLent("x", file, data, time.Unix(0, 0), prog, nil)
 	if err == nil {
 		t.Fatal("writeLent of a file cut short: no error")
 	}
