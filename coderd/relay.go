@@ -523,8 +523,9 @@ func acceptRelayConn(ctx context.Context, c *gin.Context) (net.Conn, error) {
 }
 
 // splice copies between a and b until either side ends, then closes both.
-// It returns the bytes copied a→b and b→a. Reads from a, the user's side,
-// take what a TLS connection already holds (codersdk.FillReads).
+// It returns the bytes copied a→b and b→a. a is the user's side: a relay
+// connection over TLS reads what its socket already holds and batches its
+// records (codersdk.AcceptRelayUpgrade).
 func splice(a, b net.Conn) (ab, ba int64) {
 	var wg sync.WaitGroup
 	var once sync.Once
@@ -538,7 +539,7 @@ func splice(a, b net.Conn) (ab, ba int64) {
 	wg.Add(2)
 	go func() {
 		defer wg.Done()
-		n, _ := codersdk.CopyPipelined(b, codersdk.FillReads(a))
+		n, _ := codersdk.CopyPipelined(b, a)
 		n1.Store(n)
 		closeBoth()
 	}()

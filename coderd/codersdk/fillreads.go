@@ -1,7 +1,6 @@
 package codersdk
 
 import (
-	"crypto/tls"
 	"io"
 	"net"
 	"syscall"
@@ -11,25 +10,14 @@ import (
 // large the buffer: a relay copying from it wrote 16 KiB at a time to the
 // next hop, and every write costs a yamux frame, a hand-off to yamux's
 // send loop and a syscall (uploads through the appliance's HTTPS relay ran
-// at half the speed of downloads). FillReads makes such a read go on while
-// the socket already holds more, so a burst crosses the next hop in as few
-// writes as the buffer allows, and a read still never waits for bytes that
-// have not arrived.
+// at half the speed of downloads). Relay connections over TLS, dialed or
+// accepted (upgradedConn, acceptedTLSConn), make such a read go on while
+// the socket already holds more (fillReads), so a burst crosses the next
+// hop in as few writes as the buffer allows, and a read still never waits
+// for bytes that have not arrived.
 
 // minFill is the least buffer space worth another read: a full record.
 const minFill = 16<<10 + 256
-
-// FillReads returns a reader of c whose reads fill the buffer with what
-// the socket already holds when c is a TLS connection over TCP; any other
-// connection is returned as it is. (Relay connections the SDK dials fill
-// their reads by themselves.)
-func FillReads(c net.Conn) io.Reader {
-	tc, ok := c.(*tls.Conn)
-	if !ok {
-		return c
-	}
-	return fillReads(tc, tc.NetConn())
-}
 
 // fillReads reads r, whose bytes arrive on the socket of conn, filling
 // each read with what that socket already holds; r itself when conn is no

@@ -5,5 +5,5 @@ package codersdk
 import "syscall"
 
 // socketHolds is false where the queue cannot be read: reads return what
-// one record holds, as without FillReads.
+// one record holds, as without fillReads.
 func socketHolds(syscall.RawConn) bool { return false }

@@ -5,7 +5,6 @@ import (
 	"crypto/tls"
 	"io"
 	"net"
-	"net/http/httptest"
 	"sync"
 	"testing"
 	"time"
@@ -37,14 +36,7 @@ func (c *writeCounter) count() int {
 // (the handshake, a write on the TLS connection itself) every write goes
 // through at once.
 func TestRecordBatcher(t *testing.T) {
-	srv := httptest.NewUnstartedServer(nil)
-	srv.StartTLS() // for its certificate
-	defer srv.Close()
-	ln, err := tls.Listen("tcp", "127.0.0.1:0", srv.TLS)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
+	ln := tlsListener(t)
 	payload := make([]byte, 1<<20)
 	for i := range payload {
 		payload[i] = byte(i * 7)

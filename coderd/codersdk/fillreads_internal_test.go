@@ -1,32 +1,24 @@
-package codersdk_test
+package codersdk
 
 import (
 	"bytes"
 	"crypto/tls"
 	"io"
+	"net"
 	"net/http/httptest"
 	"runtime"
 	"testing"
 	"time"
-
-	"airgapcoder/coderd/codersdk"
 )
 
 // TestFillReads: over TLS one read returns one record (16 KiB); a relay
-// reading through FillReads gets what the socket already holds in one
+// reading through fillReads gets what the socket already holds in one
 // read, and a read with nothing more to come returns what it has at once.
 func TestFillReads(t *testing.T) {
 	if runtime.GOOS != "linux" {
 		t.Skip("the socket's queue is read with SIOCINQ, a Linux ioctl; elsewhere reads are left as they are")
 	}
-	srv := httptest.NewUnstartedServer(nil)
-	srv.StartTLS() // for its certificate
-	defer srv.Close()
-	ln, err := tls.Listen("tcp", "127.0.0.1:0", srv.TLS)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
+	ln := tlsListener(t)
 	payload := bytes.Repeat([]byte("0123456789abcdef"), 64<<10) // 1 MiB
 	go func() {
 		c, err := ln.Accept()
@@ -47,7 +39,7 @@ func TestFillReads(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn.Close()
-	r := codersdk.FillReads(conn)
+	r := fillReads(conn, conn.NetConn())
 	buf := make([]byte, 256<<10)
 	_ = conn.SetReadDeadline(time.Now().Add(10 * time.Second))
 	if n, err := r.Read(buf); n != 100 || err != nil {
@@ -70,4 +62,19 @@ func TestFillReads(t *testing.T) {
 		t.Fatal("the bytes read differ from those sent")
 	}
 	_, _ = conn.Write([]byte{1})
+}
+
+// tlsListener listens with TLS on loopback, with a certificate clients
+// take on trust (InsecureSkipVerify: the test's own server).
+func tlsListener(t *testing.T) net.Listener {
+	t.Helper()
+	srv := httptest.NewUnstartedServer(nil)
+	srv.StartTLS() // for its certificate
+	t.Cleanup(srv.Close)
+	ln, err := tls.Listen("tcp", "127.0.0.1:0", srv.TLS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ln.Close() })
+	return ln
 }
