@@ -140,18 +140,25 @@ func install(ctx context.Context, opts InstallOptions, activate bool) (InstallRe
 		}
 		res.AlreadyInstalled = true
 	} else {
+		if err := removeUnfinished(l, target, log); err != nil {
+			return res, err
+		}
 		log.Info("verifying and unpacking bundle", "bundle", opts.Bundle, "release", m.Release, "size", info.TotalSize)
 		// Extract stages beside target (in DIR/releases) and renames it into
-		// place only when every hash has been checked.
-		if _, err := bundle.ExtractWith(ctx, opts.Bundle, target, bundle.ExtractOptions{PublicKey: opts.PublicKey, AllowUnsigned: opts.AllowUnsigned, BaseDir: baseDir}); err != nil {
+		// place only when every hash has been checked; the manifest file,
+		// which says the release is unpacked, is in the staging folder by
+		// then, so a kill at any moment leaves target complete or absent.
+		if _, err := bundle.ExtractWith(ctx, opts.Bundle, target, bundle.ExtractOptions{
+			PublicKey: opts.PublicKey, AllowUnsigned: opts.AllowUnsigned, BaseDir: baseDir,
+			Finish: func(staging string, m bundle.Manifest) error {
+				b, err := json.MarshalIndent(m, "", "  ")
+				if err != nil {
+					return err
+				}
+				return atomicfile.Write(filepath.Join(staging, manifestFile), b, 0o644)
+			},
+		}); err != nil {
 			return res, fmt.Errorf("install %s: %w", opts.Bundle, err)
-		}
-		b, err := json.MarshalIndent(m, "", "  ")
-		if err != nil {
-			return res, err
-		}
-		if err := atomicfile.Write(filepath.Join(target, manifestFile), b, 0o644); err != nil {
-			return res, err
 		}
 	}
 	if err := finishInstall(l, m, opts, log); err != nil {
@@ -249,6 +256,25 @@ func preflightInstall(l Layout, m bundle.Manifest, info bundle.Info, now time.Ti
 			}
 			ln.Close()
 		}
+	}
+	return nil
+}
+
+// removeUnfinished removes target, a release folder without its manifest
+// file: an install before this one's fix was killed between unpacking and
+// writing the manifest. Such a folder was never made current; an
+// install now writes the manifest before the folder gets its name.
+func removeUnfinished(l Layout, target string, log *slog.Logger) error {
+	entries, err := os.ReadDir(target)
+	if err != nil || len(entries) == 0 {
+		return nil // absent or empty: Extract takes it as it is
+	}
+	if current, _ := l.CurrentRelease(); current != "" && l.Release(current) == target {
+		return fmt.Errorf("release folder %s is current but has no %s: restore it from a backup, or remove it and install again", target, manifestFile)
+	}
+	log.Warn("removing a release folder an interrupted install left without its manifest", "dir", target)
+	if err := os.RemoveAll(target); err != nil {
+		return fmt.Errorf("remove the unfinished release folder %s: %w", target, err)
 	}
 	return nil
 }

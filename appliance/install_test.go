@@ -234,3 +234,30 @@ func TestInstallChecksPorts(t *testing.T) {
 		t.Fatalf("got %v, want the taken http-address named", err)
 	}
 }
+
+// TestInstallAfterUnfinishedUnpack: a release folder without its manifest
+// file, as an install killed between unpacking and writing the manifest
+// left it before the manifest went into the staging folder, is replaced by
+// the next install instead of blocking it.
+func TestInstallAfterUnfinishedUnpack(t *testing.T) {
+	bundlePath, pub := testBundle(t, "2026.11.1")
+	dir := prepDir(t)
+	l := appliance.Layout{Dir: dir}
+	unfinished := l.Release("2026.11.1")
+	if err := os.MkdirAll(filepath.Join(unfinished, "bin"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(unfinished, "bin", "coder-linux-amd64"), []byte("unpacked, no manifest yet"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	k, err := bundle.LoadPublicKey(pub)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := appliance.Install(context.Background(), appliance.InstallOptions{Bundle: bundlePath, Dir: dir, PublicKey: k}); err != nil {
+		t.Fatalf("install over an unfinished unpack: %v", err)
+	}
+	if !checkConsistent(t, dir) {
+		t.Fatal("nothing current after the install")
+	}
+}

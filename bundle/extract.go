@@ -42,6 +42,11 @@ type ExtractOptions struct {
 	// omitted files from (its name and content are the caller's to check
 	// first: see Delta.Base). A delta bundle without it is an error.
 	BaseDir string
+	// Finish, when set, is called with the staging folder and the
+	// verified manifest once every check has passed, before the folder is
+	// renamed to dir: what it writes there arrives in dir in the same step
+	// as the payload, so that nothing sees dir without it.
+	Finish func(staging string, m Manifest) error
 }
 
 // ExtractWith is Extract, for a full or a delta bundle: a delta's omitted
@@ -86,6 +91,11 @@ func ExtractWith(ctx context.Context, path, dir string, o ExtractOptions) (Manif
 		}
 		if err := u.copyFromBase(&m, d, o.BaseDir); err != nil {
 			return Manifest{}, err
+		}
+	}
+	if o.Finish != nil {
+		if err := o.Finish(staging, m); err != nil {
+			return Manifest{}, fmt.Errorf("bundle: extract: %w", err)
 		}
 	}
 	if err := u.syncDirs(); err != nil {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"airgapcoder/bundle"
@@ -43,5 +44,39 @@ func TestExtractCancelled(t *testing.T) {
 	}
 	if got := dirContents(t, parent); len(got) != 0 {
 		t.Errorf("left %q behind", got)
+	}
+}
+
+// TestExtractFinish: what Finish writes in the staging folder is in dir
+// when Extract returns, renamed with the payload; a Finish that fails
+// fails the extraction and leaves nothing behind.
+func TestExtractFinish(t *testing.T) {
+	t.Parallel()
+	pub, priv := testKey(t, "finish")
+	res, _ := writeTestBundle(t, priv, 0)
+	parent := t.TempDir()
+	dir := filepath.Join(parent, "release")
+	m, err := bundle.ExtractWith(context.Background(), res.Path, dir, bundle.ExtractOptions{PublicKey: pub,
+		Finish: func(staging string, m bundle.Manifest) error {
+			if _, err := os.Stat(filepath.Join(dir)); err == nil {
+				t.Error("dir exists before Finish returned")
+			}
+			return os.WriteFile(filepath.Join(staging, "release.txt"), []byte(m.Release), 0o644)
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, err := os.ReadFile(filepath.Join(dir, "release.txt")); err != nil || string(b) != m.Release {
+		t.Fatalf("the file Finish wrote: %q, %v; want %q in dir", b, err, m.Release)
+	}
+
+	failed := filepath.Join(parent, "failed")
+	_, err = bundle.ExtractWith(context.Background(), res.Path, failed, bundle.ExtractOptions{PublicKey: pub,
+		Finish: func(string, bundle.Manifest) error { return errors.New("disk full") }})
+	if err == nil || !strings.Contains(err.Error(), "disk full") {
+		t.Fatalf("Extract with a failing Finish: %v, want its error", err)
+	}
+	if entries, _ := os.ReadDir(parent); len(entries) != 1 || entries[0].Name() != "release" {
+		t.Errorf("a failed Finish left %v beside the first release", entries)
 	}
 }
