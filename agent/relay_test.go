@@ -93,10 +93,17 @@ type appEcho struct {
 // agent's options.
 func newRelayEnv(t testing.TB, agentOpts ...func(*agent.Options)) *relayEnv {
 	t.Helper()
+	return newRelayEnvTLS(t, false, agentOpts...)
+}
+
+// newRelayEnvTLS is newRelayEnv, over HTTPS (as appliances serve) when tls
+// is set.
+func newRelayEnvTLS(t testing.TB, tls bool, agentOpts ...func(*agent.Options)) *relayEnv {
+	t.Helper()
 	e := &relayEnv{app: appServer(t), token: uuid.NewString(), dir: t.TempDir()}
 	_, port, _ := net.SplitHostPort(e.app.Listener.Addr().String())
 	e.appPort, _ = strconv.Atoi(port)
-	e.deploymentOpts = coderdtest.Options{ProvisionerPSK: "psk", AgentHeartbeatInterval: 200 * time.Millisecond, AgentKeepAliveInterval: time.Second}
+	e.deploymentOpts = coderdtest.Options{ProvisionerPSK: "psk", AgentHeartbeatInterval: 200 * time.Millisecond, AgentKeepAliveInterval: time.Second, TLS: tls}
 	e.d = coderdtest.New(t, e.deploymentOpts)
 	e.admin, _ = e.d.CreateFirstUser(t)
 	e.member, _ = e.d.CreateUser(t, e.admin, "member")
@@ -121,7 +128,7 @@ func newRelayEnv(t testing.TB, agentOpts ...func(*agent.Options)) *relayEnv {
 // startAgent runs the agent in this process until the test ends.
 func (e *relayEnv) startAgent(t testing.TB, agentOpts ...func(*agent.Options)) {
 	t.Helper()
-	c := codersdk.New(e.d.URL)
+	c := e.d.Client() // trusts the deployment's certificate over HTTPS
 	c.SessionToken = e.token
 	opts := agent.Options{
 		Client: c, Version: "v9.9.9-test", PortsInterval: 200 * time.Millisecond, KeepAliveInterval: time.Second,
@@ -742,6 +749,54 @@ func TestRelayTransports(t *testing.T) {
 			t.Fatalf("after the dial context ended: %q %v", got, err)
 		}
 	})
+}
+
+// TestRelayOverTLS: over HTTPS, where relay connections fill their reads
+// and send each write's TLS records in one syscall on every hop (the
+// user's connection and the agent's, at both ends), megabytes cross both
+// ways at once, in order, with small writes mixed in, and an SSH session
+// runs a command.
+func TestRelayOverTLS(t *testing.T) {
+	t.Parallel()
+	e := newRelayEnvTLS(t, true)
+	if e.d.URL.Scheme != "https" {
+		t.Fatalf("deployment at %s, want https", e.d.URL)
+	}
+	e.waitReady(t, e.alice)
+	port := uint16(coderdtest.EchoServer(t))
+	conn, err := e.alice.DialWorkspaceAgent(context.Background(), e.agentID, codersdk.DialOptions{Kind: codersdk.RelayKindTCP, Port: port})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	msg := make([]byte, 4<<20)
+	for i := range msg {
+		msg[i] = byte(i*31 + i>>16)
+	}
+	writeErr := make(chan error, 1)
+	go func() {
+		var err error
+		for rest, i := msg, 0; len(rest) > 0 && err == nil; i++ {
+			n := min(len(rest), []int{1, 700, 64 << 10, 300 << 10, 1 << 20}[i%5])
+			_, err = conn.Write(rest[:n])
+			rest = rest[n:]
+		}
+		writeErr <- err
+	}()
+	got := make([]byte, len(msg))
+	_ = conn.SetReadDeadline(time.Now().Add(30 * time.Second))
+	if _, err := io.ReadFull(conn, got); err != nil {
+		t.Fatalf("read the echo: %v", err)
+	}
+	if err := <-writeErr; err != nil {
+		t.Fatalf("write: %v", err)
+	}
+	if !bytes.Equal(got, msg) {
+		t.Fatal("the echo differs from what was sent")
+	}
+	if out, _, code := run(t, sshClient(t, e.alice, e.agentID), "", "echo over tls"); out != "over tls\n" || code != 0 {
+		t.Fatalf("ssh over TLS: %q, exit %d", out, code)
+	}
 }
 
 // TestRelayAcrossReplicas runs a second replica (B) on the deployment's
