@@ -7,21 +7,21 @@ import (
 )
 
 // writebackWindow is the unit in which a bundle file is handed to
-// writeback: its writer waits for the disk only when three windows are
-// written and not yet on disk.
+// writeback: its writer waits for the disk only when two windows before
+// the one it just wrote are still on their way there.
 const writebackWindow = 8 << 20
 
 // writeBehind streams a file being written to disk as it grows, the way a
 // long sequential write should go on Linux: each window of bytes is handed
 // to writeback as soon as it is written (sync_file_range), and once it has
-// reached the disk, its pages leave the page cache (POSIX_FADV_DONTNEED). A bundle is written once and fsynced before
-// it is renamed into place, so keeping its bytes in memory only postpones
-// the disk writes to that fsync, fills memory with dirty pages (gigabytes,
-// for a large bundle, evicting what the host was using) and takes fresh
-// pages for every byte: the pages of a window are reused by the next ones
-// instead. Waiting for the disk happens on a goroutine of its own, so the
-// writer goes on writing the next window meanwhile; it waits only when the
-// disk is more than two windows behind. It is advice only: errors are
+// reached the disk, its pages leave the page cache (POSIX_FADV_DONTNEED).
+// A bundle is written once and fsynced before it is renamed into place, so
+// keeping its bytes in memory only postpones the disk writes to that fsync,
+// fills memory with dirty pages (gigabytes, for a large bundle, evicting
+// what the host was using) and takes fresh pages for every byte: the pages
+// of a window are reused by the next ones instead. Waiting for the disk
+// happens on a goroutine of its own, so the writer goes on writing the next
+// window meanwhile (see writebackWindow). It is advice only: errors are
 // ignored here and the fsync at the end reports what failed.
 type writeBehind struct {
 	fd      int
