@@ -166,7 +166,18 @@ func TestCLIWorkspaceAccess(t *testing.T) {
 		if out := mustRun(t, r.env, "ssh", "alice/dev", "ls", "-a", "hello.txt"); out != "hello.txt\n" {
 			t.Errorf("flags after NAME go to the command: got %q", out)
 		}
-		_, stderr, code := run(t, r.env, "ssh", "nope")
+		// Megabytes of output on both streams, read many packets at a time,
+		// arrive whole and in order.
+		var want strings.Builder
+		for i := 1; i <= 300_000; i++ {
+			fmt.Fprintf(&want, "%d\n", i)
+		}
+		stdout, stderr, code := run(t, r.env, "ssh", "dev", "--", "seq 1 300000; seq 1 300000 >&2")
+		if code != 0 || stdout != want.String() || stderr != want.String() {
+			t.Errorf("coder ssh of seq 1 300000 on stdout and stderr: exit %d, %d and %d bytes, want 0 and %d bytes each, equal to seq's",
+				code, len(stdout), len(stderr), want.Len())
+		}
+		_, stderr, code = run(t, r.env, "ssh", "nope")
 		if code != 1 || !strings.Contains(stderr, "nope") {
 			t.Errorf("coder ssh to a missing workspace: got %d %q", code, stderr)
 		}

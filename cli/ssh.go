@@ -191,6 +191,17 @@ func shellQuote(s string) string {
 	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
+// largeReads is an output of an SSH session that reads the session's
+// channel up to 256 KiB at a time (codersdk.CopyBuffered) instead of the
+// 32 KiB of io.Copy. A read takes every packet that has arrived, and
+// x/crypto/ssh sends a window adjustment back through every hop of the
+// relay for each read while more than 96 KiB is in flight, which a bulk
+// transfer keeps true: with one packet per read that was one adjustment
+// per 32 KiB of output (docs/relay.md).
+type largeReads struct{ io.Writer }
+
+func (w largeReads) ReadFrom(r io.Reader) (int64, error) { return codersdk.CopyBuffered(w.Writer, r) }
+
 // remoteCommand is what the workspace's shell runs for args.
 func remoteCommand(args []string) string {
 	if len(args) == 1 {
@@ -249,7 +260,7 @@ func (inv *invocation) sshSession(ctx context.Context, conn net.Conn, wa workspa
 			defer stop()
 		}
 	}
-	sess.Stdin, sess.Stdout, sess.Stderr = inv.stdin, inv.stdout, inv.stderr
+	sess.Stdin, sess.Stdout, sess.Stderr = inv.stdin, largeReads{inv.stdout}, largeReads{inv.stderr}
 	if len(command) == 0 {
 		err = sess.Shell()
 	} else {
