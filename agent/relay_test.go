@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -794,8 +795,14 @@ func TestRelayOverTLS(t *testing.T) {
 	if !bytes.Equal(got, msg) {
 		t.Fatal("the echo differs from what was sent")
 	}
-	if out, _, code := run(t, sshClient(t, e.alice, e.agentID), "", "echo over tls"); out != "over tls\n" || code != 0 {
+	sc := sshClient(t, e.alice, e.agentID)
+	if out, _, code := run(t, sc, "", "echo over tls"); out != "over tls\n" || code != 0 {
 		t.Fatalf("ssh over TLS: %q, exit %d", out, code)
+	}
+	// Megabytes of stdin, which the agent reads many packets at a time.
+	in := strings.Repeat("0123456789abcdef", 256<<10) // 4 MiB
+	if out, _, code := run(t, sc, in, "sha256sum"); code != 0 || !strings.HasPrefix(out, fmt.Sprintf("%x ", sha256.Sum256([]byte(in)))) {
+		t.Fatalf("sha256sum of 4 MiB of stdin over ssh: %q, exit %d", out, code)
 	}
 }
 

@@ -19,6 +19,8 @@ import (
 
 	"github.com/pkg/sftp"
 	"golang.org/x/crypto/ssh"
+
+	"airgapcoder/coderd/codersdk"
 )
 
 // The SSH server. It listens on nothing: coderd hands it streams of kind
@@ -396,8 +398,10 @@ func (sess *session) runPipes(cmd *exec.Cmd) int {
 	sess.setProc(cmd.Process)
 	go func() {
 		// Stdin ends when the client sends EOF; the process may well exit
-		// first (the write end is closed below).
-		_, _ = io.Copy(inW, sess.ch)
+		// first (the write end is closed below). Up to 256 KiB a read:
+		// each read of the channel may send a window adjustment back
+		// through the relay (see largeReads in cli/ssh.go).
+		_, _ = codersdk.CopyBuffered(inW, sess.ch)
 		_ = inW.Close()
 	}()
 	exited := make(chan struct{})
