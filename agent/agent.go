@@ -48,7 +48,8 @@ type Options struct {
 	// Version is reported to coderd.
 	Version string
 	// Environ is the base environment of shells and scripts (default
-	// os.Environ()). CODER_AGENT_TOKEN is always removed from it.
+	// os.Environ()). CODER_AGENT_TOKEN and BinaryDirEnv are always removed
+	// from it.
 	Environ []string
 	// ReconnectMin and ReconnectMax bound the backoff between attempts to
 	// reach coderd (defaults 1s and 30s).

@@ -51,7 +51,7 @@ func (a *Agent) environ(m codersdk.AgentManifest) []string {
 	base := map[string]string{}
 	for _, kv := range a.opts.Environ {
 		k, v, _ := strings.Cut(kv, "=")
-		if k == "CODER_AGENT_TOKEN" {
+		if k == "CODER_AGENT_TOKEN" || k == BinaryDirEnv {
 			continue
 		}
 		base[k] = v

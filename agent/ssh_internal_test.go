@@ -97,16 +97,16 @@ func (s *sshAgent) exec(t *testing.T, command string) (string, string, time.Dura
 }
 
 func TestSSHEnvironment(t *testing.T) {
-	s := newSSHAgent(t, []string{"PATH=/usr/bin:/bin", "AGENT_ONLY=1", "CODER_AGENT_TOKEN=secret"}, codersdk.AgentManifest{
+	s := newSSHAgent(t, []string{"PATH=/usr/bin:/bin", "AGENT_ONLY=1", "CODER_AGENT_TOKEN=secret", BinaryDirEnv + "=/tmp/coder.abcdef"}, codersdk.AgentManifest{
 		WorkspaceName: "dev", OwnerName: "alice", AgentName: "main",
 		EnvironmentVariables: map[string]string{"FROM_TEMPLATE": "yes", "PATH": "/opt/tpl:$PATH", "REFERS": "${AGENT_ONLY}-x"},
 	})
-	out, _, _ := s.exec(t, `echo "$FROM_TEMPLATE|$REFERS|$AGENT_ONLY|${CODER_AGENT_TOKEN:-none}|$CODER|$CODER_WORKSPACE_NAME|$CODER_WORKSPACE_OWNER_NAME|$CODER_WORKSPACE_AGENT_NAME"; echo "$PATH"; pwd`)
+	out, _, _ := s.exec(t, `echo "$FROM_TEMPLATE|$REFERS|$AGENT_ONLY|${CODER_AGENT_TOKEN:-none}|${CODER_AGENT_BINARY_DIR:-none}|$CODER|$CODER_WORKSPACE_NAME|$CODER_WORKSPACE_OWNER_NAME|$CODER_WORKSPACE_AGENT_NAME"; echo "$PATH"; pwd`)
 	lines := strings.Split(strings.TrimSpace(out), "\n")
 	if len(lines) != 3 {
 		t.Fatalf("output %q", out)
 	}
-	if want := "yes|1-x|1|none|true|dev|alice|main"; lines[0] != want {
+	if want := "yes|1-x|1|none|none|true|dev|alice|main"; lines[0] != want {
 		t.Errorf("variables: got %q, want %q", lines[0], want)
 	}
 	// CODER_SCRIPT_BIN_DIR first, the template's PATH (expanded against the

@@ -35,8 +35,17 @@ func (inv *invocation) agentCmd() *cobra.Command {
 CODER_AGENT_TOKEN (or the file --agent-token-file names), runs the startup script,
 and serves every connection users open to this workspace through coderd (coder ssh,
 coder port-forward, dev URLs). It opens no network port. Started by the init script
-of a template's coder_agent; it stops cleanly on SIGINT or SIGTERM.`,
+of a template's coder_agent; it stops cleanly on SIGINT or SIGTERM. When it exits it
+removes the folder CODER_AGENT_BINARY_DIR names, if that is the init script's download
+folder of its own binary.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if dir := inv.getenv(agent.BinaryDirEnv); dir != "" {
+				defer func() {
+					if err := agent.RemoveBinaryDir(dir); err != nil {
+						inv.logger().Warn("leaving the agent's download folder", "err", err)
+					}
+				}()
+			}
 			if err := agentOptions.resolve(cmd, "", inv.environ); err != nil {
 				return err
 			}

@@ -154,6 +154,9 @@ chmod +x "$BINARY_PATH"
 
 export CODER_AGENT_URL="${access_url%%/}"
 export CODER_AGENT_AUTH='%s'
+# The agent removes this folder when it exits: a workspace that runs on
+# its host (not in a container) would otherwise keep a copy per start.
+export CODER_AGENT_BINARY_DIR="$BINARY_DIR"
 `, curlCA, wgetCA, placeholderAuthType)
 	if caPEM != "" {
 		// The agent and what the workspace starts from it trust the embedded

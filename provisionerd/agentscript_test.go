@@ -36,6 +36,8 @@ const fakeAgent = `#!/bin/sh
 	echo "auth=$CODER_AGENT_AUTH"
 	echo "token=$CODER_AGENT_TOKEN"
 	echo "cert=${SSL_CERT_FILE:-}"
+	echo "binary_dir=${CODER_AGENT_BINARY_DIR:-}"
+	echo "exe=$0"
 } >"$MARKER"
 if [ -n "${SSL_CERT_FILE:-}" ]; then cat "$SSL_CERT_FILE" >"$MARKER.ca"; fi
 `
@@ -182,6 +184,9 @@ func TestAgentScriptRuns(t *testing.T) {
 				if marker[k] != v {
 					t.Errorf("the agent saw %s=%q, want %q", k, marker[k], v)
 				}
+			}
+			if d := marker["binary_dir"]; d == "" || filepath.Dir(marker["exe"]) != d {
+				t.Errorf("CODER_AGENT_BINARY_DIR=%q, want the folder the agent runs from (%s)", d, marker["exe"])
 			}
 			if !strings.HasSuffix(marker["cert"], "/ca.pem") || !strings.HasPrefix(markerCA, cp.CAPEM) {
 				t.Errorf("SSL_CERT_FILE=%q starting %.80q, want a file starting with the embedded CA", marker["cert"], markerCA)
