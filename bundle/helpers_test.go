@@ -282,6 +282,19 @@ func mustJSON(t testing.TB, v any) []byte {
 
 // dirContents lists every entry under dir (relative paths), for "nothing
 // left behind" checks.
+// writeFails runs Write with o and fails t unless Write fails saying want
+// and leaves nothing in out (the output folder, or where it was meant to be).
+func writeFails(t *testing.T, o bundle.WriteOptions, out, want string) {
+	t.Helper()
+	_, err := bundle.Write(context.Background(), o)
+	if err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("Write: got %v, want an error saying %q", err, want)
+	}
+	if got := dirContents(t, out); len(got) != 0 {
+		t.Errorf("a failed Write left %q in the output folder", got)
+	}
+}
+
 func dirContents(t testing.TB, dir string) []string {
 	t.Helper()
 	var out []string

@@ -616,9 +616,17 @@ type streamOut struct {
 	n    int64
 }
 
-func (s *streamOut) Write(p []byte) (int, error) {
+func (s *streamOut) Write(p []byte) (int, error) { return s.write(p, false) }
+
+// write writes p to the sink and to the hash, lending it (no copy) when p
+// stays put until the hash is done.
+func (s *streamOut) write(p []byte, lend bool) (int, error) {
 	n, err := s.sink.Write(p)
-	s.h.Write(p[:n])
+	if lend {
+		s.h.lend(p[:n])
+	} else {
+		s.h.Write(p[:n])
+	}
 	s.n += int64(n)
 	return n, err
 }
@@ -626,12 +634,7 @@ func (s *streamOut) Write(p []byte) (int, error) {
 // lending writes to out bytes that stay put until the hash is done.
 type lending struct{ out *streamOut }
 
-func (l lending) Write(p []byte) (int, error) {
-	n, err := l.out.sink.Write(p)
-	l.out.h.lend(p[:n])
-	l.out.n += int64(n)
-	return n, err
-}
+func (l lending) Write(p []byte) (int, error) { return l.out.write(p, true) }
 
 type switchWriter struct{ w io.Writer }
 

@@ -273,13 +273,7 @@ func TestWriteRefuses(t *testing.T) {
 			if tt.edit != nil {
 				tt.edit(&o)
 			}
-			_, err := bundle.Write(context.Background(), o)
-			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
-				t.Fatalf("Write: got %v, want an error saying %q", err, tt.wantErr)
-			}
-			if got := dirContents(t, out); len(got) != 0 {
-				t.Errorf("left %q in the output folder", got)
-			}
+			writeFails(t, o, out, tt.wantErr)
 		})
 	}
 }

@@ -11,10 +11,10 @@ import (
 // next hop, and every write costs a yamux frame, a hand-off to yamux's
 // send loop and a syscall (uploads through the appliance's HTTPS relay ran
 // at half the speed of downloads). Relay connections over TLS, dialed or
-// accepted (upgradedConn, acceptedTLSConn), make such a read go on while
-// the socket already holds more (fillReads), so a burst crosses the next
-// hop in as few writes as the buffer allows, and a read still never waits
-// for bytes that have not arrived.
+// accepted (upgradedConn), make such a read go on while the socket already
+// holds more (fillReads), so a burst crosses the next hop in as few writes
+// as the buffer allows, and a read still never waits for bytes that have
+// not arrived.
 
 // minFill is the least buffer space worth another read: a full record.
 const minFill = 16<<10 + 256

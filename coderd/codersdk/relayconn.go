@@ -153,13 +153,13 @@ func DialRelayUpgrade(ctx context.Context, client *http.Client, u *url.URL, head
 	return &upgradedConn{ReadWriteCloser: body, raw: raw, r: r, b: batcher}, nil
 }
 
-// upgradedConn is an upgraded HTTP connection: its bytes go through the
-// transport's reader (which may hold bytes read past the response) and
-// writer; addresses and deadlines are the TCP connection's (a TLS
-// connection's deadlines are its TCP connection's). Over TLS its reads
-// take what the socket already holds (fillReads: one read of the body
-// returns one record), and each write sends its records in one syscall
-// (b, tlsbatch.go).
+// upgradedConn is an upgraded HTTP connection, dialed (its bytes go
+// through the transport's reader, which may hold bytes read past the
+// response, and writer) or accepted over TLS (AcceptRelayUpgrade);
+// addresses and deadlines are raw's (a TLS connection's deadlines are its
+// TCP connection's). Over TLS its reads take what the socket already holds
+// (fillReads: one read of the body returns one record), and each write
+// sends its records in one syscall when b is set (tlsbatch.go).
 type upgradedConn struct {
 	io.ReadWriteCloser
 	raw net.Conn
@@ -199,8 +199,9 @@ func AcceptRelayUpgrade(w http.ResponseWriter) (net.Conn, error) {
 		nc = &bufferedConn{Conn: conn, r: brw.Reader}
 	}
 	if tc, ok := conn.(*tls.Conn); ok {
+		// Read and written as the SDK's own relay connections are.
 		b, _ := tc.NetConn().(*recordBatcher) // see BatchingListener
-		return &acceptedTLSConn{Conn: nc, r: fillReads(nc, tc.NetConn()), b: b}, nil
+		return &upgradedConn{ReadWriteCloser: nc, raw: nc, r: fillReads(nc, tc.NetConn()), b: b}, nil
 	}
 	return nc, nil
 }
@@ -212,20 +213,6 @@ type bufferedConn struct {
 }
 
 func (c *bufferedConn) Read(p []byte) (int, error) { return c.r.Read(p) }
-
-// acceptedTLSConn is a relay connection a server accepted over TLS: as the
-// SDK's own (upgradedConn), its reads take what the socket already holds
-// and, when its listener batches (BatchingListener), each write sends its
-// records in one syscall.
-type acceptedTLSConn struct {
-	net.Conn
-	r io.Reader
-	b *recordBatcher
-}
-
-func (c *acceptedTLSConn) Read(p []byte) (int, error) { return c.r.Read(p) }
-
-func (c *acceptedTLSConn) Write(p []byte) (int, error) { return batchedWrite(c.b, c.Conn.Write, p) }
 
 // dialWebSocket opens a binary WebSocket to path and adapts it to a
 // net.Conn. A refused handshake becomes an *Error with coderd's message.
