@@ -46,6 +46,7 @@ var rows = []row{
 	{"delta bundle of a new coder binary (size)", "the binary compressed", "BenchmarkApplianceDeltaInstall", "delta/binary", true, 1.1},
 	{"  the same extract, in process (time)", "extract of the full bundle", "BenchmarkDeltaInstall", "delta/full", true, 1.0},
 	{"coder bundle build of images, cold cache (time)", "crane pull --format oci", "BenchmarkBundleBuildImages", "bundle/crane", true, 1.2},
+	{"  the same, each until its output is on disk", "crane pull --format oci, then sync", "BenchmarkBundleBuildImages", "bundle/crane+sync", true, 0},
 	{"  the same", "skopeo copy --all to an OCI layout", "BenchmarkBundleBuildImages", "bundle/skopeo", true, 1.2},
 	{"  the same, in process (small layers)", "crane.Pull and a layout write", "BenchmarkBuildImages", "bundle/crane", true, 0},
 	{"image pull through coder mirror serve (time)", "skopeo from the OCI layout on disk", "BenchmarkMirrorPull", "mirror/disk", true, 1.3},
