@@ -79,6 +79,11 @@ func (s *sshServer) closeAll() {
 
 // serveConn runs the SSH protocol on one relayed stream.
 func (s *sshServer) serveConn(ctx context.Context, nc net.Conn, log *slog.Logger) {
+	// The SSH transport writes every packet with two flushed writes, and
+	// each write to a yamux stream waits for the session's send loop: queue
+	// them, so that the next packet is encrypted while one travels and
+	// several leave in one frame (docs/relay.md).
+	nc = codersdk.QueuedWrites(nc)
 	sconn, chans, reqs, err := ssh.NewServerConn(nc, s.config)
 	if err != nil {
 		log.Debug("ssh handshake", "err", err)

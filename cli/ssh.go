@@ -216,6 +216,10 @@ func remoteCommand(args []string) string {
 
 // sshSession runs a shell or command over conn with the streams of inv.
 func (inv *invocation) sshSession(ctx context.Context, conn net.Conn, wa workspaceAgent, command []string, forceTTY bool) error {
+	// The SSH transport writes every packet with two flushed writes: queue
+	// them, so that a packet leaves while the next is encrypted and stdin
+	// crosses the relay in large writes (docs/relay.md).
+	conn = codersdk.QueuedWrites(conn)
 	sconn, chans, reqs, err := ssh.NewClientConn(conn, sshHostPrefix+wa.workspace.Name, &ssh.ClientConfig{
 		User: wa.workspace.OwnerName,
 		// coderd authenticated both ends; the agent's host key is made
