@@ -12,6 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"airgapcoder/agent"
 	"airgapcoder/coderd/codersdk"
 
 	"airgapcoder/internal/atomicfile"
@@ -39,6 +40,10 @@ func sshConfigBlock(coderPath, globalConfig string, workspaces []string) string 
 		fmt.Fprintln(&b, "\tStrictHostKeyChecking no")
 		fmt.Fprintln(&b, "\tUserKnownHostsFile /dev/null")
 		fmt.Fprintln(&b, "\tLogLevel ERROR")
+		// OpenSSH asks for chacha20-poly1305 first, which the agent does
+		// not offer (agent.SSHCiphers), and then AES-CTR: ask for AES-GCM,
+		// the fastest of those it offers.
+		fmt.Fprintf(&b, "\tCiphers %s\n", strings.Join(agent.SSHCiphers, ","))
 	}
 	fmt.Fprintln(&b, sshConfigEnd)
 	return b.String()

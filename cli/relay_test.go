@@ -140,6 +140,17 @@ func tool(t *testing.T, env []string, stdin string, name string, args ...string)
 	return string(out), code
 }
 
+// negotiatedCipher finds the cipher in the output of ssh -v ("debug1: kex:
+// server->client cipher: aes128-ctr MAC: ...").
+func negotiatedCipher(out string) string {
+	_, rest, ok := strings.Cut(out, "server->client cipher: ")
+	if !ok {
+		return ""
+	}
+	cipher, _, _ := strings.Cut(rest, " ")
+	return cipher
+}
+
 // sshArgs are the OpenSSH options that reach a workspace through coder.
 func (r *relayCLI) sshArgs(t *testing.T) []string {
 	return []string{"-F", "/dev/null", "-o", "ProxyCommand=" + coderBinary(t) + " ssh --stdio %h",
@@ -201,6 +212,12 @@ func TestCLIWorkspaceAccess(t *testing.T) {
 		out, code = tool(t, env, "", "ssh", append(r.sshArgs(t), "coder.dev", "exit 9")...)
 		if code != 9 {
 			t.Errorf("ssh coder.dev 'exit 9': exit %d, output %q", code, out)
+		}
+		// OpenSSH asks for chacha20-poly1305 first; the agent does not
+		// offer it (agent.SSHCiphers), so OpenSSH takes an AES cipher.
+		out, code = tool(t, env, "", "ssh", append(r.sshArgs(t), "-v", "dev", "true")...)
+		if cipher := negotiatedCipher(out); code != 0 || !strings.HasPrefix(cipher, "aes") {
+			t.Errorf("ssh -v dev true: exit %d, cipher %q; want an AES cipher\n%s", code, cipher, out)
 		}
 	})
 
@@ -314,6 +331,12 @@ func TestCLIWorkspaceAccess(t *testing.T) {
 			"-F", filepath.Join(sshDir, "config"), "-o", "BatchMode=yes", "coder.dev", "echo", "via-config")
 		if code != 0 || out != "via-config\n" {
 			t.Errorf("ssh coder.dev with the written config: exit %d, output %q", code, out)
+		}
+		// The written config asks for AES-GCM, the fastest the agent offers.
+		out, code = tool(t, []string{"PATH=" + os.Getenv("PATH"), "HOME=" + home}, "", "ssh",
+			"-F", filepath.Join(sshDir, "config"), "-o", "BatchMode=yes", "-v", "coder.dev", "true")
+		if cipher := negotiatedCipher(out); code != 0 || cipher != "aes128-gcm@openssh.com" {
+			t.Errorf("ssh -v coder.dev true with the written config: exit %d, cipher %q, want aes128-gcm@openssh.com\n%s", code, cipher, out)
 		}
 	})
 
