@@ -39,6 +39,7 @@ var rows = []row{
 	{"bulk TCP through coder port-forward via another replica", "the same via the agent's replica", "BenchmarkPortForwardAcrossReplicas", "ratio", false, 0},
 	{"coderd heap per idle relayed connection, KiB", "", "BenchmarkIdleRelayedConnections", "coderd-heap-KiB/conn", true, 0},
 	{"coder ssh: cat of 1 GiB to /dev/null", "the same cat locally", "BenchmarkSSHCat", "ratio", false, 0.4},
+	{"  the same through OpenSSH (coder config-ssh)", "the same cat locally", "BenchmarkSSHCat", "openssh-ratio", false, 0},
 	{"new connection + 1 round trip through coder port-forward", "directly on loopback", "BenchmarkPortForwardConnect", "ratio", true, 5},
 	{"  the same, p50 in µs", "", "BenchmarkPortForwardConnect", "relayed-p50-µs", true, 1000},
 	{"coder bundle verify (time)", "sha256sum of the file", "BenchmarkVerify/Mixed", "verify/sha256sum", true, 1.2},
