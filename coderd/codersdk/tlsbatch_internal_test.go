@@ -41,17 +41,7 @@ func TestRecordBatcher(t *testing.T) {
 	for i := range payload {
 		payload[i] = byte(i * 7)
 	}
-	got := make(chan []byte, 1)
-	go func() {
-		c, err := ln.Accept()
-		if err != nil {
-			got <- nil
-			return
-		}
-		defer c.Close()
-		b, _ := io.ReadAll(c)
-		got <- b
-	}()
+	got := readAllOfOne(ln)
 	tcp, err := net.Dial("tcp", ln.Addr().String())
 	if err != nil {
 		t.Fatal(err)
@@ -95,4 +85,21 @@ func TestRecordBatcher(t *testing.T) {
 	if b := <-got; !bytes.Equal(b, append(append([]byte(nil), payload...), "unbatched"...)) {
 		t.Fatalf("the server read %d bytes, not the %d written", len(b), len(payload)+len("unbatched"))
 	}
+}
+
+// readAllOfOne accepts one connection on ln and sends everything it reads
+// from it, to its end (nil when the accept fails).
+func readAllOfOne(ln net.Listener) <-chan []byte {
+	got := make(chan []byte, 1)
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			got <- nil
+			return
+		}
+		defer c.Close()
+		b, _ := io.ReadAll(c)
+		got <- b
+	}()
+	return got
 }

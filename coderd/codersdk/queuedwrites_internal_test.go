@@ -1,16 +1,13 @@
-package codersdk_test
+package codersdk
 
 import (
 	"bytes"
 	"errors"
-	"io"
 	"math/rand/v2"
 	"net"
 	"sync"
 	"testing"
 	"time"
-
-	"airgapcoder/coderd/codersdk"
 )
 
 // gatedConn is a net.Conn whose writes wait until the test lets them go,
@@ -81,22 +78,12 @@ func TestQueuedWritesOrder(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ln.Close()
-	got := make(chan []byte, 1)
-	go func() {
-		c, err := ln.Accept()
-		if err != nil {
-			got <- nil
-			return
-		}
-		defer c.Close()
-		b, _ := io.ReadAll(c)
-		got <- b
-	}()
+	got := readAllOfOne(ln)
 	raw, err := net.Dial("tcp", ln.Addr().String())
 	if err != nil {
 		t.Fatal(err)
 	}
-	conn := codersdk.QueuedWrites(raw)
+	conn := QueuedWrites(raw)
 	rng := rand.New(rand.NewPCG(3, 4))
 	var want bytes.Buffer
 	for want.Len() < 16<<20 {
@@ -126,7 +113,7 @@ func TestQueuedWritesOrder(t *testing.T) {
 func TestQueuedWritesGather(t *testing.T) {
 	t.Parallel()
 	under := newGatedConn()
-	conn := codersdk.QueuedWrites(under)
+	conn := QueuedWrites(under)
 	defer conn.Close()
 	write := func(s string) {
 		t.Helper()
@@ -162,7 +149,7 @@ func TestQueuedWritesGather(t *testing.T) {
 func TestQueuedWritesLimit(t *testing.T) {
 	t.Parallel()
 	under := newGatedConn()
-	conn := codersdk.QueuedWrites(under)
+	conn := QueuedWrites(under)
 	done := make(chan error, 1)
 	go func() {
 		_, err := conn.Write(make([]byte, 1<<20)) // the gate never opens
@@ -190,7 +177,7 @@ func TestQueuedWritesSendFails(t *testing.T) {
 	t.Parallel()
 	under := newGatedConn()
 	under.fail = errors.New("connection reset")
-	conn := codersdk.QueuedWrites(under)
+	conn := QueuedWrites(under)
 	defer conn.Close()
 	if _, err := conn.Write([]byte("lost")); err != nil {
 		t.Fatalf("the first write: %v (it only queues)", err)
