@@ -21,7 +21,8 @@ const queuedWritesDrain = 5 * time.Second
 // then the rest) over a yamux stream (whose every write waits for its
 // session's send loop): the writer goes on to its next message while the
 // last one travels, and what gathered meanwhile leaves together, one frame
-// and one syscall for several. Bytes leave in the order written.
+// and one syscall for several. Bytes leave in the order written,
+// and each write's bytes together even with several writers, as on a socket.
 //
 // At most 256 KiB wait; a write beyond that waits for room. A failed send
 // fails the writes after it (the connection is broken anyway). Close
@@ -38,6 +39,10 @@ func QueuedWrites(conn net.Conn) net.Conn {
 type queuedConn struct {
 	net.Conn
 
+	// writing makes each Write whole in the stream, as a socket's is, even
+	// when it waits for room while other writers wait too.
+	writing sync.Mutex
+
 	mu      sync.Mutex
 	cond    *sync.Cond // broadcast when bytes are queued or taken, a send fails, or Close
 	queued  *[]byte    // nil when nothing waits; else a buffer of copyBufs
@@ -46,6 +51,8 @@ type queuedConn struct {
 }
 
 func (q *queuedConn) Write(p []byte) (int, error) {
+	q.writing.Lock()
+	defer q.writing.Unlock()
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	n := 0

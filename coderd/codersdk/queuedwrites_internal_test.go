@@ -196,3 +196,45 @@ func TestQueuedWritesSendFails(t *testing.T) {
 	}
 	t.Fatal("writes kept succeeding after the send failed")
 }
+
+// TestQueuedWritesWholeWrites: with several writers, each write's bytes
+// stay together in the stream, also when a write is larger than the queue
+// and waits for room in the middle.
+func TestQueuedWritesWholeWrites(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	got := readAllOfOne(ln)
+	raw, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn := QueuedWrites(raw)
+	const writers, writes, size = 4, 10, 300 << 10
+	var wg sync.WaitGroup
+	for w := range writers {
+		wg.Go(func() {
+			block := bytes.Repeat([]byte{byte('a' + w)}, size)
+			for range writes {
+				if _, err := conn.Write(block); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	conn.Close()
+	b := <-got
+	if len(b) != writers*writes*size {
+		t.Fatalf("read %d bytes, want %d", len(b), writers*writes*size)
+	}
+	for off := 0; off < len(b); off += size {
+		if block := b[off : off+size]; !bytes.Equal(block, bytes.Repeat(block[:1], size)) {
+			t.Fatalf("the write at offset %d is mixed with another one", off)
+		}
+	}
+}
