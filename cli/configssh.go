@@ -2,11 +2,14 @@ package cli
 
 import (
 	"bufio"
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 
@@ -25,8 +28,9 @@ const (
 	sshConfigEnd   = "# ------------END-CODER------------"
 )
 
-// sshConfigBlock renders the Host entries for workspaces.
-func sshConfigBlock(coderPath, globalConfig string, workspaces []string) string {
+// sshConfigBlock renders the Host entries for workspaces; ciphers, when
+// not empty, is their Ciphers line (see sshClientCiphers).
+func sshConfigBlock(coderPath, globalConfig string, workspaces, ciphers []string) string {
 	// OpenSSH runs ProxyCommand with the user's shell and expands %
 	// tokens first.
 	esc := func(s string) string { return strings.ReplaceAll(shellQuote(s), "%", "%%") }
@@ -40,13 +44,39 @@ func sshConfigBlock(coderPath, globalConfig string, workspaces []string) string 
 		fmt.Fprintln(&b, "\tStrictHostKeyChecking no")
 		fmt.Fprintln(&b, "\tUserKnownHostsFile /dev/null")
 		fmt.Fprintln(&b, "\tLogLevel ERROR")
-		// OpenSSH asks for chacha20-poly1305 first, which the agent does
-		// not offer (agent.SSHCiphers), and then AES-CTR: ask for AES-GCM,
-		// the fastest of those it offers.
-		fmt.Fprintf(&b, "\tCiphers %s\n", strings.Join(agent.SSHCiphers, ","))
+		if len(ciphers) > 0 {
+			fmt.Fprintf(&b, "\tCiphers %s\n", strings.Join(ciphers, ","))
+		}
 	}
 	fmt.Fprintln(&b, sshConfigEnd)
 	return b.String()
+}
+
+// sshClientCiphers returns the ciphers to ask OpenSSH for: those of the
+// agent's (agent.SSHCiphers, AES-GCM first) that the ssh on PATH knows, as
+// `ssh -Q cipher` lists them. OpenSSH asks for chacha20-poly1305 first,
+// which the agent does not offer, and then AES-CTR; AES-GCM is faster. An
+// ssh built without OpenSSL has no AES-GCM and would refuse a Ciphers line
+// naming it, hence the question. Nil when ssh cannot say (not installed,
+// older than 6.3): OpenSSH's own order applies then.
+func sshClientCiphers(ctx context.Context) []string {
+	out, err := exec.CommandContext(ctx, "ssh", "-Q", "cipher").Output()
+	if err != nil {
+		return nil
+	}
+	return agentCiphersAmong(strings.Fields(string(out)))
+}
+
+// agentCiphersAmong returns the agent's ciphers that supported holds, in
+// the agent's order.
+func agentCiphersAmong(supported []string) []string {
+	var ciphers []string
+	for _, c := range agent.SSHCiphers {
+		if slices.Contains(supported, c) {
+			ciphers = append(ciphers, c)
+		}
+	}
+	return ciphers
 }
 
 // replaceSSHBlock puts block in place of the marked block of config, or
@@ -125,7 +155,7 @@ rewrites only that section.`,
 			if err != nil && !errors.Is(err, fs.ErrNotExist) {
 				return err
 			}
-			next, err := replaceSSHBlock(string(old), sshConfigBlock(self, globalConfig, names))
+			next, err := replaceSSHBlock(string(old), sshConfigBlock(self, globalConfig, names, sshClientCiphers(cmd.Context())))
 			if err != nil {
 				return fmt.Errorf("%s: %w", path, err)
 			}
