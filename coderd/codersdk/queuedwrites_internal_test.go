@@ -67,23 +67,30 @@ func (c *gatedConn) recorded() [][]byte {
 	return c.writes
 }
 
+// queuedLoopback returns a QueuedWrites connection over loopback TCP and
+// what its peer reads, to the end.
+func queuedLoopback(t *testing.T) (net.Conn, <-chan []byte) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	got := readAllOfOne(ln)
+	raw, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return QueuedWrites(raw), got
+}
+
 // TestQueuedWritesOrder: everything written arrives, in order, whatever the
 // sizes of the writes (an SSH transport's 4-byte prefixes and 32 KiB
 // packets, and writes larger than the queue), and Close ends the stream
 // after the last byte.
 func TestQueuedWritesOrder(t *testing.T) {
 	t.Parallel()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	got := readAllOfOne(ln)
-	raw, err := net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	conn := QueuedWrites(raw)
+	conn, got := queuedLoopback(t)
 	rng := rand.New(rand.NewPCG(3, 4))
 	var want bytes.Buffer
 	for want.Len() < 16<<20 {
@@ -202,17 +209,7 @@ func TestQueuedWritesSendFails(t *testing.T) {
 // and waits for room in the middle.
 func TestQueuedWritesWholeWrites(t *testing.T) {
 	t.Parallel()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	got := readAllOfOne(ln)
-	raw, err := net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	conn := QueuedWrites(raw)
+	conn, got := queuedLoopback(t)
 	const writers, writes, size = 4, 10, 300 << 10
 	var wg sync.WaitGroup
 	for w := range writers {
