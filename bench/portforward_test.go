@@ -28,6 +28,7 @@ import (
 // environment logged in to it.
 type relayWorkspace struct {
 	coder string
+	home  string // HOME of the CLI environment
 	env   []string
 	d     *coderdtest.Deployment
 }
@@ -45,8 +46,9 @@ func newRelayWorkspaceOptions(b *testing.B, opts coderdtest.Options) *relayWorks
 	coder := testbin.Coder(b)
 	d := coderdtest.NewWithProvisionersOptions(b, coder, opts)
 	admin, _ := d.CreateFirstUser(b)
-	w := &relayWorkspace{coder: coder, d: d, env: []string{
-		"PATH=" + os.Getenv("PATH"), "HOME=" + b.TempDir(),
+	home := b.TempDir()
+	w := &relayWorkspace{coder: coder, home: home, d: d, env: []string{
+		"PATH=" + os.Getenv("PATH"), "HOME=" + home,
 		"CODER_URL=" + d.URL.String(), "CODER_SESSION_TOKEN=" + admin.SessionToken,
 	}}
 	if d.CAFile != "" {
@@ -320,9 +322,8 @@ func BenchmarkSSHCat(b *testing.B) {
 	// OpenSSH as users run it (VS Code, scp, rsync): with the Host block
 	// coder config-ssh writes, ProxyCommand coder ssh --stdio.
 	w.run(b, "config-ssh", "-y")
-	home := strings.TrimPrefix(w.env[slices.IndexFunc(w.env, func(e string) bool { return strings.HasPrefix(e, "HOME=") })], "HOME=")
 	openSSH := func() *exec.Cmd {
-		cmd := exec.Command("ssh", "-F", filepath.Join(home, ".ssh", "config"), "-o", "BatchMode=yes", "coder.dev", "cat", file)
+		cmd := exec.Command("ssh", "-F", filepath.Join(w.home, ".ssh", "config"), "-o", "BatchMode=yes", "coder.dev", "cat", file)
 		cmd.Env = w.env
 		return cmd
 	}
