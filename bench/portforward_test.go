@@ -112,18 +112,8 @@ func iperf3Server(b *testing.B) int {
 		b.Fatalf("iperf3 (installed by scripts/install-deps.sh): %v", err)
 	}
 	b.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		c, err := net.Dial("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
-		if err == nil {
-			_ = c.Close()
-			return port
-		}
-		if time.Now().After(deadline) {
-			b.Fatalf("iperf3 -s on %d: %v", port, err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	waitListening(b, port, func() string { return "iperf3 -s" })
+	return port
 }
 
 // iperf3 runs one client test against port and returns the received rate
@@ -157,7 +147,9 @@ func iperf3(b *testing.B, port int, seconds int, args ...string) float64 {
 // direction and with 1 and 4 parallel streams. It reports MiB/s of both
 // and their ratio (issue 15's goal: ≥ 0.5). coderd serves HTTPS, as
 // appliances do (https/...), and plain HTTP (http/...), where the relay's
-// own copies show without TLS's.
+// own copies show without TLS's. Each also runs through a chain of three
+// HAProxy processes (haproxyChain; TLS between them under https/), the
+// machine's ceiling for a relay with three hops, and reports its ratio too.
 //
 //	go test ./bench/ -run '^$' -bench PortForwardIperf3 -benchtime 1x
 func BenchmarkPortForwardIperf3(b *testing.B) {
@@ -165,15 +157,16 @@ func BenchmarkPortForwardIperf3(b *testing.B) {
 		b.Run(scheme, func(b *testing.B) {
 			w := newRelayWorkspaceOptions(b, coderdtest.Options{TLS: scheme == "https"})
 			server := iperf3Server(b)
-			iperf3Pairs(b, server, w.portForward(b, server))
+			iperf3Pairs(b, server, w.portForward(b, server), haproxyChain(b, server, scheme == "https"))
 		})
 	}
 }
 
-// iperf3Pairs runs iperf3 against server directly and through local, the
-// forward in front of it, alternating, in both directions with 1 and 4
-// streams, one sub-benchmark each.
-func iperf3Pairs(b *testing.B, server, local int) {
+// iperf3Pairs runs iperf3 against server directly, through local (the
+// forward in front of it) and through chain (haproxyChain in front of it),
+// alternating, in both directions with 1 and 4 streams, one sub-benchmark
+// each.
+func iperf3Pairs(b *testing.B, server, local, chain int) {
 	iperf3(b, local, 1) // warm up: the first connection opens the relay
 	const seconds = 5
 	for _, tc := range []struct {
@@ -186,15 +179,18 @@ func iperf3Pairs(b *testing.B, server, local int) {
 		{"down-4", []string{"-R", "-P", "4"}},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
-			var direct, relayed float64
+			var direct, relayed, haproxy float64
 			for b.Loop() {
 				direct += iperf3(b, server, seconds, tc.args...)
 				relayed += iperf3(b, local, seconds, tc.args...)
+				haproxy += iperf3(b, chain, seconds, tc.args...)
 			}
 			n := float64(b.N)
 			b.ReportMetric(direct/n, "direct-MiB/s")
 			b.ReportMetric(relayed/n, "relayed-MiB/s")
 			b.ReportMetric(relayed/direct, "ratio")
+			b.ReportMetric(haproxy/n, "haproxy3-MiB/s")
+			b.ReportMetric(haproxy/direct, "haproxy3-ratio")
 		})
 	}
 }
@@ -232,18 +228,21 @@ func dialRoundTrip(b *testing.B, port int) net.Conn {
 // BenchmarkPortForwardConnect measures a new connection and one round trip
 // through the built `coder port-forward` against the same directly on
 // loopback, alternating, and reports both p50s and their ratio (issue 15's
-// goal: ≤ 5×, p50 ≤ 1 ms).
+// goal: ≤ 5×, p50 ≤ 1 ms); and the same through a chain of three HAProxy
+// processes (haproxyChain), for scale.
 //
 //	go test ./bench/ -run '^$' -bench PortForwardConnect -benchtime 300x
 func BenchmarkPortForwardConnect(b *testing.B) {
 	w := newRelayWorkspace(b)
 	echo := coderdtest.EchoServer(b)
 	local := w.portForward(b, echo)
+	chain := haproxyChain(b, echo, false)
 	connectRoundTrip(b, local) // warm up
-	var direct, relayed []time.Duration
+	var direct, relayed, haproxy []time.Duration
 	for b.Loop() {
 		direct = append(direct, connectRoundTrip(b, echo))
 		relayed = append(relayed, connectRoundTrip(b, local))
+		haproxy = append(haproxy, connectRoundTrip(b, chain))
 	}
 	p50 := func(d []time.Duration) float64 {
 		slices.Sort(d)
@@ -252,6 +251,8 @@ func BenchmarkPortForwardConnect(b *testing.B) {
 	b.ReportMetric(p50(direct), "direct-p50-µs")
 	b.ReportMetric(p50(relayed), "relayed-p50-µs")
 	b.ReportMetric(p50(relayed)/p50(direct), "ratio")
+	b.ReportMetric(p50(haproxy), "haproxy3-p50-µs")
+	b.ReportMetric(p50(haproxy)/p50(direct), "haproxy3-ratio")
 	// For scale: one round trip on a connection already made, relayed. A
 	// new connection cannot cost less than this plus the agent's dial.
 	b.ReportMetric(p50(roundTrips(b, local, 300)), "relayed-established-rt-p50-µs")

@@ -1,0 +1,106 @@
+package bench
+
+import (
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"airgapcoder/certs"
+	"airgapcoder/internal/testport"
+)
+
+// haproxyChain starts three HAProxy processes in a chain in front of target
+// (TCP mode, one thread each) and returns the first one's port: a relay
+// with as many user-space hops as `coder port-forward` has (CLI, coderd,
+// agent), written in C for nothing else and doing nothing else (no
+// multiplexing, no authentication, no audit). With tls, each hop speaks TLS
+// to the next, verified against a CA, so a relayed byte is encrypted and
+// decrypted twice, as it is on the relay over HTTPS. The benchmarks report
+// it beside the relay: it is what a three-hop relay costs on this machine.
+func haproxyChain(b *testing.B, target int, tls bool) int {
+	b.Helper()
+	dir := b.TempDir()
+	var bindTLS, serverTLS string
+	if tls {
+		if _, err := certs.Generate(dir, []string{"127.0.0.1"}, certs.Options{}); err != nil {
+			b.Fatal(err)
+		}
+		cdir := certs.CertsDir(dir)
+		crt, err := os.ReadFile(filepath.Join(cdir, certs.ServerFile))
+		if err != nil {
+			b.Fatal(err)
+		}
+		key, err := os.ReadFile(filepath.Join(cdir, certs.ServerKeyFile))
+		if err != nil {
+			b.Fatal(err)
+		}
+		pair := filepath.Join(dir, "server+key.pem")
+		if err := os.WriteFile(pair, append(crt, key...), 0o600); err != nil {
+			b.Fatal(err)
+		}
+		bindTLS = " ssl crt " + pair
+		serverTLS = " ssl verify required ca-file " + filepath.Join(cdir, certs.CAFile)
+	}
+	next := target
+	for hop := 3; hop >= 1; hop-- {
+		listen := testport.Port(b)
+		var bind, server string
+		if hop > 1 {
+			bind = bindTLS // the hop before speaks TLS to this one
+		}
+		if hop < 3 {
+			server = serverTLS
+		}
+		cfg := fmt.Sprintf(`global
+  nbthread 1
+defaults
+  mode tcp
+  timeout connect 5s
+  timeout client 1m
+  timeout server 1m
+frontend hop
+  bind 127.0.0.1:%d%s
+  default_backend next
+backend next
+  server next 127.0.0.1:%d%s
+`, listen, bind, next, server)
+		path := filepath.Join(dir, fmt.Sprintf("hop%d.cfg", hop))
+		if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
+			b.Fatal(err)
+		}
+		cmd := exec.Command("haproxy", "-f", path, "-db")
+		out := &strings.Builder{}
+		cmd.Stdout, cmd.Stderr = out, out
+		if err := cmd.Start(); err != nil {
+			b.Fatalf("haproxy (installed by scripts/install-deps.sh): %v", err)
+		}
+		b.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+		waitListening(b, listen, func() string { return "haproxy: " + out.String() })
+		next = listen
+	}
+	return next
+}
+
+// waitListening waits until something accepts connections on the loopback
+// port; why says what to show if nothing does.
+func waitListening(b *testing.B, port int, why func() string) {
+	b.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		c, err := net.Dial("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+		if err == nil {
+			_ = c.Close()
+			return
+		}
+		if time.Now().After(deadline) {
+			b.Fatalf("nothing listens on %d: %v\n%s", port, err, why())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
