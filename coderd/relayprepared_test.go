@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -23,7 +24,8 @@ import (
 // checks its token again when used: a user suspended after preparing gets
 // nothing, also when the suspension was made elsewhere (another replica,
 // or SQL by hand). Bytes written right behind the target (Start) arrive
-// once it is connected, and go nowhere when it is refused. Bad targets and
+// once it is connected, and go nowhere when it is refused or its user was
+// suspended since. Bad targets and
 // other users' agents are refused.
 func TestPreparedConnections(t *testing.T) {
 	ctx := context.Background()
@@ -78,8 +80,13 @@ func TestPreparedConnections(t *testing.T) {
 		t.Fatalf("bob prepares a connection to alice's agent: got %v, want 404", err)
 	}
 
-	// Suspended after preparing: refused when used, and nothing connected.
+	// Suspended after preparing: refused when used, and nothing connected;
+	// bytes written right behind the target reach nothing either.
 	p, err = f.alice.PrepareWorkspaceAgentConn(ctx, f.agentID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	withBytes, err := f.alice.PrepareWorkspaceAgentConn(ctx, f.agentID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -91,6 +98,21 @@ func TestPreparedConnections(t *testing.T) {
 	}
 	waitAudit(t, f.owner, "action:connect username:alice outcome:failure", auditWant{actor: "alice", action: codersdk.AuditActionConnect,
 		resourceType: codersdk.AuditResourceWorkspaceAgent, workspace: "alice/dev", status: http.StatusUnauthorized, fields: map[string]any{"kind": "tcp"}})
+	sinkPort, received := byteSink(t)
+	suspended, err := withBytes.Start(codersdk.DialOptions{Kind: codersdk.RelayKindTCP, Port: uint16(sinkPort)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := suspended.Write([]byte("from a suspended user")); err != nil {
+		t.Fatal(err)
+	}
+	if err := suspended.Answer(ctx); !codersdk.IsStatus(err, http.StatusUnauthorized) {
+		t.Fatalf("prepared connection of a user suspended since, bytes behind its target: got %v, want 401", err)
+	}
+	time.Sleep(300 * time.Millisecond) // time for bytes that should not go to arrive
+	if got := received(); got != "" {
+		t.Errorf("the target of a user suspended since received %q, want nothing", got)
+	}
 	if _, err := f.owner.ActivateUser(ctx, "alice"); err != nil {
 		t.Fatal(err)
 	}
@@ -184,4 +206,43 @@ func waitAudit(t *testing.T, owner *codersdk.Client, q string, w auditWant) code
 		return false, fmt.Sprintf("no record %s among %d of %q", w, len(logs), q)
 	})
 	return requireAudit(t, logs, w)
+}
+
+// byteSink listens on a loopback port and keeps every byte any connection
+// sends it; received returns them so far.
+func byteSink(t *testing.T) (port int, received func() string) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ln.Close() })
+	var mu sync.Mutex
+	var got strings.Builder
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				b := make([]byte, 4<<10)
+				for {
+					n, err := c.Read(b)
+					mu.Lock()
+					got.Write(b[:n])
+					mu.Unlock()
+					if err != nil {
+						return
+					}
+				}
+			}()
+		}
+	}()
+	return ln.Addr().(*net.TCPAddr).Port, func() string {
+		mu.Lock()
+		defer mu.Unlock()
+		return got.String()
+	}
 }
