@@ -6,7 +6,11 @@
 #   scripts/test-postgres.sh stop
 set -euo pipefail
 
-port=${CODER_TEST_POSTGRES_PORT:-55432}
+# Below the kernel's ephemeral range (32768-60999 here) and below the
+# ports internal/testport hands out (20000 up): a port in the ephemeral range
+# can be held in TIME_WAIT by any earlier outgoing connection, and then
+# PostgreSQL cannot bind it.
+port=${CODER_TEST_POSTGRES_PORT:-15432}
 dir=${CODER_TEST_POSTGRES_DIR:-/tmp/coder-test-postgres}
 bin=$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -n1)
 as_pg() {
@@ -25,7 +29,10 @@ start)
     as_pg "$bin/pg_ctl" -D "$dir/data" -l "$dir/log" -w -t 60 \
       -o "-p $port -c listen_addresses=127.0.0.1 -c unix_socket_directories=$dir -c fsync=off -c max_connections=300" start >/dev/null
   fi
-  echo "postgres://postgres@127.0.0.1:$port/postgres?sslmode=disable"
+  # A server already running keeps the port it was started with (line 4 of
+  # postmaster.pid).
+  running=$(sed -n 4p "$dir/data/postmaster.pid" 2>/dev/null || true)
+  echo "postgres://postgres@127.0.0.1:${running:-$port}/postgres?sslmode=disable"
   ;;
 stop)
   as_pg "$bin/pg_ctl" -D "$dir/data" -m fast -w stop >/dev/null 2>&1 || true
