@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"airgapcoder/coderd/coderdtest"
 	"airgapcoder/coderd/codersdk"
 )
 
@@ -27,36 +28,21 @@ const relayBenchSize = 256 << 20
 // one byte; it echoes single bytes on connections that send a zero length.
 func sinkServer(b *testing.B) int {
 	b.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer c.Close()
-				var n [8]byte
-				if _, err := io.ReadFull(c, n[:]); err != nil {
-					return
-				}
-				size := int64(binary.BigEndian.Uint64(n[:]))
-				if size == 0 {
-					_, _ = io.Copy(c, c)
-					return
-				}
-				if _, err := io.CopyN(io.Discard, c, size); err != nil {
-					return
-				}
-				_, _ = c.Write([]byte{1})
-			}()
+	return coderdtest.ServeTCP(b, func(c net.Conn) {
+		var n [8]byte
+		if _, err := io.ReadFull(c, n[:]); err != nil {
+			return
 		}
-	}()
-	return ln.Addr().(*net.TCPAddr).Port
+		size := int64(binary.BigEndian.Uint64(n[:]))
+		if size == 0 {
+			_, _ = io.Copy(c, c)
+			return
+		}
+		if _, err := io.CopyN(io.Discard, c, size); err != nil {
+			return
+		}
+		_, _ = c.Write([]byte{1})
+	})
 }
 
 // transfer sends size bytes over conn and waits for the sink's answer.

@@ -14,6 +14,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"airgapcoder/coderd/coderdtest"
 	"airgapcoder/coderd/codersdk"
 	"airgapcoder/internal/testport"
 )
@@ -212,35 +213,21 @@ func waitAudit(t *testing.T, owner *codersdk.Client, q string, w auditWant) code
 // sends it; received returns them so far.
 func byteSink(t *testing.T) (port int, received func() string) {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = ln.Close() })
 	var mu sync.Mutex
 	var got strings.Builder
-	go func() {
+	port = coderdtest.ServeTCP(t, func(c net.Conn) {
+		b := make([]byte, 4<<10)
 		for {
-			c, err := ln.Accept()
+			n, err := c.Read(b)
+			mu.Lock()
+			got.Write(b[:n])
+			mu.Unlock()
 			if err != nil {
 				return
 			}
-			go func() {
-				defer c.Close()
-				b := make([]byte, 4<<10)
-				for {
-					n, err := c.Read(b)
-					mu.Lock()
-					got.Write(b[:n])
-					mu.Unlock()
-					if err != nil {
-						return
-					}
-				}
-			}()
 		}
-	}()
-	return ln.Addr().(*net.TCPAddr).Port, func() string {
+	})
+	return port, func() string {
 		mu.Lock()
 		defer mu.Unlock()
 		return got.String()

@@ -70,6 +70,18 @@ func EchoServer(t testing.TB) int {
 // connection it accepts, as servers that speak first do (SSH, SMTP).
 func BannerEchoServer(t testing.TB, banner string) int {
 	t.Helper()
+	return ServeTCP(t, func(c net.Conn) {
+		if _, err := io.WriteString(c, banner); err == nil {
+			_, _ = io.Copy(c, c)
+		}
+	})
+}
+
+// ServeTCP listens on a loopback port until the test ends and runs serve
+// on a goroutine of its own for every connection, closing the connection
+// when serve returns. It returns the port.
+func ServeTCP(t testing.TB, serve func(net.Conn)) int {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -83,9 +95,7 @@ func BannerEchoServer(t testing.TB, banner string) int {
 			}
 			go func() {
 				defer c.Close()
-				if _, err := io.WriteString(c, banner); err == nil {
-					_, _ = io.Copy(c, c)
-				}
+				serve(c)
 			}()
 		}
 	}()
