@@ -13,12 +13,16 @@ import (
 	"airgapcoder/coderd/codersdk"
 )
 
+// answerWait bounds how long a new stream may take to bring its header
+// and be answered; the answer lifts it.
+const answerWait = 15 * time.Second
+
 // handleStream serves one stream coderd opened: it reads the
 // codersdk.RelayHeader, answers with a codersdk.RelayReply, and hands the
 // stream to the SSH server or a web terminal session, or splices it to a
 // TCP port.
 func (a *Agent) handleStream(ctx context.Context, stream net.Conn) {
-	_ = stream.SetDeadline(time.Now().Add(15 * time.Second))
+	_ = stream.SetDeadline(time.Now().Add(answerWait))
 	var hdr codersdk.RelayHeader
 	if err := codersdk.ReadRelayFrame(stream, &hdr); err != nil {
 		a.log.Warn("bad relay stream header", "err", err)
@@ -77,7 +81,7 @@ func forwardWaiting(stream net.Conn, target net.Conn) error {
 	if err := stream.SetReadDeadline(time.Now()); err != nil {
 		return nil
 	}
-	defer stream.SetReadDeadline(time.Now().Add(15 * time.Second))
+	defer stream.SetReadDeadline(time.Now().Add(answerWait))
 	var buf [8 << 10]byte
 	n, _ := stream.Read(buf[:]) // an error: nothing waits, or the stream ended (splice sees it)
 	if n == 0 {

@@ -4,14 +4,13 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
 	"airgapcoder/certs"
+	"airgapcoder/internal/testhaproxy"
 	"airgapcoder/internal/testport"
 )
 
@@ -70,18 +69,8 @@ frontend hop
 backend next
   server next 127.0.0.1:%d%s
 `, listen, bind, next, server)
-		path := filepath.Join(dir, fmt.Sprintf("hop%d.cfg", hop))
-		if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
-			b.Fatal(err)
-		}
-		cmd := exec.Command("haproxy", "-f", path, "-db")
-		out := &strings.Builder{}
-		cmd.Stdout, cmd.Stderr = out, out
-		if err := cmd.Start(); err != nil {
-			b.Fatalf("haproxy (installed by scripts/install-deps.sh): %v", err)
-		}
-		b.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-		waitListening(b, listen, func() string { return "haproxy: " + out.String() })
+		out := testhaproxy.Start(b, cfg)
+		waitListening(b, listen, func() string { return "haproxy: " + out() })
 		next = listen
 	}
 	return next

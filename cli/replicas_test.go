@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -20,6 +19,7 @@ import (
 
 	"airgapcoder/coderd/coderdtest"
 	"airgapcoder/coderd/codersdk"
+	"airgapcoder/internal/testhaproxy"
 	"airgapcoder/internal/testport"
 	"airgapcoder/internal/testprovider"
 )
@@ -225,18 +225,8 @@ backend replicas
   option httpchk GET /healthz
   http-check expect status 200
 %s`, u.Host, servers.String())
-	path := filepath.Join(t.TempDir(), "haproxy.cfg")
-	if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command("haproxy", "-f", path, "-db")
-	out := &strings.Builder{}
-	cmd.Stdout, cmd.Stderr = out, out
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("haproxy (installed by scripts/install-deps.sh): %v", err)
-	}
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	waitHealthz(t, lbURL, 20*time.Second, nil, func() string { return "haproxy: " + out.String() })
+	out := testhaproxy.Start(t, cfg)
+	waitHealthz(t, lbURL, 20*time.Second, nil, func() string { return "haproxy: " + out() })
 }
 
 // httpServer answers every request with its path, on a loopback port
