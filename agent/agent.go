@@ -397,6 +397,9 @@ func (a *Agent) serveConnection(ctx context.Context) error {
 	defer mux.Close()
 	stop := context.AfterFunc(ctx, func() { _ = mux.Close() })
 	defer stop()
+	session, endSession := context.WithCancel(ctx)
+	defer endSession()
+	a.runSpares(session)
 	a.log.Info("connected to coderd", "url", a.client.URL.Redacted())
 	// A lifecycle report lost while coderd was away is sent again.
 	a.lifecycle.resend()

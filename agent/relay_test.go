@@ -25,6 +25,7 @@ import (
 	"github.com/coder/websocket"
 	"github.com/google/uuid"
 	"github.com/pkg/sftp"
+	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/crypto/ssh"
 
 	"airgapcoder/agent"
@@ -48,6 +49,7 @@ type relayEnv struct {
 	agentDone             chan struct{}
 	deploymentOpts        coderdtest.Options
 	daemon                *coderdtest.Daemon
+	metrics               *prometheus.Registry // the deployment's
 }
 
 // appServer answers / with what it received (path, Host, headers) and
@@ -101,10 +103,11 @@ func newRelayEnv(t testing.TB, agentOpts ...func(*agent.Options)) *relayEnv {
 // is set.
 func newRelayEnvTLS(t testing.TB, tls bool, agentOpts ...func(*agent.Options)) *relayEnv {
 	t.Helper()
-	e := &relayEnv{app: appServer(t), token: uuid.NewString(), dir: t.TempDir()}
+	e := &relayEnv{app: appServer(t), token: uuid.NewString(), dir: t.TempDir(), metrics: prometheus.NewRegistry()}
 	_, port, _ := net.SplitHostPort(e.app.Listener.Addr().String())
 	e.appPort, _ = strconv.Atoi(port)
-	e.deploymentOpts = coderdtest.Options{ProvisionerPSK: "psk", AgentHeartbeatInterval: 200 * time.Millisecond, AgentKeepAliveInterval: time.Second, TLS: tls}
+	e.deploymentOpts = coderdtest.Options{ProvisionerPSK: "psk", AgentHeartbeatInterval: 200 * time.Millisecond, AgentKeepAliveInterval: time.Second, TLS: tls,
+		Registerer: e.metrics}
 	e.d = coderdtest.New(t, e.deploymentOpts)
 	e.admin, _ = e.d.CreateFirstUser(t)
 	e.member, _ = e.d.CreateUser(t, e.admin, "member")
@@ -587,6 +590,7 @@ func TestAgentReconnects(t *testing.T) {
 	e.d.Close()
 	opts := e.deploymentOpts
 	opts.DatabaseURL, opts.Address = e.d.DatabaseURL, addr
+	opts.Registerer = prometheus.NewRegistry()
 	began := time.Now()
 	d2 := coderdtest.New(t, opts)
 	alice := d2.Client()
@@ -836,6 +840,16 @@ func TestRelayAcrossReplicas(t *testing.T) {
 		return err == nil && len(rs) == 2, fmt.Sprintf("replicas %v (%v)", rs, err)
 	})
 
+	// The agent's spare connections belong where its session is.
+	agentViaB := codersdk.New(b.URL)
+	agentViaB.SessionToken = e.token
+	if c, err := agentViaB.ConnectAgentSpare(ctx); !codersdk.IsStatus(err, http.StatusConflict) {
+		if c != nil {
+			c.Close()
+		}
+		t.Errorf("a spare connection to replica B, which the agent's session is not on: %v, want 409", err)
+	}
+
 	// A forwarded port, through B.
 	port := uint16(coderdtest.EchoServer(t))
 	conn, err := viaB.DialWorkspaceAgent(ctx, e.agentID, codersdk.DialOptions{Kind: codersdk.RelayKindTCP, Port: port})
@@ -983,5 +997,172 @@ func TestDialWaitsForReconnectingAgent(t *testing.T) {
 	_ = conn.SetReadDeadline(time.Now().Add(10 * time.Second))
 	if _, err := io.ReadFull(conn, got); err != nil || string(got) != "back" {
 		t.Fatalf("echo after the reconnect: %q %v", got, err)
+	}
+}
+
+// relayConns is how many connections coderd opened to agents via "spare"
+// or "stream" (coderd_relay_agent_connections_total).
+func (e *relayEnv) relayConns(t testing.TB, via string) float64 {
+	t.Helper()
+	mfs, err := e.metrics.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != "coderd_relay_agent_connections_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "via" && l.GetValue() == via {
+					return m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return 0
+}
+
+// echoes sends msg on conn while it reads the echo, and checks it.
+func echoes(conn net.Conn, msg []byte) error {
+	errc := make(chan error, 1)
+	go func() { _, err := conn.Write(msg); errc <- err }()
+	got := make([]byte, len(msg))
+	_ = conn.SetReadDeadline(time.Now().Add(30 * time.Second))
+	if _, err := io.ReadFull(conn, got); err != nil {
+		return fmt.Errorf("read the echo: %w", err)
+	}
+	if err := <-errc; err != nil {
+		return fmt.Errorf("write: %w", err)
+	}
+	if !bytes.Equal(got, msg) {
+		return errors.New("the echo differs from what was sent")
+	}
+	return nil
+}
+
+// TestRelaySpares: the agent keeps spare connections to coderd
+// (coderd/relayspares.go). A user's connection rides one and carries
+// megabytes both ways intact, over HTTP and HTTPS; the agent dials another
+// once it has answered; a burst of connections larger than the spares
+// gets streams of the session for the rest, all of them working; and a
+// replica the agent's session is not on refuses its spares.
+func TestRelaySpares(t *testing.T) {
+	t.Parallel()
+	for _, overTLS := range []bool{false, true} {
+		t.Run(map[bool]string{false: "http", true: "https"}[overTLS], func(t *testing.T) {
+			t.Parallel()
+			e := newRelayEnvTLS(t, overTLS)
+			e.waitReady(t, e.alice)
+			port := uint16(coderdtest.EchoServer(t))
+			dial := func() (net.Conn, error) {
+				return e.alice.DialWorkspaceAgent(context.Background(), e.agentID, codersdk.DialOptions{Kind: codersdk.RelayKindTCP, Port: port})
+			}
+			// onSpare returns a connection that rode a spare, dialing
+			// until one does: the agent dials its spares when its session
+			// is up and each again once it answered.
+			onSpare := func() net.Conn {
+				t.Helper()
+				var conn net.Conn
+				waitFor(t, 10*time.Second, func() (bool, string) {
+					before := e.relayConns(t, "spare")
+					c, err := dial()
+					if err != nil {
+						return false, err.Error()
+					}
+					if e.relayConns(t, "spare") == before {
+						c.Close()
+						return false, "no connection rode a spare connection"
+					}
+					conn = c
+					return true, ""
+				})
+				return conn
+			}
+
+			conn := onSpare()
+			msg := make([]byte, 4<<20)
+			for i := range msg {
+				msg[i] = byte(i*7 + i>>12)
+			}
+			if err := echoes(conn, msg); err != nil {
+				t.Fatalf("4 MiB through a spare connection: %v", err)
+			}
+			conn.Close()
+			onSpare().Close() // the agent dialed another
+
+			// A burst: more connections at once than spares wait. Those
+			// that find none get streams of the session.
+			const burst = 2*codersdk.AgentSpareConns + 1
+			before := e.relayConns(t, "spare") + e.relayConns(t, "stream")
+			var wg sync.WaitGroup
+			errs := make(chan error, burst)
+			for i := range burst {
+				wg.Go(func() {
+					c, err := dial()
+					if err != nil {
+						errs <- err
+						return
+					}
+					defer c.Close()
+					if err := echoes(c, bytes.Repeat([]byte{byte('a' + i)}, 256<<10)); err != nil {
+						errs <- fmt.Errorf("connection %d of the burst: %w", i, err)
+					}
+				})
+			}
+			wg.Wait()
+			close(errs)
+			for err := range errs {
+				t.Error(err)
+			}
+			if got := e.relayConns(t, "spare") + e.relayConns(t, "stream") - before; got != burst {
+				t.Errorf("coderd counted %v connections to the agent for a burst of %d", got, burst)
+			}
+			onSpare().Close() // and spares again after it
+
+			// SSH rides a spare too.
+			if out, _, code := run(t, sshClient(t, e.alice, e.agentID), "", "echo via spare"); out != "via spare\n" || code != 0 {
+				t.Errorf("ssh: %q, exit %d", out, code)
+			}
+		})
+	}
+}
+
+// TestAgentSparesNeedRawUpgrade: an agent behind a proxy that passes only
+// WebSocket upgrades serves every connection as a stream of its session
+// and tries each spare connection once per session, not again and again.
+func TestAgentSparesNeedRawUpgrade(t *testing.T) {
+	t.Parallel()
+	var seen func() []string
+	e := newRelayEnv(t, func(o *agent.Options) {
+		var u *url.URL
+		u, seen = upgradeProxy(t, o.Client.URL, true)
+		c := codersdk.New(u)
+		c.SessionToken = o.Client.SessionToken
+		o.Client = c
+	})
+	e.waitReady(t, e.alice)
+	port := uint16(coderdtest.EchoServer(t))
+	conn, err := e.alice.DialWorkspaceAgent(context.Background(), e.agentID, codersdk.DialOptions{Kind: codersdk.RelayKindTCP, Port: port})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if err := echoes(conn, []byte("through a stream")); err != nil {
+		t.Fatal(err)
+	}
+	if spare, stream := e.relayConns(t, "spare"), e.relayConns(t, "stream"); spare != 0 || stream != 1 {
+		t.Errorf("%v connections rode spares, which the proxy cannot pass, and %v streams, want 1", spare, stream)
+	}
+	time.Sleep(3 * time.Second) // the agent's reconnect backoff is 100 ms to 1 s here
+	raw := 0
+	for _, up := range seen() {
+		if up == codersdk.RelayProtocol {
+			raw++
+		}
+	}
+	// The session's own try, then one per spare.
+	if want := 1 + codersdk.AgentSpareConns; raw != want {
+		t.Errorf("the proxy saw %d raw upgrades (%q), want %d: spares are tried once per session", raw, seen(), want)
 	}
 }

@@ -29,13 +29,24 @@ func (a *Agent) handleStream(ctx context.Context, stream net.Conn) {
 		_ = stream.Close()
 		return
 	}
+	a.serveStream(ctx, stream, hdr, nil)
+}
+
+// serveStream serves a stream, or a spare connection (spares.go), whose
+// header was read; answered, when set, is called once the agent has
+// answered.
+func (a *Agent) serveStream(ctx context.Context, stream net.Conn, hdr codersdk.RelayHeader, answered func()) {
 	log := a.log.With("conn", hdr.ConnID, "user", hdr.User, "kind", hdr.Kind)
 	reply := func(err error) bool {
 		r := codersdk.RelayReply{}
 		if err != nil {
 			r.Error = err.Error()
 		}
-		if werr := codersdk.WriteRelayFrame(stream, r); werr != nil || err != nil {
+		werr := codersdk.WriteRelayFrame(stream, r)
+		if answered != nil {
+			answered()
+		}
+		if werr != nil || err != nil {
 			_ = stream.Close()
 			return false
 		}

@@ -145,11 +145,16 @@ func (api *API) requireAuth() gin.HandlerFunc {
 	})
 }
 
-// handleMiddleware runs h and aborts the chain when it fails.
+// handleMiddleware runs h and aborts the chain when it fails (also when
+// the failure was the client going away, which gets no answer) or
+// answered.
 func (api *API) handleMiddleware(h handler) gin.HandlerFunc {
-	render := api.handle(h)
 	return func(c *gin.Context) {
-		render(c)
+		if err := h(c); err != nil {
+			api.renderError(c, err)
+			c.Abort()
+			return
+		}
 		if c.Writer.Written() {
 			c.Abort()
 			return

@@ -62,20 +62,23 @@ type handler func(c *gin.Context) error
 // handle renders a handler's error as the error envelope; errors that are
 // not apiErrors are internal and logged.
 func (api *API) handle(h handler) gin.HandlerFunc {
-	return func(c *gin.Context) {
-		err := h(c)
-		if err == nil {
-			return
-		}
-		if errors.Is(err, c.Request.Context().Err()) && c.Request.Context().Err() != nil {
-			return // client went away
-		}
-		ae := api.apiErrorOf(err, "method", c.Request.Method, "path", c.Request.URL.Path)
-		if c.Writer.Written() {
-			return
-		}
-		c.JSON(ae.status, ae.Response)
+	return func(c *gin.Context) { api.renderError(c, h(c)) }
+}
+
+// renderError answers err, unless it is nil, the client went away, or an
+// answer was already written.
+func (api *API) renderError(c *gin.Context, err error) {
+	if err == nil {
+		return
 	}
+	if errors.Is(err, c.Request.Context().Err()) && c.Request.Context().Err() != nil {
+		return // client went away
+	}
+	ae := api.apiErrorOf(err, "method", c.Request.Method, "path", c.Request.URL.Path)
+	if c.Writer.Written() {
+		return
+	}
+	c.JSON(ae.status, ae.Response)
 }
 
 // apiErrorOf is err as the API answers it: an apiError as it is, a missing

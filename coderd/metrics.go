@@ -14,6 +14,7 @@ type metrics struct {
 	jobsAcquired prometheus.Counter
 	jobQueueWait prometheus.Histogram
 	jobsFinished *prometheus.CounterVec
+	relayConns   *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -38,9 +39,13 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Namespace: "coderd", Subsystem: "provisionerd", Name: "jobs_finished_total",
 			Help: "Provisioner jobs that ended, by status.",
 		}, []string{"status"}),
+		relayConns: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "coderd", Subsystem: "relay", Name: "agent_connections_total",
+			Help: "Connections opened to agents on this replica, by how: on a spare connection the agent dialed ahead, or as a stream of its session.",
+		}, []string{"via"}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.requests, m.duration, m.jobsAcquired, m.jobQueueWait, m.jobsFinished)
+		reg.MustRegister(m.requests, m.duration, m.jobsAcquired, m.jobQueueWait, m.jobsFinished, m.relayConns)
 	}
 	return m
 }

@@ -25,12 +25,13 @@ import (
 )
 
 // The relay: every byte between a user and a workspace passes through
-// coderd. An agent keeps one WebSocket to coderd (GET
+// coderd. An agent keeps one relay connection to coderd (GET
 // /api/v2/workspaceagents/me/connect) carrying a yamux session in which
-// coderd opens one stream per user connection. A stream starts with a
-// codersdk.RelayHeader (kind ssh or tcp, target port) and the agent's
-// codersdk.RelayReply; then it carries the connection's bytes. Users reach a
-// stream through a WebSocket of their own (GET
+// coderd opens a stream per user connection, unless one of the agent's
+// spare connections waits (relayspares.go). Either starts with a
+// codersdk.RelayHeader (kind ssh, tcp or pty, target port) and the agent's
+// codersdk.RelayReply; then it carries the connection's bytes. Users reach
+// it through a relay connection of their own (GET
 // /api/v2/workspaceagents/{agent}/connect) or a dev URL (devurls.go).
 //
 // Sessions live in this replica's memory: a user connection must reach the
@@ -56,6 +57,7 @@ type agentSession struct {
 	agentID   string // guarded by relay.mu: a new build gives the token a new row
 	mux       *yamux.Session
 	connected time.Time
+	spares    spares // the agent's spare connections (relayspares.go)
 }
 
 // register makes s the session of agentID and returns the one it replaces.
@@ -141,6 +143,9 @@ func (l yamuxLogger) Println(v ...any) { l.log.Debug(strings.TrimSpace(fmt.Sprin
 // recording liveness: first/last_connected_at while it is up (every
 // AgentHeartbeatInterval), disconnected_at when it ends.
 func (api *API) agentConnect(c *gin.Context) error {
+	if c.Query("spare") != "" {
+		return api.agentSpare(c)
+	}
 	a := agentFrom(c)
 	token := c.Request.Header.Get(codersdk.SessionTokenHeader)
 	ctx, cancel := context.WithCancel(c.Request.Context())
@@ -157,6 +162,7 @@ func (api *API) agentConnect(c *gin.Context) error {
 	}
 	defer mux.Close()
 	s := &agentSession{mux: mux, connected: api.now()}
+	defer s.spares.close()
 	if old := api.relay.register(a.ID, s); old != nil {
 		// The agent reconnected before the old connection was seen dead.
 		_ = old.mux.Close()
@@ -257,10 +263,11 @@ func (api *API) openStream(s *agentSession, hdr codersdk.RelayHeader) (net.Conn,
 	return stream, nil
 }
 
-// startStream opens a stream to the agent and sends it hdr, without
-// waiting for the agent's answer (pendingStream).
+// startStream opens a connection to the agent (a spare or a stream,
+// relayspares.go) and sends it hdr, without waiting for the agent's answer
+// (pendingStream).
 func (api *API) startStream(s *agentSession, hdr codersdk.RelayHeader) (*pendingStream, error) {
-	stream, err := s.mux.Open()
+	stream, err := api.openAgentConn(s, hdr)
 	if err != nil {
 		return nil, errorf(http.StatusServiceUnavailable, err.Error(), "The agent's connection is closing; try again in a moment")
 	}

@@ -27,6 +27,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"airgapcoder/coderd"
 	"airgapcoder/coderd/codersdk"
@@ -164,6 +165,8 @@ type Options struct {
 	// own overview is tested against a real appliance in package
 	// appliance; the dashboard's page only needs the data).
 	Appliance func(context.Context) (codersdk.Appliance, error)
+	// Registerer receives the API's metrics (none when nil).
+	Registerer prometheus.Registerer
 }
 
 // Deployment is a running API.
@@ -246,7 +249,7 @@ func New(t testing.TB, opts Options) *Deployment {
 		DB: db, Pubsub: ps, Logger: log, AccessURL: u, Version: "v0.0.0-test", Replicas: replicas,
 		ProvisionerPSK: opts.ProvisionerPSK, JobHeartbeatTimeout: opts.JobHeartbeatTimeout, AgentBinariesDir: opts.AgentBinariesDir,
 		AgentHeartbeatInterval: opts.AgentHeartbeatInterval, AgentKeepAliveInterval: opts.AgentKeepAliveInterval,
-		RateLimits: limits, OnFirstUser: opts.OnFirstUser, Now: opts.Now, Appliance: opts.Appliance,
+		RateLimits: limits, OnFirstUser: opts.OnFirstUser, Now: opts.Now, Appliance: opts.Appliance, Registerer: opts.Registerer,
 	})
 	if err != nil {
 		t.Fatal(err)

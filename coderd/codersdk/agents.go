@@ -327,6 +327,20 @@ func (c *Client) ConnectAgent(ctx context.Context) (net.Conn, error) {
 	return c.dialRelay(ctx, "/api/v2/workspaceagents/me/connect")
 }
 
+// AgentSpareConns is how many spare connections an agent keeps dialed
+// ahead of user connections (ConnectAgentSpare).
+const AgentSpareConns = 2
+
+// ConnectAgentSpare opens one of the agent's spare connections: a raw
+// relay connection on which coderd later writes the RelayHeader of one
+// user connection (docs/relay.md). The agent's session (ConnectAgent) must
+// be up on the replica it reaches, or coderd answers 409. Spares never
+// fall back to a WebSocket: without the raw upgrade, every connection is a
+// stream of the session.
+func (c *Client) ConnectAgentSpare(ctx context.Context) (net.Conn, error) {
+	return c.dialUpgrade(ctx, "/api/v2/workspaceagents/me/connect?spare=1")
+}
+
 // WorkspaceAgent returns an agent by id.
 func (c *Client) WorkspaceAgent(ctx context.Context, id string) (WorkspaceAgent, error) {
 	var a WorkspaceAgent

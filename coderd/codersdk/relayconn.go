@@ -52,14 +52,15 @@ func headerHasToken(h http.Header, name, token string) bool {
 // upgrade. A refusal by coderd itself becomes an *Error with its message.
 func (c *Client) dialRelay(ctx context.Context, path string) (net.Conn, error) {
 	conn, err := c.dialUpgrade(ctx, path)
-	if errors.Is(err, errUpgradeNotPassed) {
+	if errors.Is(err, ErrUpgradeNotPassed) {
 		return c.dialWebSocket(ctx, path)
 	}
 	return conn, err
 }
 
-// errUpgradeNotPassed marks a refused upgrade that was not coderd's answer.
-var errUpgradeNotPassed = errors.New("the upgrade to " + RelayProtocol + " did not reach coderd")
+// ErrUpgradeNotPassed marks a refused upgrade that was not coderd's answer
+// (a proxy between that passes only WebSockets, say).
+var ErrUpgradeNotPassed = errors.New("the upgrade to " + RelayProtocol + " did not reach coderd")
 
 func (c *Client) dialUpgrade(ctx context.Context, path string) (net.Conn, error) {
 	u, err := c.URL.Parse(path)
@@ -76,14 +77,14 @@ func (c *Client) dialUpgrade(ctx context.Context, path string) (net.Conn, error)
 // DialRelayUpgrade opens a raw relay connection to u (see RelayProtocol)
 // with client's transport and header. A response that is not 101 is an
 // *Error when coderd sent it (JSON), else an error wrapping
-// errUpgradeNotPassed.
+// ErrUpgradeNotPassed.
 func DialRelayUpgrade(ctx context.Context, client *http.Client, u *url.URL, header http.Header) (net.Conn, error) {
 	base, ok := client.Transport.(*http.Transport)
 	if client.Transport == nil {
 		base, ok = http.DefaultTransport.(*http.Transport)
 	}
 	if !ok {
-		return nil, errUpgradeNotPassed // a custom transport: let the WebSocket library use it
+		return nil, ErrUpgradeNotPassed // a custom transport: let the WebSocket library use it
 	}
 	// One transport per connection, HTTP/1.1 only (HTTP/2 has no
 	// Upgrade), whose dialer remembers the TCP connection so that the
@@ -139,7 +140,7 @@ func DialRelayUpgrade(ctx context.Context, client *http.Client, u *url.URL, head
 			return nil, ReadBodyAsError(resp)
 		}
 		_ = resp.Body.Close()
-		return nil, fmt.Errorf("%w (%s)", errUpgradeNotPassed, resp.Status)
+		return nil, fmt.Errorf("%w (%s)", ErrUpgradeNotPassed, resp.Status)
 	}
 	body, ok := resp.Body.(io.ReadWriteCloser)
 	if !ok || raw == nil || !strings.EqualFold(resp.Header.Get("Upgrade"), RelayProtocol) {

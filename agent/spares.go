@@ -1,0 +1,85 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"net"
+	"sync"
+	"time"
+
+	"airgapcoder/coderd/codersdk"
+)
+
+// Spare connections (coderd/relayspares.go): while its session with coderd
+// is up, the agent keeps codersdk.AgentSpareConns raw relay connections
+// dialed ahead, each waiting for the header of one user connection, which
+// it then serves as it serves a stream, on a socket of its own. Each is
+// replaced once the agent has answered its connection, not before: dialing
+// while a connection is being made would compete with it for the CPU.
+// Without spares every connection is a stream of the session, so a spare
+// that cannot be had is only waited for (with backoff), never an error,
+// and none is tried again in a session whose raw upgrade a proxy between
+// refuses.
+
+// runSpares keeps the session's spare connections until ctx, the session's
+// life, ends.
+func (a *Agent) runSpares(ctx context.Context) {
+	for range codersdk.AgentSpareConns {
+		go a.keepSpare(ctx)
+	}
+}
+
+// keepSpare keeps one spare connection dialed until ctx ends.
+func (a *Agent) keepSpare(ctx context.Context) {
+	b := a.newBackoff()
+	for ctx.Err() == nil {
+		conn, err := a.client.ConnectAgentSpare(ctx)
+		if errors.Is(err, codersdk.ErrUpgradeNotPassed) {
+			a.log.Debug("no spare connections in this session: the raw upgrade does not reach coderd", "err", err)
+			return
+		}
+		if err != nil {
+			a.log.Debug("dial a spare connection to coderd", "err", err)
+			if !b.wait(ctx) {
+				return
+			}
+			continue
+		}
+		hdr, err := waitForHeader(ctx, conn)
+		if err != nil {
+			_ = conn.Close()
+			if ctx.Err() == nil {
+				a.log.Debug("spare connection ended before use", "err", err)
+				if !b.wait(ctx) {
+					return
+				}
+			}
+			continue
+		}
+		b.reset()
+		answered := make(chan struct{})
+		go a.serveStream(ctx, conn, hdr, sync.OnceFunc(func() { close(answered) }))
+		select {
+		case <-answered:
+		case <-time.After(answerWait):
+		case <-ctx.Done():
+		}
+	}
+}
+
+// waitForHeader waits, as long as it takes, for the header coderd writes
+// on a spare connection when it takes it for a user's connection; the
+// session's end closes a spare still waiting. The answer then has
+// answerWait, as on a stream.
+func waitForHeader(ctx context.Context, conn net.Conn) (codersdk.RelayHeader, error) {
+	stop := context.AfterFunc(ctx, func() { _ = conn.Close() })
+	var hdr codersdk.RelayHeader
+	err := codersdk.ReadRelayFrame(conn, &hdr)
+	if !stop() {
+		return hdr, context.Cause(ctx)
+	}
+	if err != nil {
+		return hdr, err
+	}
+	return hdr, conn.SetDeadline(time.Now().Add(answerWait))
+}
