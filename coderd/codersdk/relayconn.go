@@ -285,24 +285,18 @@ const (
 	idleBufSize = 8 << 10
 )
 
-// putBuf returns a buffer to the pool it came from.
-func putBuf(b *[]byte) {
-	if len(*b) == idleBufSize {
-		idleBufs.Put(b)
-		return
-	}
-	copyBufs.Put(b)
-}
-
 // CopyBuffered copies src to dst, reading with a pooled 8 KiB buffer until a
 // read fills it and with a 256 KiB one from then on. It does not use
 // ReaderFrom or WriterTo: a TCP connection's, when the other side is not a
 // socket it can splice to, copies 32 KiB at a time. It returns when src ends
 // (nil error at EOF) or a write fails.
 func CopyBuffered(dst io.Writer, src io.Reader) (int64, error) {
-	buf := idleBufs.Get().(*[]byte)
-	defer func() { putBuf(buf) }()
-	var written int64
+	written, bulk, err := copyIdle(dst, src)
+	if !bulk {
+		return written, err
+	}
+	buf := copyBufs.Get().(*[]byte)
+	defer copyBufs.Put(buf)
 	for {
 		n, rerr := src.Read(*buf)
 		w, err := writeFull(dst, (*buf)[:n])
@@ -313,9 +307,27 @@ func CopyBuffered(dst io.Writer, src io.Reader) (int64, error) {
 		if rerr != nil {
 			return written, endOf(rerr)
 		}
-		if n == idleBufSize && len(*buf) == idleBufSize {
-			idleBufs.Put(buf)
-			buf = copyBufs.Get().(*[]byte)
+	}
+}
+
+// copyIdle copies src to dst with a pooled 8 KiB buffer, each read written
+// at once on the caller's goroutine, until the copy ends or a read fills
+// the buffer: then bulk is set, and the caller goes on with larger ones.
+func copyIdle(dst io.Writer, src io.Reader) (written int64, bulk bool, err error) {
+	buf := idleBufs.Get().(*[]byte)
+	defer idleBufs.Put(buf)
+	for {
+		n, rerr := src.Read(*buf)
+		w, err := writeFull(dst, (*buf)[:n])
+		written += int64(w)
+		if err != nil {
+			return written, false, err
+		}
+		if rerr != nil {
+			return written, false, endOf(rerr)
+		}
+		if n == idleBufSize {
+			return written, true, nil
 		}
 	}
 }
@@ -345,12 +357,18 @@ func endOf(err error) error {
 // next chunk while the one before is being written: two 256 KiB buffers,
 // and a goroutine that reads into one while the caller's writes the other.
 // A hop whose reads and writes both cost (coderd reading a user's TLS
-// connection and writing to an agent's multiplexed one, which encrypts on
-// its own goroutine and waits for it) then uses two cores instead of one in
-// turn. It returns when src ends (nil error at EOF) or a write fails; the
-// reading goroutine ends with src, which the caller closes after a failed
-// write, as a relay closes both sides when either ends.
+// connection and writing to an agent's) then uses two cores instead of one
+// in turn. Until then it reads and writes on the caller's goroutine, as
+// CopyBuffered does: the first bytes of a connection, and every keystroke,
+// go out without waiting for another goroutine to be scheduled. It returns
+// when src ends (nil error at EOF) or a write fails; the reading goroutine
+// ends with src, which the caller closes after a failed write, as a relay
+// closes both sides when either ends.
 func CopyPipelined(dst io.Writer, src io.Reader) (int64, error) {
+	written, bulk, err := copyIdle(dst, src)
+	if !bulk {
+		return written, err
+	}
 	type chunk struct {
 		buf *[]byte
 		n   int
@@ -360,8 +378,8 @@ func CopyPipelined(dst io.Writer, src io.Reader) (int64, error) {
 	full := make(chan chunk, 1)
 	done := make(chan struct{})
 	defer close(done)
-	free <- idleBufs.Get().(*[]byte)
-	bulk := false
+	free <- copyBufs.Get().(*[]byte)
+	free <- copyBufs.Get().(*[]byte)
 	go func() {
 		defer close(full)
 		for {
@@ -375,7 +393,7 @@ func CopyPipelined(dst io.Writer, src io.Reader) (int64, error) {
 			select {
 			case full <- chunk{buf, n, err}:
 			case <-done:
-				putBuf(buf)
+				copyBufs.Put(buf)
 				return
 			}
 			if err != nil {
@@ -383,25 +401,15 @@ func CopyPipelined(dst io.Writer, src io.Reader) (int64, error) {
 			}
 		}
 	}()
-	var written int64
 	for c := range full {
-		if !bulk && c.n == idleBufSize {
-			bulk = true
-			free <- copyBufs.Get().(*[]byte)
-			free <- copyBufs.Get().(*[]byte)
-		}
 		n, err := writeFull(dst, (*c.buf)[:c.n])
 		written += int64(n)
 		if err != nil || c.err != nil {
-			putBuf(c.buf)
+			copyBufs.Put(c.buf)
 			if err != nil {
 				return written, err
 			}
 			return written, endOf(c.err)
-		}
-		if bulk && len(*c.buf) == idleBufSize {
-			putBuf(c.buf) // the two large ones take turns now
-			continue
 		}
 		free <- c.buf
 	}
