@@ -768,12 +768,7 @@ func TestRelayOverTLS(t *testing.T) {
 		t.Fatalf("deployment at %s, want https", e.d.URL)
 	}
 	e.waitReady(t, e.alice)
-	port := uint16(coderdtest.EchoServer(t))
-	conn, err := e.alice.DialWorkspaceAgent(context.Background(), e.agentID, codersdk.DialOptions{Kind: codersdk.RelayKindTCP, Port: port})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
+	conn := e.dialPort(t, e.alice, uint16(coderdtest.EchoServer(t)))
 	msg := make([]byte, 4<<20)
 	for i := range msg {
 		msg[i] = byte(i*31 + i>>16)
@@ -1023,6 +1018,18 @@ func (e *relayEnv) relayConns(t testing.TB, via string) float64 {
 	return 0
 }
 
+// dialPort connects c to port in the workspace through the relay; the
+// connection is closed when the test ends.
+func (e *relayEnv) dialPort(t testing.TB, c *codersdk.Client, port uint16) net.Conn {
+	t.Helper()
+	conn, err := c.DialWorkspaceAgent(context.Background(), e.agentID, codersdk.DialOptions{Kind: codersdk.RelayKindTCP, Port: port})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return conn
+}
+
 // echoes sends msg on conn while it reads the echo, and checks it.
 func echoes(conn net.Conn, msg []byte) error {
 	errc := make(chan error, 1)
@@ -1142,12 +1149,7 @@ func TestAgentSparesNeedRawUpgrade(t *testing.T) {
 		o.Client = c
 	})
 	e.waitReady(t, e.alice)
-	port := uint16(coderdtest.EchoServer(t))
-	conn, err := e.alice.DialWorkspaceAgent(context.Background(), e.agentID, codersdk.DialOptions{Kind: codersdk.RelayKindTCP, Port: port})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
+	conn := e.dialPort(t, e.alice, uint16(coderdtest.EchoServer(t)))
 	if err := echoes(conn, []byte("through a stream")); err != nil {
 		t.Fatal(err)
 	}

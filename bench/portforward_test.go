@@ -229,14 +229,24 @@ func dialRoundTrip(b *testing.B, port int) net.Conn {
 // through the built `coder port-forward` against the same directly on
 // loopback, alternating, and reports both p50s and their ratio (issue 15's
 // goal: ≤ 5×, p50 ≤ 1 ms); and the same through a chain of three HAProxy
-// processes (haproxyChain), for scale.
+// processes (haproxyChain), for scale. Over HTTPS, as appliances serve
+// (TLS between the HAProxy hops too), and over plain HTTP.
 //
 //	go test ./bench/ -run '^$' -bench PortForwardConnect -benchtime 300x
 func BenchmarkPortForwardConnect(b *testing.B) {
-	w := newRelayWorkspace(b)
-	echo := coderdtest.EchoServer(b)
-	local := w.portForward(b, echo)
-	chain := haproxyChain(b, echo, false)
+	for _, scheme := range []string{"https", "http"} {
+		b.Run(scheme, func(b *testing.B) {
+			w := newRelayWorkspaceOptions(b, coderdtest.Options{TLS: scheme == "https"})
+			echo := coderdtest.EchoServer(b)
+			connectPairs(b, echo, w.portForward(b, echo), haproxyChain(b, echo, scheme == "https"))
+		})
+	}
+}
+
+// connectPairs times a new connection and one round trip to echo directly,
+// through local (the forward in front of it) and through chain
+// (haproxyChain in front of it), alternating.
+func connectPairs(b *testing.B, echo, local, chain int) {
 	connectRoundTrip(b, local) // warm up
 	var direct, relayed, haproxy []time.Duration
 	for b.Loop() {

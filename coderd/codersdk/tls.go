@@ -14,7 +14,11 @@ import (
 // certificates; nil adds none). The system roots are Go's: on Linux the OS
 // bundle, or SSL_CERT_FILE / SSL_CERT_DIR when set. The client has no
 // overall timeout (log streams and relayed connections stay open) and
-// speaks HTTP/1.1, which the relay's WebSockets need anyway.
+// speaks HTTP/1.1, which the relay's WebSockets need anyway. It resumes
+// TLS sessions: each relay connection is a TLS connection of its own (a
+// prepared connection of coder port-forward, an agent's spare), and a
+// resumed handshake skips the certificate's signature and the chain's
+// verification.
 func NewHTTPClient(caPEM []byte) (*http.Client, error) {
 	pool, err := x509.SystemCertPool()
 	if err != nil || pool == nil {
@@ -26,10 +30,14 @@ func NewHTTPClient(caPEM []byte) (*http.Client, error) {
 	t := &http.Transport{
 		Proxy:               http.ProxyFromEnvironment,
 		DialContext:         (&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
-		TLSClientConfig:     &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12},
+		TLSClientConfig:     &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12, ClientSessionCache: tls.NewLRUClientSessionCache(sessionCacheSize)},
 		TLSHandshakeTimeout: 10 * time.Second,
 		MaxIdleConns:        100,
 		IdleConnTimeout:     90 * time.Second,
 	}
 	return &http.Client{Transport: t}, nil
 }
+
+// sessionCacheSize is how many servers' TLS sessions a client keeps: one
+// deployment, or a few replicas behind it.
+const sessionCacheSize = 16
