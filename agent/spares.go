@@ -14,8 +14,10 @@ import (
 // is up, the agent keeps codersdk.AgentSpareConns raw relay connections
 // dialed ahead, each waiting for the header of one user connection, which
 // it then serves as it serves a stream, on a socket of its own. Each is
-// replaced once the agent has answered its connection, not before: dialing
-// while a connection is being made would compete with it for the CPU.
+// replaced once its connection is made (serveStream's settled: for a TCP
+// port, once the target's first bytes went back), not before: dialing,
+// with its TLS handshake, while a connection is being made competes with
+// it for the CPU.
 // Without spares every connection is a stream of the session, so a spare
 // that cannot be had is only waited for (with backoff), never an error,
 // and none is tried again in a session whose raw upgrade a proxy between
@@ -57,11 +59,11 @@ func (a *Agent) keepSpare(ctx context.Context) {
 			continue
 		}
 		b.reset()
-		answered := make(chan struct{})
-		go a.serveStream(ctx, conn, hdr, sync.OnceFunc(func() { close(answered) }))
+		settled := make(chan struct{})
+		go a.serveStream(ctx, conn, hdr, sync.OnceFunc(func() { close(settled) }))
 		select {
-		case <-answered:
-		case <-time.After(answerWait):
+		case <-settled:
+		case <-time.After(answerWait + settleWait):
 		case <-ctx.Done():
 		}
 	}

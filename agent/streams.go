@@ -29,24 +29,39 @@ func (a *Agent) handleStream(ctx context.Context, stream net.Conn) {
 		_ = stream.Close()
 		return
 	}
-	a.serveStream(ctx, stream, hdr, nil)
+	a.serveStream(ctx, stream, hdr, func() {})
+}
+
+// settleWait is how long after its answer a TCP connection whose target
+// has not spoken yet counts as made (serveStream).
+const settleWait = 10 * time.Millisecond
+
+// afterWrite calls hook after each write to its connection.
+type afterWrite struct {
+	net.Conn
+	hook func()
+}
+
+func (w afterWrite) Write(b []byte) (int, error) {
+	n, err := w.Conn.Write(b)
+	w.hook()
+	return n, err
 }
 
 // serveStream serves a stream, or a spare connection (spares.go), whose
-// header was read; answered, when set, is called once the agent has
-// answered.
-func (a *Agent) serveStream(ctx context.Context, stream net.Conn, hdr codersdk.RelayHeader, answered func()) {
+// header was read. settled is called once the connection no longer needs
+// the machine's attention to be made: when it was refused, or for a TCP
+// port once the target's first bytes went back (or settleWait after the
+// answer, for a target that waits for its client), else once answered.
+func (a *Agent) serveStream(ctx context.Context, stream net.Conn, hdr codersdk.RelayHeader, settled func()) {
 	log := a.log.With("conn", hdr.ConnID, "user", hdr.User, "kind", hdr.Kind)
 	reply := func(err error) bool {
 		r := codersdk.RelayReply{}
 		if err != nil {
 			r.Error = err.Error()
 		}
-		werr := codersdk.WriteRelayFrame(stream, r)
-		if answered != nil {
-			answered()
-		}
-		if werr != nil || err != nil {
+		if werr := codersdk.WriteRelayFrame(stream, r); werr != nil || err != nil {
+			settled()
 			_ = stream.Close()
 			return false
 		}
@@ -58,6 +73,7 @@ func (a *Agent) serveStream(ctx context.Context, stream net.Conn, hdr codersdk.R
 		if !reply(nil) {
 			return
 		}
+		settled()
 		log.Debug("ssh connection")
 		a.ssh.serveConn(ctx, stream, log)
 	case codersdk.RelayKindTCP:
@@ -73,9 +89,14 @@ func (a *Agent) serveStream(ctx context.Context, stream net.Conn, hdr codersdk.R
 			return
 		}
 		log.Debug("tcp connection", "host", hdr.Host, "port", hdr.Port)
-		splice(stream, target)
+		later := time.AfterFunc(settleWait, settled)
+		defer later.Stop()
+		splice(afterWrite{Conn: stream, hook: settled}, target)
 	case codersdk.RelayKindPTY:
-		a.ptys.serve(stream, hdr, reply, log)
+		a.ptys.serve(stream, hdr, func(err error) bool {
+			defer settled()
+			return reply(err)
+		}, log)
 	default:
 		reply(errors.New("unknown stream kind " + strconv.Quote(hdr.Kind) + " (this agent speaks ssh, tcp and pty)"))
 	}
