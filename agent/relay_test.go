@@ -1051,9 +1051,10 @@ func echoes(conn net.Conn, msg []byte) error {
 // TestRelaySpares: the agent keeps spare connections to coderd
 // (coderd/relayspares.go). A user's connection rides one and carries
 // megabytes both ways intact, over HTTP and HTTPS; the agent dials another
-// once it has answered; a burst of connections larger than the spares
-// gets streams of the session for the rest, all of them working; and a
-// replica the agent's session is not on refuses its spares.
+// once its connection is made; a burst of connections larger than the
+// spares gets streams of the session for the rest, all of them working;
+// and SSH rides a spare too. (A replica the agent's session is not on
+// refuses its spares: TestRelayAcrossReplicas.)
 func TestRelaySpares(t *testing.T) {
 	t.Parallel()
 	for _, overTLS := range []bool{false, true} {
@@ -1067,7 +1068,7 @@ func TestRelaySpares(t *testing.T) {
 			}
 			// onSpare returns a connection that rode a spare, dialing
 			// until one does: the agent dials its spares when its session
-			// is up and each again once it answered.
+			// is up and each again once its connection is made.
 			onSpare := func() net.Conn {
 				t.Helper()
 				var conn net.Conn

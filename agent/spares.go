@@ -17,11 +17,10 @@ import (
 // replaced once its connection is made (serveStream's settled: for a TCP
 // port, once the target's first bytes went back), not before: dialing,
 // with its TLS handshake, while a connection is being made competes with
-// it for the CPU.
-// Without spares every connection is a stream of the session, so a spare
-// that cannot be had is only waited for (with backoff), never an error,
-// and none is tried again in a session whose raw upgrade a proxy between
-// refuses.
+// it for the CPU. Without spares every connection is a stream of the
+// session, so a spare that cannot be had is only waited for (with
+// backoff), never an error, and none is tried again in a session whose raw
+// upgrade a proxy between refuses.
 
 // runSpares keeps the session's spare connections until ctx, the session's
 // life, ends.
