@@ -238,9 +238,16 @@ func TestRelay(t *testing.T) {
 	a := e.waitReady(t, e.alice)
 
 	t.Run("AgentReport", func(t *testing.T) {
-		if a.Version != "v9.9.9-test" || a.OperatingSystem != "linux" || a.ExpandedDirectory != e.dir {
-			t.Errorf("got version %q os %q dir %q, want v9.9.9-test linux %s", a.Version, a.OperatingSystem, a.ExpandedDirectory, e.dir)
-		}
+		// The startup report and the start scripts go concurrently: ready
+		// may arrive first.
+		waitFor(t, 10*time.Second, func() (bool, string) {
+			a, err := e.alice.WorkspaceAgent(ctx, e.agentID)
+			if err != nil {
+				return false, err.Error()
+			}
+			return a.Version == "v9.9.9-test" && a.OperatingSystem == "linux" && a.ExpandedDirectory == e.dir,
+				fmt.Sprintf("got version %q os %q dir %q, want v9.9.9-test linux %s", a.Version, a.OperatingSystem, a.ExpandedDirectory, e.dir)
+		})
 		if a.FirstConnectedAt == nil || a.LastConnectedAt == nil {
 			t.Errorf("connection times not recorded: %+v", a)
 		}
