@@ -36,18 +36,6 @@ func (a *Agent) handleStream(ctx context.Context, stream net.Conn) {
 // has not spoken yet counts as made (serveStream).
 const settleWait = 10 * time.Millisecond
 
-// afterWrite calls hook after each write to its connection.
-type afterWrite struct {
-	net.Conn
-	hook func()
-}
-
-func (w afterWrite) Write(b []byte) (int, error) {
-	n, err := w.Conn.Write(b)
-	w.hook()
-	return n, err
-}
-
 // serveStream serves a stream, or a spare connection (spares.go), whose
 // header was read. settled is called once the connection no longer needs
 // the machine's attention to be made: when it was refused, or for a TCP
@@ -91,7 +79,7 @@ func (a *Agent) serveStream(ctx context.Context, stream net.Conn, hdr codersdk.R
 		log.Debug("tcp connection", "host", hdr.Host, "port", hdr.Port)
 		later := time.AfterFunc(settleWait, settled)
 		defer later.Stop()
-		splice(afterWrite{Conn: stream, hook: settled}, target)
+		splice(codersdk.AfterWrite{Conn: stream, Hook: settled}, target)
 	case codersdk.RelayKindPTY:
 		a.ptys.serve(stream, hdr, func(err error) bool {
 			defer settled()

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"strconv"
 	"strings"
@@ -187,20 +186,8 @@ func (inv *invocation) forwardConn(ctx context.Context, local net.Conn, d *prepa
 		w.fail(err)
 		return fmt.Errorf("connect to workspace %s: %w", wa.workspace.Name, err)
 	}
-	_, _ = codersdk.CopyBuffered(afterWrite{local, refill}, remote)
+	_, _ = codersdk.CopyBuffered(codersdk.AfterWrite{Conn: local, Hook: refill}, remote)
 	return nil
-}
-
-// afterWrite calls hook after each write.
-type afterWrite struct {
-	io.Writer
-	hook func()
-}
-
-func (w afterWrite) Write(b []byte) (int, error) {
-	n, err := w.Writer.Write(b)
-	w.hook()
-	return n, err
 }
 
 // earlyWriter is the local→relay side of a connection started before

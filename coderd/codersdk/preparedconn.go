@@ -175,3 +175,18 @@ func (c *StartedConn) Read(b []byte) (int, error) {
 	}
 	return c.Conn.Read(b)
 }
+
+// AfterWrite is Conn with Hook called after each write. Both ends of the
+// relay that dial ahead (coder port-forward's prepared connections, the
+// agent's spares) use it to dial the next once a connection's first bytes
+// went back: dialing sooner competes with the connection for the CPU.
+type AfterWrite struct {
+	net.Conn
+	Hook func()
+}
+
+func (w AfterWrite) Write(b []byte) (int, error) {
+	n, err := w.Conn.Write(b)
+	w.Hook()
+	return n, err
+}
