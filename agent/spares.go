@@ -62,7 +62,6 @@ func (a *Agent) keepSpare(ctx context.Context) {
 		go a.serveStream(ctx, conn, hdr, sync.OnceFunc(func() { close(settled) }))
 		select {
 		case <-settled:
-		case <-time.After(answerWait + settleWait):
 		case <-ctx.Done():
 		}
 	}

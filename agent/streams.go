@@ -38,10 +38,13 @@ const settleWait = 10 * time.Millisecond
 
 // serveStream serves a stream, or a spare connection (spares.go), whose
 // header was read. settled is called once the connection no longer needs
-// the machine's attention to be made: when it was refused, or for a TCP
-// port once the target's first bytes went back (or settleWait after the
-// answer, for a target that waits for its client), else once answered.
+// the machine's attention to be made: for a TCP port once the target's
+// first bytes went back (or settleWait after the answer, for a target that
+// waits for its client), else once answered; and at the latest when
+// serveStream returns (a refusal, a connection that ended first). It must
+// be safe to call more than once.
 func (a *Agent) serveStream(ctx context.Context, stream net.Conn, hdr codersdk.RelayHeader, settled func()) {
+	defer settled() // at the latest: refused, or ended before it settled
 	log := a.log.With("conn", hdr.ConnID, "user", hdr.User, "kind", hdr.Kind)
 	reply := func(err error) bool {
 		r := codersdk.RelayReply{}
@@ -49,7 +52,6 @@ func (a *Agent) serveStream(ctx context.Context, stream net.Conn, hdr codersdk.R
 			r.Error = err.Error()
 		}
 		if werr := codersdk.WriteRelayFrame(stream, r); werr != nil || err != nil {
-			settled()
 			_ = stream.Close()
 			return false
 		}

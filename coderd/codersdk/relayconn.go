@@ -297,17 +297,8 @@ func CopyBuffered(dst io.Writer, src io.Reader) (int64, error) {
 	}
 	buf := copyBufs.Get().(*[]byte)
 	defer copyBufs.Put(buf)
-	for {
-		n, rerr := src.Read(*buf)
-		w, err := writeFull(dst, (*buf)[:n])
-		written += int64(w)
-		if err != nil {
-			return written, err
-		}
-		if rerr != nil {
-			return written, endOf(rerr)
-		}
-	}
+	n, _, err := copyWith(dst, src, *buf, false)
+	return written + n, err
 }
 
 // copyIdle copies src to dst with a pooled 8 KiB buffer, each read written
@@ -316,9 +307,16 @@ func CopyBuffered(dst io.Writer, src io.Reader) (int64, error) {
 func copyIdle(dst io.Writer, src io.Reader) (written int64, bulk bool, err error) {
 	buf := idleBufs.Get().(*[]byte)
 	defer idleBufs.Put(buf)
+	return copyWith(dst, src, *buf, true)
+}
+
+// copyWith copies src to dst through buf until src ends (nil error at
+// EOF) or a write fails, or, when untilFull is set, until a read fills buf
+// (full is then set).
+func copyWith(dst io.Writer, src io.Reader, buf []byte, untilFull bool) (written int64, full bool, err error) {
 	for {
-		n, rerr := src.Read(*buf)
-		w, err := writeFull(dst, (*buf)[:n])
+		n, rerr := src.Read(buf)
+		w, err := writeFull(dst, buf[:n])
 		written += int64(w)
 		if err != nil {
 			return written, false, err
@@ -326,7 +324,7 @@ func copyIdle(dst io.Writer, src io.Reader) (written int64, bulk bool, err error
 		if rerr != nil {
 			return written, false, endOf(rerr)
 		}
-		if n == idleBufSize {
+		if untilFull && n == len(buf) {
 			return written, true, nil
 		}
 	}
