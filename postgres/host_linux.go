@@ -179,18 +179,16 @@ func lockDataDir(dataDir string) (*os.File, error) {
 // no helper any more.
 func stopStale(dataDir string, log *slog.Logger) error {
 	pidFile := filepath.Join(dataDir, "postmaster.pid")
-	b, err := os.ReadFile(pidFile)
+	pid, err := readPostmasterPID(dataDir)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil
 	}
-	if err != nil {
-		return fmt.Errorf("postgres: read %s: %w", pidFile, err)
-	}
-	first, _, _ := strings.Cut(string(b), "\n")
-	pid, err := strconv.Atoi(strings.TrimSpace(first))
-	if err != nil || pid <= 0 {
+	if errors.Is(err, errBadPID) {
 		log.Warn("removing an unreadable postmaster.pid", "file", pidFile)
 		return removePidFile(pidFile)
+	}
+	if err != nil {
+		return fmt.Errorf("postgres: read %s: %w", pidFile, err)
 	}
 	if !isPostmasterOf(pid, dataDir) {
 		log.Info("removing a stale postmaster.pid; its process is gone", "file", pidFile, "pid", pid)
@@ -208,6 +206,24 @@ func stopStale(dataDir string, log *slog.Logger) error {
 	}
 	log.Info("stopped the stale PostgreSQL server", "pid", pid, "took", time.Since(start).Round(time.Millisecond))
 	return removePidFile(pidFile)
+}
+
+// errBadPID: postmaster.pid does not start with a pid.
+var errBadPID = errors.New("postmaster.pid does not start with a pid")
+
+// readPostmasterPID reads the pid that dataDir/postmaster.pid names.
+func readPostmasterPID(dataDir string) (int, error) {
+	pidFile := filepath.Join(dataDir, "postmaster.pid")
+	b, err := os.ReadFile(pidFile)
+	if err != nil {
+		return 0, err
+	}
+	first, _, _ := strings.Cut(string(b), "\n")
+	pid, err := strconv.Atoi(strings.TrimSpace(first))
+	if err != nil || pid <= 0 {
+		return 0, fmt.Errorf("postgres: %s: %w", pidFile, errBadPID)
+	}
+	return pid, nil
 }
 
 func removePidFile(p string) error {

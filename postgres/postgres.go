@@ -295,4 +295,8 @@ type helperProcess struct {
 	stderr *logWriter
 	exited chan struct{} // closed when cmd.Wait returned
 	err    error         // cmd.Wait's result, set before exited closes
+	// postmaster is the PostgreSQL server's pid once it is ready (0 when
+	// unknown): the helper returns when pg_ctl saw postmaster.pid go, a
+	// moment before the process itself is gone.
+	postmaster int
 }

@@ -170,14 +170,9 @@ func queryNote(t *testing.T, u string) string {
 
 func postmasterPID(t *testing.T, dataDir string) int {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join(dataDir, "postmaster.pid"))
+	pid, err := readPostmasterPID(dataDir)
 	if err != nil {
 		t.Fatal(err)
-	}
-	first, _, _ := strings.Cut(string(b), "\n")
-	pid, err := strconv.Atoi(first)
-	if err != nil {
-		t.Fatalf("postmaster.pid: %v", err)
 	}
 	return pid
 }

@@ -135,6 +135,7 @@ func (s *Server) start(ctx context.Context) error {
 		_ = proc.stop(context.Background())
 		return fmt.Errorf("postgres: create database %q: %w", database, err)
 	}
+	proc.postmaster, _ = readPostmasterPID(o.DataDir)
 	s.proc, s.url = proc, u
 	s.log.Info("PostgreSQL is ready", "version", version, "port", port, "data_dir", o.DataDir, "took", time.Since(started).Round(time.Millisecond))
 	return nil
@@ -143,6 +144,9 @@ func (s *Server) start(ctx context.Context) error {
 func (s *Server) stop(ctx context.Context) error {
 	err := s.proc.stop(ctx)
 	if err == nil {
+		if pid := s.proc.postmaster; pid > 0 && !waitGone(pid, staleStopTimeout) {
+			return fmt.Errorf("postgres: stop: the helper is done but the postmaster (pid %d) still runs after %s", pid, staleStopTimeout)
+		}
 		s.log.Info("PostgreSQL stopped")
 		return nil
 	}
