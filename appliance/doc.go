@@ -9,9 +9,12 @@
 //	DIR/current -> releases/…   the release `up` runs (switched atomically)
 //	DIR/previous -> releases/…  the release before, for rollback
 //	DIR/data/postgres/          the database (never inside a release)
+//	DIR/data/home/              the service user's HOME (rootless podman's storage)
 //	DIR/certs/                  CA, serving certificate, trust.pem (package certs)
-//	DIR/run/                    runtime files, wiped at start
-//	DIR/cache/                  provisioner work folders and plugin cache
+//	DIR/run/                    runtime files (the service user's, 0700)
+//	DIR/cache/                  provisioner work folders and plugin cache (0700)
+//	DIR/launcher/               the workspace launcher's socket and pids (root's)
+//	DIR/workspaces/<owner>/     each owner's workspaces, that owner's account's (0700)
 //	DIR/staging/                install's scratch space; nothing else is
 //	                            written until a bundle has been verified
 //

@@ -186,7 +186,7 @@ func TestWildcardAddresses(t *testing.T) {
 			}
 			time.Sleep(300 * time.Millisecond)
 		}
-		coder("create", "ws", "--template", "process", "--parameter", "base_dir="+filepath.Join(work, "ws"), "-y")
+		coder("create", "ws", "--template", "process", "-y")
 		t.Cleanup(func() {
 			cmd := exec.Command(e.bin, "delete", "ws", "-y")
 			cmd.Env = env
@@ -213,7 +213,7 @@ func TestWildcardAddresses(t *testing.T) {
 		}
 		// A dev URL: a port in the workspace, through coderd, over HTTPS.
 		webPort := port()
-		webRoot := filepath.Join(work, "ws", "admin", "ws")
+		webRoot := filepath.Join(e.dir, "workspaces", "admin", "ws")
 		if err := os.WriteFile(filepath.Join(webRoot, "hello.txt"), []byte("hello over https\n"), 0o644); err != nil {
 			t.Fatal(err)
 		}

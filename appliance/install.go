@@ -192,11 +192,6 @@ func finishInstall(l Layout, m bundle.Manifest, opts InstallOptions, log *slog.L
 			return err
 		}
 	}
-	if os.Geteuid() == 0 && cfg.PostgresURL == "" {
-		if _, err := ensureServiceUser(cfg.ServiceUser); err != nil {
-			return err
-		}
-	}
 	var bundled []string
 	for _, c := range m.Components.Certs {
 		bundled = append(bundled, filepath.Join(l.Release(m.Release), c.Path))
@@ -217,7 +212,17 @@ func finishInstall(l Layout, m bundle.Manifest, opts InstallOptions, log *slog.L
 			return err
 		}
 	}
-	return atomicfile.Write(filepath.Join(l.Dir, "coder-appliance.service"), []byte(systemdUnit(binary, l.Dir)), 0o644)
+	if os.Geteuid() == 0 {
+		// The service user, its subordinate ids and its folders (after the
+		// certificates, which root just wrote).
+		if _, _, _, err := prepareServiceUser(l.Dir, nil); err != nil {
+			return err
+		}
+	}
+	if err := atomicfile.Write(filepath.Join(l.Dir, LauncherUnitFile), []byte(launcherUnit(binary, l.Dir)), 0o644); err != nil {
+		return err
+	}
+	return atomicfile.Write(filepath.Join(l.Dir, UnitFile), []byte(systemdUnit(binary, l.Dir, cfg.ServiceUser)), 0o644)
 }
 
 func preflightInstall(l Layout, m bundle.Manifest, info bundle.Info, now time.Time) error {

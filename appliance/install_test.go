@@ -209,6 +209,13 @@ func prepDir(t *testing.T) string {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
+	// Run as root, up runs the appliance as the service user, which must
+	// reach DIR.
+	for _, d := range []string{filepath.Dir(filepath.Dir(dir)), filepath.Dir(dir)} {
+		if err := os.Chmod(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
 	if err := os.WriteFile(filepath.Join(dir, appliance.ConfigFile), []byte("tls-address: 127.0.0.1:0\nhttp-address: 127.0.0.1:0\nmirror-address: 127.0.0.1:0\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}

@@ -121,30 +121,60 @@ func freeBytes(path string) (uint64, error) {
 	}
 }
 
-// systemdUnit is the unit file install writes for the appliance. binary
-// is normally the current release's own coder (through the current link),
-// so the service runs what upgrade and rollback switched to. It is a
-// Type=notify service: systemd counts it started when `appliance up` says
-// READY=1, once every part serves (a first boot's initdb takes a while,
-// hence the start timeout).
-func systemdUnit(binary, dir string) string {
+// Unit files install writes beside the appliance, to link into systemd.
+const (
+	UnitFile         = "coder-appliance.service"
+	LauncherUnitFile = "coder-appliance-launcher.service"
+)
+
+// systemdUnit is the appliance's unit. binary is normally the current
+// release's own coder (through the current link), so the service runs what
+// upgrade and rollback switched to. It runs as the service user, never
+// root, beside the launcher's unit, which it needs. It is a Type=notify
+// service: systemd counts it started when `appliance up` says READY=1, once
+// every part serves (a first boot's initdb takes a while, hence the start
+// timeout).
+func systemdUnit(binary, dir, user string) string {
 	return fmt.Sprintf(`[Unit]
 Description=Coder appliance (offline remote development)
-After=network.target
+After=network.target %[4]s
+Requires=%[4]s
 
 [Service]
 Type=notify
 NotifyAccess=main
-ExecStart=%s appliance up --dir %s
+User=%[3]s
+Group=%[3]s
+ExecStart=%[1]s appliance up --dir %[2]s
 TimeoutStartSec=300
 Restart=on-failure
 KillSignal=SIGTERM
 TimeoutStopSec=90
 LimitNOFILE=65536
+# No NoNewPrivileges=: rootless podman runs the setuid newuidmap.
 
 [Install]
 WantedBy=multi-user.target
-`, systemdQuote(binary), systemdQuote(dir))
+`, systemdQuote(binary), systemdQuote(dir), user, LauncherUnitFile)
+}
+
+// launcherUnit is the workspace launcher's unit: the one part of the
+// appliance that keeps root, to start each workspace as its owner's own
+// account (package launcher).
+func launcherUnit(binary, dir string) string {
+	return fmt.Sprintf(`[Unit]
+Description=Coder appliance workspace launcher (starts workspaces as their owners' accounts)
+PartOf=%[3]s
+
+[Service]
+Type=simple
+ExecStart=%[1]s appliance launcher --dir %[2]s
+Restart=on-failure
+KillMode=process
+
+[Install]
+WantedBy=multi-user.target
+`, systemdQuote(binary), systemdQuote(dir), UnitFile)
 }
 
 // systemdQuote makes s one word of a unit's command line: quoted when it

@@ -10,11 +10,13 @@ import (
 
 var update = flag.Bool("update", false, "rewrite the golden files")
 
-// TestSystemdUnitGolden: the unit file install writes next to the appliance.
+// TestSystemdUnitGolden: the unit files install writes next to the
+// appliance: the appliance as the service user, the launcher as root.
 func TestSystemdUnitGolden(t *testing.T) {
 	t.Parallel()
-	got := systemdUnit("/var/lib/coder-appliance/current/bin/coder-linux-amd64", "/var/lib/coder-appliance")
-	golden.Check(t, filepath.Join("testdata", "coder-appliance.service.golden"), []byte(got), *update)
+	const bin, dir = "/var/lib/coder-appliance/current/bin/coder-linux-amd64", "/var/lib/coder-appliance"
+	golden.Check(t, filepath.Join("testdata", UnitFile+".golden"), []byte(systemdUnit(bin, dir, "coder")), *update)
+	golden.Check(t, filepath.Join("testdata", LauncherUnitFile+".golden"), []byte(launcherUnit(bin, dir)), *update)
 }
 
 // TestSystemdQuote: a path with spaces, quotes, % or $ stays one word of

@@ -2,10 +2,13 @@ package appliance
 
 import (
 	"fmt"
+	"log/slog"
 	"net"
 	"os"
 	"slices"
 	"strings"
+	"sync/atomic"
+	"syscall"
 )
 
 // notifySocketEnv names the socket systemd listens on for a Type=notify
@@ -31,6 +34,91 @@ func notifySystemd(state string) error {
 		return fmt.Errorf("notify systemd at %s: %w", addr, err)
 	}
 	return nil
+}
+
+// notifyRelay passes one process's messages for systemd on: systemd
+// (NotifyAccess=main) hears only its main process, and UpAsRoot's child is
+// not that.
+type notifyRelay struct {
+	conn *net.UnixConn
+	from atomic.Int64 // the pid whose messages pass; others are dropped
+}
+
+// relayNotifications listens on a datagram socket at path that only acct
+// may send to. Messages from the pid set with From are passed on to
+// systemd; those of any other process (PostgreSQL sends READY=1 of its
+// own) are dropped, as systemd would drop them. Close stops it.
+func relayNotifications(path string, acct serviceAccount, log *slog.Logger) (*notifyRelay, error) {
+	_ = os.Remove(path)
+	conn, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: path, Net: "unixgram"})
+	if err != nil {
+		return nil, fmt.Errorf("relay notifications to systemd: %w", err)
+	}
+	r := &notifyRelay{conn: conn}
+	if err := setPassCred(conn); err != nil {
+		conn.Close()
+		return nil, err
+	}
+	if err := os.Chown(path, acct.UID, acct.GID); err != nil {
+		conn.Close()
+		return nil, err
+	}
+	if err := os.Chmod(path, 0o600); err != nil {
+		conn.Close()
+		return nil, err
+	}
+	go func() {
+		buf, oob := make([]byte, 4096), make([]byte, syscall.CmsgSpace(syscall.SizeofUcred))
+		for {
+			n, oobn, _, _, err := conn.ReadMsgUnix(buf, oob)
+			if err != nil {
+				return
+			}
+			if pid := senderPID(oob[:oobn]); pid == 0 || int64(pid) != r.from.Load() {
+				continue
+			}
+			if err := notifySystemd(string(buf[:n])); err != nil {
+				log.Warn("pass a notification on to systemd", "err", err)
+			}
+		}
+	}()
+	return r, nil
+}
+
+// Addr is the socket to name in the child's NOTIFY_SOCKET.
+func (r *notifyRelay) Addr() string { return r.conn.LocalAddr().String() }
+
+// From sets the process whose messages pass.
+func (r *notifyRelay) From(pid int) { r.from.Store(int64(pid)) }
+
+func (r *notifyRelay) Close() error { return r.conn.Close() }
+
+func setPassCred(conn *net.UnixConn) error {
+	raw, err := conn.SyscallConn()
+	if err != nil {
+		return err
+	}
+	var serr error
+	if err := raw.Control(func(fd uintptr) {
+		serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_PASSCRED, 1)
+	}); err != nil {
+		return err
+	}
+	return serr
+}
+
+// senderPID is the pid in a message's credentials (0 when it has none).
+func senderPID(oob []byte) int32 {
+	msgs, err := syscall.ParseSocketControlMessage(oob)
+	if err != nil {
+		return 0
+	}
+	for _, m := range msgs {
+		if cred, err := syscall.ParseUnixCredentials(&m); err == nil {
+			return cred.Pid
+		}
+	}
+	return 0
 }
 
 // withoutNotifySocket is env minus NOTIFY_SOCKET: a child appliance (an

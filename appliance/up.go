@@ -184,7 +184,13 @@ func Up(ctx context.Context, opts UpOptions) error {
 	mirrorProbe := &http.Client{Transport: guard.Wrap(localTransport(trust, registryHost)), Timeout: 5 * time.Second}
 	mirrorLocal := "https://" + loopbackAddr(mir.Addr().String())
 	log.Info("mirror ready", "url", mirrorURL)
-	if _, err := trustForContainers(log, registry, agentCA, containerCertDirs()); err != nil {
+	if _, err := trustForContainers(log, registry, agentCA, containerCertDirs(l)); err != nil {
+		return err
+	}
+	// Workspaces of the process template start through the launcher, as
+	// their owners' accounts (serviceuser.go).
+	provisionerEnv, err := workspaceEnvironment(l, rel, platform, log)
+	if err != nil {
 		return err
 	}
 
@@ -219,6 +225,7 @@ func Up(ctx context.Context, opts UpOptions) error {
 			CACertFile:      trust.CertFile(),
 			AgentCACertFile: agentCA,
 			WorkDir:         filepath.Join(l.Cache(), "provisionerd"),
+			Environment:     provisionerEnv,
 		},
 		AuditJournal:     l.AuditJournal(),
 		ReplicaTrustFile: trust.CertFile(),
@@ -281,6 +288,39 @@ func Up(ctx context.Context, opts UpOptions) error {
 	err = <-srvDone
 	_ = notifySystemd("STOPPING=1")
 	return err
+}
+
+// workspaceEnvironment is what the appliance adds to terraform's
+// environment: CODER_WORKSPACE_LAUNCHER, the command that starts a
+// workspace as its owner's account, and, when the appliance runs as the
+// service user, the HOME and XDG_RUNTIME_DIR where rootless podman keeps
+// the service user's images, containers and volumes.
+func workspaceEnvironment(l Layout, rel, platform string, log *slog.Logger) (map[string]string, error) {
+	coder := filepath.Join(rel, bundle.CoderPath(platform))
+	if !fileExists(coder) {
+		var err error
+		if coder, err = os.Executable(); err != nil {
+			return nil, err
+		}
+	}
+	if err := writeLaunchCommand(l, coder); err != nil {
+		return nil, fmt.Errorf("write %s: %w", l.LaunchCommand(), err)
+	}
+	if _, err := os.Stat(l.LauncherSocket()); err != nil {
+		log.Warn("no workspace launcher: process workspaces will not start until it runs (coder appliance up as root, or coder-appliance-launcher.service)",
+			"socket", l.LauncherSocket())
+	}
+	env := map[string]string{"CODER_WORKSPACE_LAUNCHER": l.LaunchCommand()}
+	if os.Geteuid() != 0 {
+		for _, d := range []string{l.ServiceHome(), l.ServiceRuntime()} {
+			if err := os.MkdirAll(d, 0o700); err != nil {
+				return nil, err
+			}
+		}
+		env["HOME"] = l.ServiceHome()
+		env["XDG_RUNTIME_DIR"] = l.ServiceRuntime()
+	}
+	return env, nil
 }
 
 // servedRegistry is the mirror's host:port as templates name it: an

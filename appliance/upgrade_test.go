@@ -211,8 +211,7 @@ func TestUpgradeAndRollback(t *testing.T) {
 		}
 		time.Sleep(300 * time.Millisecond)
 	}
-	w, err := owner.CreateWorkspace(ctx, codersdk.Me, codersdk.CreateWorkspaceRequest{TemplateID: tpl.ID, Name: "keep",
-		RichParameterValues: []codersdk.WorkspaceBuildParameter{{Name: "base_dir", Value: filepath.Join(work, "ws")}}})
+	w, err := owner.CreateWorkspace(ctx, codersdk.Me, codersdk.CreateWorkspaceRequest{TemplateID: tpl.ID, Name: "keep"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -54,8 +54,8 @@ func newRelayWorkspaceOptions(b *testing.B, opts coderdtest.Options) *relayWorks
 	if d.CAFile != "" {
 		w.env = append(w.env, "SSL_CERT_FILE="+d.CAFile)
 	}
-	w.run(b, "templates", "create", "process", "--directory", "../examples/templates/process", "-y")
-	w.run(b, "create", "dev", "--template", "process", "-y", "--parameter", "base_dir="+b.TempDir())
+	w.run(b, "templates", "create", "process", "--directory", "../examples/templates/process", "-y", "--variable", "base_dir="+b.TempDir())
+	w.run(b, "create", "dev", "--template", "process", "-y")
 	b.Cleanup(func() { _ = w.command("stop", "dev", "-y").Run() })
 	w.run(b, "ssh", "dev", "--", "true") // the agent is up
 	return w

@@ -2,8 +2,7 @@ package bench
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
+	"fmt"
 	"io"
 	"log/slog"
 	"os"
@@ -77,7 +76,9 @@ func BenchmarkProcessWorkspaceBuild(b *testing.B) {
 	owner, stop := provisionerFleet(b, 1)
 	defer stop()
 	ctx := context.Background()
+	base := b.TempDir()
 	files := coderdtest.TemplateFiles(b, "../examples/templates/process")
+	files["terraform.tfvars"] = fmt.Sprintf("base_dir = %q\n", base)
 	v := coderdtest.UploadVersion(b, owner, "", files, nil)
 	for {
 		tv, err := owner.TemplateVersion(ctx, v.ID)
@@ -93,7 +94,6 @@ func BenchmarkProcessWorkspaceBuild(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	base := b.TempDir()
 	tf, _ := terraform.Find(ctx, terraform.Options{})
 	rc := filepath.Join(b.TempDir(), "terraformrc")
 	if err := os.WriteFile(rc, []byte(`provider_installation {
@@ -109,8 +109,7 @@ func BenchmarkProcessWorkspaceBuild(b *testing.B) {
 	b.ResetTimer()
 	for i := range b.N {
 		start := time.Now()
-		w, err := owner.CreateWorkspace(ctx, codersdk.Me, codersdk.CreateWorkspaceRequest{TemplateID: tpl.ID, Name: "ws" + strconv.Itoa(i),
-			RichParameterValues: []codersdk.WorkspaceBuildParameter{{Name: "base_dir", Value: base}}})
+		w, err := owner.CreateWorkspace(ctx, codersdk.Me, codersdk.CreateWorkspaceRequest{TemplateID: tpl.ID, Name: "ws" + strconv.Itoa(i)})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -131,7 +130,7 @@ func BenchmarkProcessWorkspaceBuild(b *testing.B) {
 			}
 		}
 		env := append(os.Environ(), "TF_CLI_CONFIG_FILE="+rc, "CHECKPOINT_DISABLE=1", "TF_IN_AUTOMATION=1",
-			"CODER_AGENT_URL=http://127.0.0.1:1", "CODER_WORKSPACE_NAME=raw"+strconv.Itoa(i), parameterEnv("base_dir")+"="+base)
+			"CODER_AGENT_URL=http://127.0.0.1:1", "CODER_WORKSPACE_NAME=raw"+strconv.Itoa(i))
 		b.StartTimer()
 		start = time.Now()
 		for _, args := range [][]string{{"init", "-input=false"}, {"apply", "-auto-approve", "-input=false"}} {
@@ -199,11 +198,4 @@ func median(d []time.Duration) time.Duration {
 	s := append([]time.Duration(nil), d...)
 	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
 	return s[len(s)/2]
-}
-
-// parameterEnv is the variable the coder/coder provider reads a
-// coder_parameter's value from (its ParameterEnvironmentVariable).
-func parameterEnv(name string) string {
-	sum := sha256.Sum256([]byte(name))
-	return "CODER_PARAMETER_" + hex.EncodeToString(sum[:])
 }

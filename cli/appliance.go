@@ -6,9 +6,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"strconv"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"airgapcoder/appliance"
 	"airgapcoder/bundle"
@@ -19,7 +22,8 @@ import (
 func (inv *invocation) applianceCmd() *cobra.Command {
 	cmd := &cobra.Command{Use: "appliance", Short: "Install and run the offline appliance from a bundle"}
 	cmd.AddCommand(inv.applianceInstallCmd(), inv.applianceUpCmd(), inv.applianceStatusCmd(), inv.applianceUpgradeCmd(),
-		inv.applianceBackupCmd(), inv.applianceRestoreCmd(), inv.applianceInventoryCmd())
+		inv.applianceBackupCmd(), inv.applianceRestoreCmd(), inv.applianceInventoryCmd(),
+		inv.applianceLauncherCmd(), inv.applianceLaunchCmd())
 	return cmd
 }
 
@@ -124,7 +128,23 @@ func (inv *invocation) applianceUpCmd() *cobra.Command {
 			if cmd.Flags().Changed("access-url") {
 				overrides["access-url"] = accessURL
 			}
-			return appliance.Up(cmd.Context(), appliance.UpOptions{Dir: dir, Overrides: overrides, Logger: inv.loggerFor(cmd)})
+			opts := appliance.UpOptions{Dir: dir, Overrides: overrides, Logger: inv.loggerFor(cmd)}
+			if os.Geteuid() == 0 {
+				// Root keeps only the workspace launcher; the appliance
+				// runs as the service user, with the same flags.
+				abs, err := filepath.Abs(dir)
+				if err != nil {
+					return err
+				}
+				args := []string{"appliance", "up", "--dir", abs}
+				cmd.Flags().Visit(func(f *pflag.Flag) {
+					if f.Name != "dir" {
+						args = append(args, "--"+f.Name+"="+f.Value.String())
+					}
+				})
+				return appliance.UpAsRoot(cmd.Context(), opts, args)
+			}
+			return appliance.Up(cmd.Context(), opts)
 		},
 	}
 	cmd.Flags().StringVar(&dir, "dir", "", "Appliance folder")

@@ -23,17 +23,16 @@ func TestProcessTemplateRealAgent(t *testing.T) {
 	admin, _ := d.CreateFirstUser(t)
 
 	env := baseEnv(t, "CODER_URL="+d.URL.String(), "CODER_SESSION_TOKEN="+admin.SessionToken)
-	mustRun(t, env, "templates", "create", "process", "--directory", "../examples/templates/process", "-y")
 	base := t.TempDir()
-	mustRun(t, env, "create", "dev", "--template", "process", "-y",
-		"--parameter", "base_dir="+base, "--parameter", "startup_script=echo real agent here")
+	mustRun(t, env, "templates", "create", "process", "--directory", "../examples/templates/process", "-y", "--variable", "base_dir="+base)
+	mustRun(t, env, "create", "dev", "--template", "process", "-y", "--parameter", "startup_script=echo real agent here")
 	home := filepath.Join(base, "admin", "dev")
 	t.Cleanup(func() {
 		// Should a step fail, the agent process must not outlive the test.
 		_, _, _ = run(t, env, "stop", "dev", "-y")
 	})
 
-	out := mustRun(t, env, "ssh", "dev", "--", `echo "$WORKSPACE_HOME"; pwd`)
+	out := mustRun(t, env, "ssh", "dev", "--", `echo "$HOME"; pwd`)
 	if out != home+"\n"+home+"\n" {
 		t.Errorf("coder ssh into the process workspace: got %q, want its home %s twice", out, home)
 	}

@@ -92,8 +92,8 @@ func TestReplicasBehindHAProxy(t *testing.T) {
 		t.Errorf("coder replicas lists %d replicas, want 3:\n%s", strings.Count(out, "http://127.0.0.1:"), out)
 	}
 
-	mustRun(t, lb, "templates", "create", "process", "--directory", "../examples/templates/process", "-y")
-	mustRun(t, lb, "create", "dev", "--template", "process", "-y", "--parameter", "base_dir="+t.TempDir())
+	mustRun(t, lb, "templates", "create", "process", "--directory", "../examples/templates/process", "-y", "--variable", "base_dir="+t.TempDir())
+	mustRun(t, lb, "create", "dev", "--template", "process", "-y")
 	t.Cleanup(func() {
 		// The stop needs a live replica with a provisioner; give it a while.
 		p := start(t, lb, "stop", "dev", "-y")

@@ -148,6 +148,8 @@ type ProvisionerConfig struct {
 	AgentCACertFile string
 	// WorkDir holds job folders (default CacheDir/provisionerd).
 	WorkDir string
+	// Environment is added to terraform's (provisionerd.Options.Environment).
+	Environment map[string]string
 }
 
 // TLSConfig is the HTTPS listener.

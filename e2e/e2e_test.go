@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"os/user"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -107,7 +108,7 @@ func TestApplianceOffline(t *testing.T) {
 	const accessURL = "https://127.0.0.1:3443"
 	e.cliEnv = []string{"CODER_CONFIG_DIR=" + filepath.Join(work, "cli"), "CODER_URL=" + accessURL}
 
-	var bundleFile, volumesBefore string
+	var bundleFile string
 	e.step("build coder", e.buildCoder)
 	e.step("bundle build (connected side)", func() {
 		root, _ := filepath.Abs("..")
@@ -150,22 +151,6 @@ registries:
   %s: %s
 `, testprovider.Mirror(t), upstreamtest.WorkspaceRef, upstreamtest.HelloModule, upstreamtest.GreetingModule, root, templates, templates, templates,
 			up.CAFile, up.URL, upstreamtest.ModuleHost, up.URL)
-		volumesBefore = podman(t, "volume", "ls", "-q")
-		t.Cleanup(func() {
-			// What the container workspaces left should a step fail: their
-			// containers, home volumes and the images pulled from the
-			// appliance.
-			_ = exec.Command("podman", "rm", "-f", "coder-admin-cws", "coder-admin-pws").Run()
-			for _, v := range strings.Fields(podman(t, "volume", "ls", "-q")) {
-				if !strings.Contains(volumesBefore, v) {
-					_ = exec.Command("podman", "volume", "rm", "-f", v).Run()
-				}
-			}
-			out, _ := exec.Command("podman", "images", "-q", "--filter", "reference=*/images.test/coder/workspace").Output()
-			for _, id := range strings.Fields(string(out)) {
-				_ = exec.Command("podman", "rmi", "-f", id).Run()
-			}
-		})
 		e.buildBundle(cfg)
 		bundleFile = filepath.Join(work, "out", "e2e-2026.11.1.bundle")
 		// Templates run against the official Coder provider, carried in
@@ -221,7 +206,7 @@ registries:
 	// Right after login, as a person pastes the commands make run prints:
 	// create waits while the bundled templates are still being imported.
 	e.step("create workspace", func() {
-		e.coder("create", "ws", "--template", "process", "--parameter", "base_dir="+filepath.Join(work, "workspaces"), "-y")
+		e.coder("create", "ws", "--template", "process", "-y")
 	})
 	e.step("agent connected and ready", func() { e.waitAgentReady("ws") })
 	e.step("coder ssh ws -- echo ok", func() {
@@ -241,7 +226,7 @@ registries:
 		}
 	})
 	e.step("dev URL, coder port-forward", func() {
-		root := filepath.Join(work, "workspaces", "admin", "ws")
+		root := filepath.Join(dir, "workspaces", "admin", "ws")
 		if err := os.WriteFile(filepath.Join(root, "hello.txt"), []byte("hello over https\n"), 0o644); err != nil {
 			t.Fatal(err)
 		}
@@ -286,8 +271,8 @@ registries:
 			}
 		}
 	})
+	e.step("member's workspace: its own account, the appliance closed to it", func() { e.checkMemberIsolation(dir, accessURL, caFile) })
 	e.step("audit log (coder audit -o json)", func() {
-		e.coder("users", "create", "--username", "bob", "--email", "bob@example.com", "--password", "bob-password-1")
 		var login struct {
 			SessionToken string `json:"session_token"`
 		}
@@ -357,7 +342,7 @@ registries:
 	})
 	e.step("stop and start container workspace", func() {
 		e.coder("stop", "cws", "-y")
-		if out := podman(t, "ps", "-a", "-q", "--filter", "name=^coder-admin-cws$"); out != "" {
+		if out := e.podman(dir, "ps", "-a", "-q", "--filter", "name=^coder-admin-cws$"); out != "" {
 			t.Fatalf("stopped workspace: container still there: %q", out)
 		}
 		e.coder("start", "cws", "-y")
@@ -376,11 +361,11 @@ registries:
 	})
 	e.step("delete container workspace", func() {
 		e.coder("delete", "cws", "-y")
-		if out := podman(t, "ps", "-a", "-q", "--filter", "name=^coder-admin-cws$"); out != "" {
+		if out := e.podman(dir, "ps", "-a", "-q", "--filter", "name=^coder-admin-cws$"); out != "" {
 			t.Fatalf("deleted workspace: container still there: %q", out)
 		}
-		if out := podman(t, "volume", "ls", "-q"); out != volumesBefore {
-			t.Fatalf("deleted workspaces: volumes %q, want only those from before the test %q", out, volumesBefore)
+		if out := e.podman(dir, "volume", "ls", "-q"); out != "" {
+			t.Fatalf("deleted workspaces: the service user's podman still has volumes %q", out)
 		}
 	})
 	// Registry modules, resolved offline against the appliance's mirror.
@@ -573,8 +558,9 @@ func tail(s string, n int) string {
 	return strings.Join(lines, "\n")
 }
 
-// waitAgentReady waits until the workspace's agent is connected and ready.
-func (e *env) waitAgentReady(workspace string) {
+// waitAgentReady waits until the workspace's agent is connected and ready
+// (with the CLI environment env, the admin's when empty).
+func (e *env) waitAgentReady(workspace string, env ...string) {
 	e.t.Helper()
 	deadline := time.Now().Add(2 * time.Minute)
 	for {
@@ -588,7 +574,7 @@ func (e *env) waitAgentReady(workspace string) {
 				} `json:"resources"`
 			} `json:"latest_build"`
 		}
-		if err := json.Unmarshal([]byte(e.coder("show", workspace, "-o", "json")), &w); err != nil {
+		if err := json.Unmarshal([]byte(e.coderEnv(env, "show", workspace, "-o", "json")), &w); err != nil {
 			e.t.Fatal(err)
 		}
 		for _, r := range w.LatestBuild.Resources {
@@ -599,22 +585,127 @@ func (e *env) waitAgentReady(workspace string) {
 			}
 		}
 		if time.Now().After(deadline) {
-			e.t.Fatalf("%s: agent not connected and ready after 2m: %+v\n%s", workspace, w, e.coder("show", workspace))
+			e.t.Fatalf("%s: agent not connected and ready after 2m: %+v\n%s", workspace, w, e.coderEnv(env, "show", workspace))
 		}
 		time.Sleep(500 * time.Millisecond)
 	}
 }
 
-// podman runs podman on the host (its storage is the one the appliance's
-// provisioner used) and returns its trimmed output.
-func podman(t *testing.T, args ...string) string {
-	t.Helper()
-	out, err := exec.Command("podman", args...).CombinedOutput()
+// podman runs podman as the appliance's service user, as its provisioners
+// do (rootless, storage in the service user's home under dir), and returns
+// its trimmed output.
+func (e *env) podman(dir string, args ...string) string {
+	e.t.Helper()
+	cmd := exec.Command("runuser", append([]string{"-u", serviceUser, "--", "podman"}, args...)...)
+	cmd.Dir = "/"
+	cmd.Env = append(os.Environ(), "HOME="+filepath.Join(dir, "data", "home"), "XDG_RUNTIME_DIR="+filepath.Join(dir, "run", "user"))
+	out, err := cmd.CombinedOutput()
 	if err != nil {
-		t.Fatalf("podman %s: %v\n%s", strings.Join(args, " "), err, out)
+		e.t.Fatalf("podman %s (as %s): %v\n%s", strings.Join(args, " "), serviceUser, err, out)
 	}
 	return strings.TrimSpace(string(out))
 }
+
+// serviceUser is the appliance's service user (appliance.yaml's default).
+const serviceUser = "coder"
+
+// checkMemberIsolation: a member's process workspace runs as an account of
+// its own (not root, not the service user); from the member's coder ssh
+// session the appliance's secrets and another user's agent are closed; the
+// admin's agent token is nowhere the member can read. The appliance itself
+// runs as the service user, root keeping only the workspace launcher.
+func (e *env) checkMemberIsolation(dir, accessURL, caFile string) {
+	t := e.t
+	t.Helper()
+	svc, err := user.Lookup(serviceUser)
+	if err != nil {
+		t.Fatalf("install did not make the service user: %v", err)
+	}
+	// The appliance's processes.
+	if out, _ := exec.Command("pgrep", "-u", serviceUser, "-f", "appliance up --dir "+dir).Output(); len(strings.Fields(string(out))) != 1 {
+		t.Errorf("appliance up as %s: pids %q, want one", serviceUser, out)
+	}
+	if out, _ := exec.Command("ps", "-o", "user=", "-C", "postgres").Output(); len(out) == 0 || strings.Trim(strings.ReplaceAll(string(out), serviceUser, ""), " \n") != "" {
+		t.Errorf("PostgreSQL runs as %q, want only %s", out, serviceUser)
+	}
+	for _, p := range []string{filepath.Join(dir, "data"), filepath.Join(dir, "cache"), filepath.Join(dir, "run")} {
+		st, err := os.Stat(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := strconv.Itoa(int(st.Sys().(*syscall.Stat_t).Uid)); got != svc.Uid || st.Mode().Perm() != 0o700 {
+			t.Errorf("%s: owner uid %s mode %o, want the service user's (%s), 0700", p, got, st.Mode().Perm(), svc.Uid)
+		}
+	}
+
+	e.coder("users", "create", "--username", "bob", "--email", "bob@example.com", "--password", "bob-password-1")
+	bob := []string{"CODER_CONFIG_DIR=" + filepath.Join(e.work, "cli-bob")}
+	e.coderEnv(bob, "login", accessURL, "--ca-file", caFile, "--email", "bob@example.com", "--password", "bob-password-1")
+	e.coderEnv(bob, "create", "bws", "--template", "process", "--parameter", "startup_script=id -un > started-as.txt", "-y")
+	e.waitAgentReady("bws", bob...)
+	t.Cleanup(func() { _, _ = e.inNetnsEnv(bob, e.bin, "delete", "bws", "-y").CombinedOutput() })
+	ssh := func(script string, stdin string) (string, error) {
+		cmd := e.inNetnsEnv(bob, e.bin, "ssh", "bws", "--", "sh", "-c", script)
+		cmd.Stdin = strings.NewReader(stdin)
+		out, err := cmd.CombinedOutput()
+		return string(out), err
+	}
+	out, err := ssh("id -un; id -u; cat started-as.txt", "")
+	if err != nil {
+		t.Fatalf("bob's coder ssh: %v\n%s", err, out)
+	}
+	f := strings.Fields(out)
+	if len(f) != 3 || f[0] != "ws-bob" || f[1] == "0" || f[1] == svc.Uid || f[2] != "ws-bob" {
+		t.Fatalf("bob's workspace runs as %q, want the account ws-bob (not root, not %s uid %s), its startup script too", out, serviceUser, svc.Uid)
+	}
+
+	// Each agent's token, read as root from its environment.
+	agentToken := func(account string) (pid, token string) {
+		out, _ := exec.Command("pgrep", "-u", account, "-f", "coder agent").Output()
+		for _, p := range strings.Fields(string(out)) {
+			env, _ := os.ReadFile("/proc/" + p + "/environ")
+			for _, kv := range strings.Split(string(env), "\x00") {
+				if v, ok := strings.CutPrefix(kv, "CODER_AGENT_TOKEN="); ok && v != "" {
+					return p, v
+				}
+			}
+		}
+		t.Fatalf("no agent of %s with CODER_AGENT_TOKEN in its environment (pgrep: %q)", account, out)
+		return "", ""
+	}
+	adminPID, adminToken := agentToken("ws-admin")
+	bobPID, bobToken := agentToken("ws-bob")
+	if env, _ := os.ReadFile("/proc/" + adminPID + "/environ"); strings.Contains(string(env), "CODER_WORKSPACE_OWNER_SESSION_TOKEN") {
+		t.Error("the admin's agent has the owner's session token in its environment")
+	}
+
+	for _, path := range []string{
+		filepath.Join(dir, "certs", "ca-key.pem"), filepath.Join(dir, "certs", "server-key.pem"),
+		filepath.Join(dir, "data", "password"), filepath.Join(dir, "data", "postgres", "PG_VERSION"),
+		filepath.Join(dir, "data", "audit-journal.jsonl"),
+		"/proc/" + adminPID + "/environ",
+	} {
+		out, err := e.inNetnsEnv(bob, e.bin, "ssh", "bws", "--", "cat", path).CombinedOutput()
+		if err == nil || !strings.Contains(string(out), "Permission denied") {
+			t.Errorf("bob reading %s: %v %q, want Permission denied", path, err, out)
+		}
+	}
+
+	// The admin's agent token, searched for where bob can read: the
+	// appliance, the temporary folders and every process's environment and
+	// command line. The pattern comes on standard input (not in argv or the
+	// environment, which /proc shows). Bob's own token, in his own agent's
+	// environment, shows that the search finds what is readable.
+	search := `timeout 300 grep -rslF -f - "$0" /tmp /var/tmp /dev/shm /proc/[0-9]*/environ /proc/[0-9]*/cmdline; true`
+	if out, err := ssh(strings.Replace(search, `"$0"`, shellQuote(dir), 1), bobToken); err != nil || !strings.Contains(out, "/proc/"+bobPID+"/environ") {
+		t.Fatalf("bob searching for his own token: %v %q, want his agent's environment", err, out)
+	}
+	if out, err := ssh(strings.Replace(search, `"$0"`, shellQuote(dir), 1), adminToken); err != nil || strings.TrimSpace(out) != "" {
+		t.Fatalf("the admin's agent token is readable by bob in: %v %q", err, out)
+	}
+}
+
+func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
 
 // copyTemplate copies the template folder src to dst with old replaced by
 // new in its main.tf, and fails the test when old is not there.

@@ -121,7 +121,7 @@ templates:
 		}
 	})
 	e.step("create workspace through node 1", func() {
-		e.coderEnv(one, "create", "ws", "--template", "process", "--parameter", "base_dir="+filepath.Join(work, "workspaces"), "-y")
+		e.coderEnv(one, "create", "ws", "--template", "process", "-y")
 		t.Cleanup(func() { _, _ = e.inNetnsEnv(one, e.bin, "stop", "ws", "-y").CombinedOutput() })
 	})
 	// The agent is connected to one node (whichever built the workspace

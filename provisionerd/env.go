@@ -4,23 +4,26 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"maps"
 	"os"
 
 	"airgapcoder/coderd/codersdk"
 )
 
 // environment is everything terraform and the coder/coder provider see:
-// nothing from the daemon's own environment but PATH. The package
+// nothing from the daemon's own environment but PATH, and the host's
+// settings (Options.Environment). The package
 // documentation lists the variables. It holds the owner's session token and
 // SSH private key: never log it.
 func (d *Daemon) environment(job *codersdk.AcquiredJob, dir, rc, cache string) map[string]string {
-	env := map[string]string{
+	env := map[string]string{"HOME": dir}
+	maps.Copy(env, d.opts.Environment) // the host's settings, HOME among them
+	maps.Copy(env, map[string]string{
 		"PATH":                os.Getenv("PATH"),
-		"HOME":                dir,
 		"TF_CLI_CONFIG_FILE":  rc,
 		"TF_PLUGIN_CACHE_DIR": cache,
 		"CHECKPOINT_DISABLE":  "1",
-	}
+	})
 	if d.opts.CACertFile != "" {
 		env["SSL_CERT_FILE"] = d.opts.CACertFile
 	}

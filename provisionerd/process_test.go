@@ -53,10 +53,13 @@ func TestProcessTemplate(t *testing.T) {
 	go func() { defer close(done); _ = daemon.Run(ctx) }()
 	t.Cleanup(func() { cancel(); <-done })
 
-	_, tpl := importTemplate(t, h, "process", coderdtest.TemplateFiles(t, "../examples/templates/process"), nil)
+	// base_dir is the template admin's variable (a terraform.tfvars
+	// beside main.tf, as a template folder may carry).
 	base := t.TempDir()
-	w, err := member.CreateWorkspace(context.Background(), codersdk.Me, codersdk.CreateWorkspaceRequest{TemplateID: tpl.ID, Name: "dev",
-		RichParameterValues: []codersdk.WorkspaceBuildParameter{{Name: "base_dir", Value: base}}})
+	files := coderdtest.TemplateFiles(t, "../examples/templates/process")
+	files["terraform.tfvars"] = fmt.Sprintf("base_dir = %q\n", base)
+	_, tpl := importTemplate(t, h, "process", files, nil)
+	w, err := member.CreateWorkspace(context.Background(), codersdk.Me, codersdk.CreateWorkspaceRequest{TemplateID: tpl.ID, Name: "dev"})
 	if err != nil {
 		t.Fatal(err)
 	}

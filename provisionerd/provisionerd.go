@@ -15,7 +15,8 @@
 // PATH (terraform-exec's SetEnv replaces the whole environment):
 //
 //	PATH                                  the daemon's PATH
-//	HOME                                  the job's folder
+//	HOME                                  the job's folder, unless Options.Environment sets it
+//	(Options.Environment)                 the host's own settings, e.g. CODER_WORKSPACE_LAUNCHER
 //	TF_CLI_CONFIG_FILE                    a CLI config whose only installation method is the mirror
 //	TF_PLUGIN_CACHE_DIR                   the daemon's plugin cache
 //	CHECKPOINT_DISABLE                    1
@@ -109,6 +110,12 @@ type Options struct {
 	WorkDir string
 	// AccessURL is what workspaces use to reach coderd (default Client.URL).
 	AccessURL string
+	// Environment is added to what terraform and the templates' local-exec
+	// commands see (the host's own settings: the appliance names its
+	// workspace launcher in CODER_WORKSPACE_LAUNCHER, and the HOME and
+	// XDG_RUNTIME_DIR where rootless podman keeps its storage). It cannot
+	// change the variables the daemon sets itself.
+	Environment map[string]string
 	// HeartbeatInterval spaces heartbeats (default 5s); logs are flushed
 	// more often while they flow.
 	HeartbeatInterval time.Duration

@@ -4,7 +4,7 @@
 # Go modules pinned in go.sum.
 set -euo pipefail
 
-packages=(postgresql-15 strace xz-utils curl wget openssh-client ca-certificates openssl iproute2 procps skopeo podman runc busybox-static chromium iperf3 haproxy git)
+packages=(postgresql-15 strace xz-utils curl wget openssh-client ca-certificates openssl iproute2 procps skopeo podman runc uidmap busybox-static chromium iperf3 haproxy git)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -35,6 +35,11 @@ func Build(t testing.TB, pkg, ldflags string) string {
 		r = &result{}
 		built[key] = r
 		dir, err := os.MkdirTemp("", "testbin-")
+		if err == nil {
+			// Other accounts run it too: appliance up as root runs the
+			// appliance as its service user.
+			err = os.Chmod(dir, 0o755)
+		}
 		if err != nil {
 			r.err = err
 		} else {

@@ -2,6 +2,13 @@
 # and the agent runs there as a plain process. It needs nothing but the
 # official Coder provider and Terraform's built-in terraform_data, so it works
 # on any appliance, offline, and is what the tests use.
+#
+# On the appliance the provisioner names its workspace launcher in
+# CODER_WORKSPACE_LAUNCHER: the agent then runs as the owner's own OS account
+# (ws-<owner>, no sudo), never as root or the appliance's service user, in
+# <appliance>/workspaces/<owner>/<workspace>, and only that account sees the
+# agent's token. Elsewhere (a plain `coder server`) it runs as the
+# provisioner's user under var.base_dir.
 
 terraform {
   required_providers {
@@ -17,14 +24,16 @@ data "coder_workspace" "me" {}
 
 data "coder_workspace_owner" "me" {}
 
-data "coder_parameter" "base_dir" {
-  name         = "base_dir"
-  display_name = "Base folder"
-  description  = "Folder on the provisioner's host under which each workspace gets a home folder."
-  type         = "string"
-  default      = "/tmp/coder-workspaces"
-  mutable      = false
-  order        = 1
+# A template admin's setting (coder templates push --variable base_dir=...),
+# not a member's: it says where workspaces live when there is no launcher.
+variable "base_dir" {
+  type        = string
+  default     = "/tmp/coder-workspaces"
+  description = "Folder under which each workspace gets a home folder when the provisioner has no workspace launcher (on the appliance the launcher decides)."
+  validation {
+    condition     = startswith(var.base_dir, "/") && !strcontains(var.base_dir, "..")
+    error_message = "base_dir must be an absolute path without \"..\"."
+  }
 }
 
 data "coder_parameter" "startup_script" {
@@ -39,17 +48,17 @@ data "coder_parameter" "startup_script" {
 }
 
 locals {
-  home = "${data.coder_parameter.base_dir.value}/${data.coder_workspace_owner.me.name}/${data.coder_workspace.me.name}"
+  owner     = data.coder_workspace_owner.me.name
+  workspace = data.coder_workspace.me.name
+  # Without a launcher: the workspace's folder under base_dir.
+  home = "${var.base_dir}/${local.owner}/${local.workspace}"
 }
 
+# Shells, scripts and apps start in the agent's HOME: the workspace folder.
 resource "coder_agent" "main" {
   os             = data.coder_provisioner.me.os
   arch           = data.coder_provisioner.me.arch
-  dir            = local.home
   startup_script = data.coder_parameter.startup_script.value
-  env = {
-    WORKSPACE_HOME = local.home
-  }
 
   metadata {
     key          = "load"
@@ -67,25 +76,37 @@ resource "coder_app" "web" {
   url          = "http://localhost:8080"
 }
 
-# The agent process: started on start, stopped on stop. setsid -f and the
-# redirections let it outlive terraform (see DESIGN §4).
+# The agent process: started on start, stopped on stop. Through the
+# launcher when there is one; else setsid -f and the redirections let it
+# outlive terraform (see DESIGN §4). Either way the agent gets only its
+# token and init script, not terraform's environment (which holds the
+# owner's session token).
 resource "terraform_data" "agent" {
   count = data.coder_workspace.me.start_count
 
   input = {
-    home    = local.home
-    pidfile = "${local.home}/.coder-agent.pid"
+    owner     = local.owner
+    workspace = local.workspace
+    home      = local.home
+    pidfile   = "${local.home}/.coder-agent.pid"
   }
 
   provisioner "local-exec" {
     command = <<-EOT
       set -e
+      if [ -n "$CODER_WORKSPACE_LAUNCHER" ]; then
+        exec "$CODER_WORKSPACE_LAUNCHER" start --owner "$OWNER" --workspace "$WORKSPACE" \
+          --env CODER_AGENT_TOKEN --env INIT_SCRIPT -- sh -c 'exec sh -c "$INIT_SCRIPT"'
+      fi
       mkdir -p "$HOME_DIR"
-      setsid -f sh -c 'echo $$ > "$0"; exec sh -c "$INIT_SCRIPT"' "$PIDFILE" >"$HOME_DIR/.coder-agent.log" 2>&1 </dev/null
+      env -i PATH="$PATH" HOME="$HOME_DIR" CODER_AGENT_TOKEN="$CODER_AGENT_TOKEN" INIT_SCRIPT="$INIT_SCRIPT" \
+        setsid -f sh -c 'cd "$HOME"; echo $$ > "$0"; exec sh -c "$INIT_SCRIPT"' "$PIDFILE" >"$HOME_DIR/.coder-agent.log" 2>&1 </dev/null
       for i in $(seq 1 50); do [ -s "$PIDFILE" ] && break; sleep 0.1; done
       echo "agent process $(cat "$PIDFILE") started in $HOME_DIR"
     EOT
     environment = {
+      OWNER             = local.owner
+      WORKSPACE         = local.workspace
       HOME_DIR          = local.home
       PIDFILE           = "${local.home}/.coder-agent.pid"
       INIT_SCRIPT       = coder_agent.main.init_script
@@ -96,6 +117,10 @@ resource "terraform_data" "agent" {
   provisioner "local-exec" {
     when    = destroy
     command = <<-EOT
+      # (A workspace started before the launcher has no owner in its state.)
+      if [ -n "$CODER_WORKSPACE_LAUNCHER" ] && [ -n "$OWNER" ]; then
+        exec "$CODER_WORKSPACE_LAUNCHER" stop --owner "$OWNER" --workspace "$WORKSPACE"
+      fi
       if [ -s "$PIDFILE" ]; then
         pid=$(cat "$PIDFILE")
         kill "$pid" 2>/dev/null || true
@@ -106,7 +131,9 @@ resource "terraform_data" "agent" {
       fi
     EOT
     environment = {
-      PIDFILE = self.input.pidfile
+      OWNER     = self.input.owner
+      WORKSPACE = self.input.workspace
+      PIDFILE   = self.input.pidfile
     }
   }
 }
