@@ -133,16 +133,31 @@ func UpAsRoot(ctx context.Context, opts UpOptions, args []string) error {
 	}
 	cmd.SysProcAttr = &syscall.SysProcAttr{
 		Credential: &syscall.Credential{Uid: uint32(acct.UID), Gid: uint32(acct.GID), Groups: []uint32{}},
+		// Should this process die (even by SIGKILL), the appliance stops
+		// too rather than run on without its launcher.
+		Pdeathsig: syscall.SIGTERM,
 	}
 	log.Info("running the appliance as the service user; root keeps only the workspace launcher", "user", acct.Name, "uid", acct.UID)
-	if err := cmd.Start(); err != nil {
+	started := make(chan error, 1)
+	exited := make(chan error, 1)
+	go func() {
+		// Pdeathsig fires when the thread that started the child ends: keep
+		// that thread, locked to this goroutine, until the child is gone.
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		if err := cmd.Start(); err != nil {
+			started <- err
+			return
+		}
+		started <- nil
+		exited <- cmd.Wait()
+	}()
+	if err := <-started; err != nil {
 		return fmt.Errorf("start the appliance as %s: %w", acct.Name, err)
 	}
 	if relay != nil {
 		relay.From(cmd.Process.Pid)
 	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
 	select {
 	case err = <-exited:
 	case <-ctx.Done():

@@ -171,7 +171,8 @@ registries:
 	trace := filepath.Join(work, "connect.trace")
 	var up *exec.Cmd
 	e.step("appliance up (to healthy)", func() {
-		up = e.inNetns("strace", "-f", "-qq", "-e", "trace=connect", "-o", trace, e.bin, "appliance", "up", "--dir", dir)
+		// -q, not -qq: the trace records each process's exit status.
+		up = e.inNetns("strace", "-f", "-q", "-e", "trace=connect", "-o", trace, e.bin, "appliance", "up", "--dir", dir)
 		logf, err := os.Create(filepath.Join(work, "up.log"))
 		if err != nil {
 			t.Fatal(err)
@@ -180,7 +181,18 @@ registries:
 		if err := up.Start(); err != nil {
 			t.Fatal(err)
 		}
-		t.Cleanup(func() { _ = up.Process.Kill() })
+		t.Cleanup(func() {
+			// Should a step fail: the appliance first (killing strace would
+			// leave what it traces running), then strace.
+			signalAppliance(dir, up.Process.Pid, syscall.SIGTERM)
+			time.Sleep(2 * time.Second)
+			signalAppliance(dir, up.Process.Pid, syscall.SIGKILL)
+			_ = up.Process.Kill()
+			// Rootless podman's pause process, which outlives the
+			// appliance by design, in the service user's namespaces of
+			// this test's appliance.
+			_ = exec.Command("pkill", "-u", serviceUser, "-x", "podman").Run()
+		})
 		e.waitHealthy(accessURL, caFile, filepath.Join(work, "up.log"), 3*time.Minute)
 	})
 
@@ -398,22 +410,32 @@ registries:
 		e.coder("delete", "mws", "-y")
 	})
 	e.step("appliance stop (SIGTERM)", func() {
-		// Signal the appliance itself, not strace (which traces it).
-		out, _ := exec.Command("pgrep", "-f", "appliance up --dir "+dir).Output()
-		for _, f := range strings.Fields(string(out)) {
-			if pid, err := strconv.Atoi(f); err == nil && pid != up.Process.Pid {
-				_ = syscall.Kill(pid, syscall.SIGTERM)
-			}
+		// Signal the appliance itself (root's process and the service
+		// user's), not strace (which traces it), and read their exit
+		// statuses from the trace: strace itself goes on while anything it
+		// traces runs, and rootless podman keeps a pause process (which
+		// holds the service user's namespaces) after the appliance stops.
+		pids := signalAppliance(dir, up.Process.Pid, syscall.SIGTERM)
+		if len(pids) != 2 {
+			t.Fatalf("appliance up processes: %v, want root's and the service user's", pids)
 		}
-		done := make(chan error, 1)
-		go func() { done <- up.Wait() }()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Fatalf("appliance up exited with %v", err)
+		deadline := time.Now().Add(90 * time.Second)
+		for len(signalAppliance(dir, up.Process.Pid, 0)) > 0 {
+			if time.Now().After(deadline) {
+				t.Fatal("appliance did not stop within 90s")
 			}
-		case <-time.After(90 * time.Second):
-			t.Fatal("appliance did not stop within 90s")
+			time.Sleep(200 * time.Millisecond)
+		}
+		_ = up.Process.Kill() // strace blocks every other signal (-o FILE: -I 3); what it traced runs on
+		_ = up.Wait()
+		b, err := os.ReadFile(trace)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, pid := range pids {
+			if !regexp.MustCompile(`(?m)^` + strconv.Itoa(pid) + ` +\+\+\+ exited with 0 \+\+\+$`).Match(b) {
+				t.Errorf("appliance up (pid %d) did not exit with 0; its trace ends:\n%s", pid, tail(grepLines(string(b), strconv.Itoa(pid)+" "), 5))
+			}
 		}
 	})
 
@@ -484,6 +506,34 @@ registries:
 		t.Fatalf("%d of %d connect() calls left the machine:\n%s", bad, total, strings.Join(offenders, "\n"))
 	}
 	fmt.Printf("e2e egress: %d connect() calls, all to loopback or unix sockets: zero egress\n", total)
+}
+
+// signalAppliance sends sig (0: none) to every `appliance up --dir dir`
+// process (the root one and its service user's child) but except
+// (strace's pid), and returns their pids.
+func signalAppliance(dir string, except int, sig syscall.Signal) []int {
+	out, _ := exec.Command("pgrep", "-f", "appliance up --dir "+dir+"$").Output()
+	var pids []int
+	for _, f := range strings.Fields(string(out)) {
+		if pid, err := strconv.Atoi(f); err == nil && pid != except {
+			pids = append(pids, pid)
+			if sig != 0 {
+				_ = syscall.Kill(pid, sig)
+			}
+		}
+	}
+	return pids
+}
+
+// grepLines returns the lines of s that start with prefix.
+func grepLines(s, prefix string) string {
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		if strings.HasPrefix(l, prefix) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
 }
 
 // buildCoder builds the coder binary as make build does: static, so that
@@ -596,9 +646,9 @@ func (e *env) waitAgentReady(workspace string, env ...string) {
 // its trimmed output.
 func (e *env) podman(dir string, args ...string) string {
 	e.t.Helper()
-	cmd := exec.Command("runuser", append([]string{"-u", serviceUser, "--", "podman"}, args...)...)
+	cmd := exec.Command("runuser", append([]string{"-u", serviceUser, "--", "env",
+		"HOME=" + filepath.Join(dir, "data", "home"), "XDG_RUNTIME_DIR=" + filepath.Join(dir, "run", "user"), "podman"}, args...)...)
 	cmd.Dir = "/"
-	cmd.Env = append(os.Environ(), "HOME="+filepath.Join(dir, "data", "home"), "XDG_RUNTIME_DIR="+filepath.Join(dir, "run", "user"))
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		e.t.Fatalf("podman %s (as %s): %v\n%s", strings.Join(args, " "), serviceUser, err, out)
@@ -625,8 +675,13 @@ func (e *env) checkMemberIsolation(dir, accessURL, caFile string) {
 	if out, _ := exec.Command("pgrep", "-u", serviceUser, "-f", "appliance up --dir "+dir).Output(); len(strings.Fields(string(out))) != 1 {
 		t.Errorf("appliance up as %s: pids %q, want one", serviceUser, out)
 	}
-	if out, _ := exec.Command("ps", "-o", "user=", "-C", "postgres").Output(); len(out) == 0 || strings.Trim(strings.ReplaceAll(string(out), serviceUser, ""), " \n") != "" {
-		t.Errorf("PostgreSQL runs as %q, want only %s", out, serviceUser)
+	pm, err := os.ReadFile(filepath.Join(dir, "data", "postgres", "postmaster.pid"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, _, _ := strings.Cut(string(pm), "\n")
+	if out, _ := exec.Command("ps", "-o", "user=", "-p", pid).Output(); strings.TrimSpace(string(out)) != serviceUser {
+		t.Errorf("the appliance's PostgreSQL (pid %s) runs as %q, want %s", pid, out, serviceUser)
 	}
 	for _, p := range []string{filepath.Join(dir, "data"), filepath.Join(dir, "cache"), filepath.Join(dir, "run")} {
 		st, err := os.Stat(p)
@@ -702,6 +757,12 @@ func (e *env) checkMemberIsolation(dir, accessURL, caFile string) {
 	}
 	if out, err := ssh(strings.Replace(search, `"$0"`, shellQuote(dir), 1), adminToken); err != nil || strings.TrimSpace(out) != "" {
 		t.Fatalf("the admin's agent token is readable by bob in: %v %q", err, out)
+	}
+	// The launcher stops it as it started it (and strace, which traces the
+	// appliance's whole tree, waits for every workspace process to end).
+	e.coderEnv(bob, "delete", "bws", "-y")
+	if st, err := os.ReadFile("/proc/" + bobPID + "/stat"); err == nil && !strings.Contains(string(st), ") Z ") {
+		t.Errorf("bob's workspace deleted, yet its agent (pid %s) still runs: %s", bobPID, st)
 	}
 }
 
