@@ -117,7 +117,7 @@ off by default and, when on, go only to the URLs you configure.`,
 	terraformFlags(cmd, &cfg.Provisioner.Terraform, &cfg.Provisioner.ProviderMirror, &cfg.Provisioner.ModuleMirror, &cfg.Provisioner.CACertFile)
 	logFormatFlag(cmd)
 	f.IntVar(&cfg.RateLimits.API, "api-rate-limit", coderd.DefaultAPIRateLimit, "API requests per minute allowed per session token, or per IP address without one; 0 (or negative) turns the limit off. Kept in each replica's memory")
-	f.IntVar(&cfg.RateLimits.LoginPerAccount, "login-rate-limit", coderd.DefaultLoginRateLimit, "Failed password logins per minute allowed per account before logins answer 429; 0 turns the limit off")
+	f.IntVar(&cfg.RateLimits.LoginPerAccount, "login-rate-limit", coderd.DefaultLoginRateLimit, "Failed password logins allowed per account and source IP address before further attempts from there wait (1 s, doubling to 5 min; answered 429); 0 turns the limit off")
 	f.IntVar(&cfg.RateLimits.LoginPerIP, "login-rate-limit-ip", coderd.DefaultLoginRateLimitPerIP, "Failed password logins per minute allowed per source IP address, over all accounts; 0 turns the limit off")
 	f.DurationVar(&cfg.AuditRetention, "audit-retention", 0, "Delete audit log records older than this, hourly (e.g. 2160h); 0 keeps them forever")
 	return cmd

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"crypto/subtle"
+	"errors"
 	"fmt"
 	"net/http"
 	"strings"
@@ -128,19 +129,48 @@ func (api *API) authenticate(ctx context.Context, token string) (database.User, 
 const (
 	ctxUser   = "coderd.user"
 	ctxAPIKey = "coderd.apikey"
+	// ctxAuth holds a request's authResult (authOnce).
+	ctxAuth = "coderd.auth"
 )
+
+// authResult is the outcome of authenticating a request's token.
+type authResult struct {
+	user database.User
+	key  database.APIKey
+	// epoch is the count of auth changes taken before the check
+	// (authchanges.go): a change during it counts.
+	epoch uint64
+	err   error
+}
+
+// authOnce authenticates the request's session token once per request:
+// the API rate limit does it first (it counts a request against its token
+// only once the token's secret has matched), and requireAuth reuses the
+// answer instead of asking the database again. A failure that is not the
+// token's fault (the database) is not kept, so the next caller asks again.
+func (api *API) authOnce(c *gin.Context) authResult {
+	if v, ok := c.Get(ctxAuth); ok {
+		return v.(authResult)
+	}
+	a := authResult{epoch: api.authEpoch.Load()}
+	a.user, a.key, a.err = api.authenticate(c.Request.Context(), tokenFromRequest(c.Request))
+	var ae *apiError
+	if a.err == nil || errors.As(a.err, &ae) {
+		c.Set(ctxAuth, a)
+	}
+	return a
+}
 
 // requireAuth is middleware that rejects requests without a valid token.
 func (api *API) requireAuth() gin.HandlerFunc {
 	return api.handleMiddleware(func(c *gin.Context) error {
-		epoch := api.authEpoch.Load() // before the check: a change during it counts
-		user, key, err := api.authenticate(c.Request.Context(), tokenFromRequest(c.Request))
-		if err != nil {
-			return err
+		a := api.authOnce(c)
+		if a.err != nil {
+			return a.err
 		}
-		c.Set(ctxUser, user)
-		c.Set(ctxAPIKey, key)
-		c.Set(ctxAuthEpoch, epoch)
+		c.Set(ctxUser, a.user)
+		c.Set(ctxAPIKey, a.key)
+		c.Set(ctxAuthEpoch, a.epoch)
 		return nil
 	})
 }

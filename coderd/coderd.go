@@ -30,6 +30,7 @@ import (
 	"airgapcoder/coderd/database"
 	"airgapcoder/coderd/replicasync"
 	"airgapcoder/coderd/updatecheck"
+	"airgapcoder/internal/bodydeadline"
 	"airgapcoder/internal/templatetar"
 )
 
@@ -102,6 +103,10 @@ type Options struct {
 	// RateLimits bound logins and API requests, in this replica's memory
 	// (ratelimit.go); the zero value means the defaults.
 	RateLimits RateLimits
+	// BodyReadTimeout is how long a request has to send its body
+	// (package bodydeadline); 0 means bodydeadline.Default, a negative value
+	// sets no deadline.
+	BodyReadTimeout time.Duration
 }
 
 // API serves /api/v2. Construct with New; run its background loops with Run.
@@ -114,6 +119,9 @@ type API struct {
 	org     database.Organization
 	metrics *metrics
 	router  *gin.Engine
+	// handler is the router behind the request body deadline
+	// (bodydeadline.go).
+	handler http.Handler
 
 	// relay holds this replica's agent connections (relay.go); peers its
 	// sessions to other replicas, which authenticate with replicaSecret
@@ -165,6 +173,9 @@ func New(ctx context.Context, opts Options) (*API, error) {
 	if opts.AgentKeepAliveInterval <= 0 {
 		opts.AgentKeepAliveInterval = 15 * time.Second
 	}
+	if opts.BodyReadTimeout == 0 {
+		opts.BodyReadTimeout = bodydeadline.Default
+	}
 	if opts.AccessURL == nil {
 		opts.AccessURL = &url.URL{Scheme: "http", Host: "127.0.0.1:3000"}
 	}
@@ -183,11 +194,12 @@ func New(ctx context.Context, opts Options) (*API, error) {
 	api.limits = newRateLimiters(opts.RateLimits, opts.Now)
 	api.watchAuthChanges()
 	api.router = api.routes()
+	api.handler = bodydeadline.Wrap(opts.BodyReadTimeout, api.router)
 	return api, nil
 }
 
-// ServeHTTP serves the API.
-func (api *API) ServeHTTP(w http.ResponseWriter, r *http.Request) { api.router.ServeHTTP(w, r) }
+// ServeHTTP serves the API, the dashboard and dev URLs.
+func (api *API) ServeHTTP(w http.ResponseWriter, r *http.Request) { api.handler.ServeHTTP(w, r) }
 
 // Run runs the background loops (the job heartbeat reaper, the audit
 // retention) until ctx ends. It first copies the audit journal's new

@@ -18,6 +18,8 @@ import (
 
 	"airgapcoder/coderd/codersdk"
 	"airgapcoder/coderd/database"
+	"airgapcoder/coderd/site"
+	"airgapcoder/internal/bodydeadline"
 )
 
 // Dev URLs put workspace web servers under the access URL, path-based:
@@ -115,12 +117,14 @@ func (api *API) serveDevURL(c *gin.Context) error {
 	}
 	if d.rest == "" {
 		// Relative links in the app resolve under the prefix only with a
-		// trailing slash.
+		// trailing slash. The target is made of the request's own path and
+		// query, so it is kept on this site like every redirect a visitor
+		// can choose.
 		loc := d.prefix + "/"
 		if r.URL.RawQuery != "" {
 			loc += "?" + r.URL.RawQuery
 		}
-		c.Redirect(http.StatusTemporaryRedirect, loc)
+		c.Redirect(http.StatusTemporaryRedirect, site.LocalRedirect(loc))
 		return nil
 	}
 	ctx := r.Context()
@@ -153,6 +157,9 @@ func (api *API) serveDevURL(c *gin.Context) error {
 	if !api.agentReachable(t.agent) {
 		return api.agentUnavailable(t.agent)
 	}
+	// The body streams to the app, authorized: it may take its time
+	// (bodydeadline.go).
+	bodydeadline.Lift(r)
 	api.proxyDevURL(c, d, t, user.Username)
 	return nil
 }

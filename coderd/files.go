@@ -13,6 +13,7 @@ import (
 
 	"airgapcoder/coderd/codersdk"
 	"airgapcoder/coderd/database"
+	"airgapcoder/internal/bodydeadline"
 	"airgapcoder/internal/templatetar"
 )
 
@@ -25,10 +26,13 @@ func (api *API) postFile(c *gin.Context) error {
 	if ct := c.ContentType(); ct != codersdk.ContentTypeTar {
 		return errorf(http.StatusUnsupportedMediaType, "", "Content-Type must be %s, got %q", codersdk.ContentTypeTar, ct)
 	}
+	// Up to MaxUploadSize from an authenticated user may take its time
+	// (bodydeadline.go).
+	bodydeadline.Lift(c.Request)
 	limit := api.opts.MaxUploadSize
 	body, err := io.ReadAll(io.LimitReader(c.Request.Body, limit+1))
 	if err != nil {
-		return badRequest("Read upload: %v", err)
+		return bodyReadError("Upload", err)
 	}
 	if int64(len(body)) > limit {
 		return errorf(http.StatusRequestEntityTooLarge, "", "Template upload is larger than the %d byte limit; remove large files (e.g. .terraform/, binaries) from the folder", limit)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"strings"
 
 	"github.com/gin-gonic/gin"
@@ -98,6 +99,16 @@ func (api *API) apiErrorOf(err error, attrs ...any) *apiError {
 
 const maxJSONBody = 1 << 20
 
+// bodyReadError is the answer to a request whose body could not be read:
+// 408 when it did not arrive before its deadline (bodydeadline.go), else
+// 400 saying why.
+func bodyReadError(what string, err error) *apiError {
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		return errorf(http.StatusRequestTimeout, err.Error(), "%s did not arrive in time", what)
+	}
+	return badRequest("Read %s: %v", strings.ToLower(what), err)
+}
+
 // decode reads a JSON body strictly: unknown fields, trailing data and a
 // body over 1 MiB are errors that say what is wrong.
 func decode(c *gin.Context, v any) error {
@@ -113,6 +124,8 @@ func decode(c *gin.Context, v any) error {
 		switch {
 		case errors.As(err, &maxErr):
 			return errorf(http.StatusRequestEntityTooLarge, "", "Request body is larger than %d bytes", maxJSONBody)
+		case errors.Is(err, os.ErrDeadlineExceeded):
+			return bodyReadError("Request body", err)
 		case errors.Is(err, io.EOF):
 			return badRequest("Request body is empty; send a JSON object")
 		case errors.As(err, &syntaxErr):

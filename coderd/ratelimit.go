@@ -14,40 +14,55 @@ import (
 
 // Rate limits
 //
-// coderd bounds two things, each with sliding windows kept in this
-// replica's memory (nothing is shared through PostgreSQL: with N replicas
-// behind a load balancer a client may get up to N times a limit):
+// coderd bounds two things, kept in this replica's memory (nothing is
+// shared through PostgreSQL: with N replicas behind a load balancer a
+// client may get up to N times a limit):
 //
-//   - password logins (ratelimit_login.go): failed attempts per account and
-//     per source IP; once either is used up, POST /api/v2/users/login answers
-//     429 without checking the password, right or wrong;
-//   - the API as a whole (this file): requests per session token, or per
-//     source IP for requests without one. Agents (/api/v2/workspaceagents/me/),
-//     provisioner daemons (/api/v2/provisionerdaemons/...), relay WebSockets
-//     (.../connect) and everything outside /api/v2 (/healthz, /bin/, dev URLs)
-//     are not counted.
+//   - password logins (ratelimit_login.go). Failures are counted per
+//     (account, source IP) pair and per source IP over all accounts. After
+//     LoginPerAccount failures, each further attempt from that pair waits a
+//     delay that doubles with every failure (1s, 2s, 4s, … at most 5
+//     minutes) from the pair's latest failure; a success from that pair, or
+//     LoginWindow of quiet after the delay ended, forgets its failures. An
+//     address also gets at most LoginPerIP failures in a sliding LoginWindow
+//     over all accounts. Other addresses are never delayed by these counts,
+//     so nobody can lock an account's owner out by failing on purpose. An
+//     attempt that must wait answers 429 without its password being checked,
+//     right or wrong, and is audited (account, source IP, reason);
+//   - the API as a whole (this file): requests in a sliding APIWindow per
+//     session token, counted as the token only once it has authenticated; a
+//     request without a token, or whose token fails (a forged secret),
+//     counts against its source IP. Agents (/api/v2/workspaceagents/me/),
+//     provisioner daemons (/api/v2/provisionerdaemons/...), relay
+//     WebSockets (.../connect) and everything outside /api/v2 (/healthz,
+//     /bin/, dev URLs, the dashboard's pages, whose in-process API calls are
+//     counted) are not counted.
 //
 // A refused request gets 429 Too Many Requests, a Retry-After header (whole
-// seconds until the oldest counted event leaves the window) and the error
-// envelope. The source IP is the TCP peer's address: X-Forwarded-For is not
-// trusted, so behind a reverse proxy every anonymous client shares the
-// proxy's address.
+// seconds until the attempt would be allowed) and the error envelope. The
+// source IP is the TCP peer's address: X-Forwarded-For is not trusted, so
+// behind a reverse proxy every anonymous client shares the proxy's address
+// (and its login counts: a guesser delays everyone behind the same proxy).
 
 // RateLimits configure coderd's request limits. Zero values mean the
 // defaults; a negative limit turns that limit off.
 type RateLimits struct {
-	// API is the number of requests per APIWindow allowed per session token,
-	// or per source IP for requests without a token (default 512, as Coder).
+	// API is the number of requests per APIWindow allowed per authenticated
+	// session token, or per source IP for requests without a valid one
+	// (default 512, as Coder).
 	API int
 	// APIWindow is the API limit's window (default one minute).
 	APIWindow time.Duration
-	// LoginPerAccount is the number of failed password logins per
-	// LoginWindow allowed for one account (default 5).
+	// LoginPerAccount is the number of failed password logins allowed for
+	// one account from one source IP before each further attempt from that
+	// address waits a doubling delay (default 5).
 	LoginPerAccount int
 	// LoginPerIP is the number of failed password logins per LoginWindow
 	// allowed from one source IP, over all accounts (default 20).
 	LoginPerIP int
-	// LoginWindow is the login limits' window (default one minute).
+	// LoginWindow is the per-IP login limit's window, and the quiet after
+	// which an (account, IP) pair's failures are forgotten (default one
+	// minute).
 	LoginWindow time.Duration
 }
 
@@ -76,11 +91,11 @@ func (l RateLimits) withDefaults() RateLimits {
 	return l
 }
 
-// rateLimiters are the API's limiters; a nil window is a limit turned off.
+// rateLimiters are the API's limiters; a nil one is a limit turned off.
 type rateLimiters struct {
-	api             *slidingWindow
-	loginPerAccount *slidingWindow
-	loginPerIP      *slidingWindow
+	api          *slidingWindow
+	loginBackoff *loginBackoff
+	loginPerIP   *slidingWindow
 	// logged lets each key's refusals be logged once a minute, not once
 	// per refused request.
 	logged *slidingWindow
@@ -89,10 +104,10 @@ type rateLimiters struct {
 func newRateLimiters(l RateLimits, now func() time.Time) *rateLimiters {
 	l = l.withDefaults()
 	return &rateLimiters{
-		api:             newSlidingWindow(l.API, l.APIWindow, now),
-		loginPerAccount: newSlidingWindow(l.LoginPerAccount, l.LoginWindow, now),
-		loginPerIP:      newSlidingWindow(l.LoginPerIP, l.LoginWindow, now),
-		logged:          newSlidingWindow(1, time.Minute, now),
+		api:          newSlidingWindow(l.API, l.APIWindow, now),
+		loginBackoff: newLoginBackoff(l.LoginPerAccount, l.LoginWindow, now),
+		loginPerIP:   newSlidingWindow(l.LoginPerIP, l.LoginWindow, now),
+		logged:       newSlidingWindow(1, time.Minute, now),
 	}
 }
 
@@ -206,9 +221,14 @@ func (s *slidingWindow) len() int {
 // tooManyRequests is the 429 answer: Retry-After in whole seconds (at least
 // one) and the error envelope.
 func tooManyRequests(c *gin.Context, wait time.Duration, detail, format string, args ...any) error {
-	secs := max(int(math.Ceil(wait.Seconds())), 1)
+	secs := retryAfterSeconds(wait)
 	c.Header("Retry-After", strconv.Itoa(secs))
 	return errorf(http.StatusTooManyRequests, detail, "%s; retry in %ds", fmt.Sprintf(format, args...), secs)
+}
+
+// retryAfterSeconds is wait in whole seconds, rounded up, at least one.
+func retryAfterSeconds(wait time.Duration) int {
+	return max(int(math.Ceil(wait.Seconds())), 1)
 }
 
 // windowName is "minute" for a minute, else the duration.
@@ -239,18 +259,22 @@ func rateLimitExempt(r *http.Request) bool {
 	return false
 }
 
-// apiRateLimitKey is who a request counts against: its session token (by
-// the token's public id; a token that fails authentication is refused with
-// 401 anyway), else its source IP.
-func apiRateLimitKey(r *http.Request) (key, who string) {
-	if id, _, ok := strings.Cut(tokenFromRequest(r), "-"); ok && len(id) == keyIDLength {
-		return "token:" + id, "session token"
+// apiRateLimitKey is who a request counts against: the id of its session
+// token once that token has been authenticated (keyID, "" when it was not),
+// else its source IP. A token that fails authentication counts against the
+// address that sent it, so forging a victim's token id spends the forger's
+// budget, not the victim's, and random ids do not buy fresh budgets.
+func apiRateLimitKey(r *http.Request, keyID string) (key, who string) {
+	if keyID != "" {
+		return "token:" + keyID, "session token"
 	}
 	return "ip:" + sourceIP(r), "IP address"
 }
 
 // rateLimitAPI is middleware that answers 429 once a token (or an
-// anonymous IP) has used up the API limit.
+// address) has used up the API limit. It authenticates the request's token
+// first (authOnce; requireAuth reuses the result), so only a token whose
+// secret matched is counted as itself.
 func (api *API) rateLimitAPI() gin.HandlerFunc {
 	lim := api.limits.api
 	if lim == nil {
@@ -260,7 +284,13 @@ func (api *API) rateLimitAPI() gin.HandlerFunc {
 		if rateLimitExempt(c.Request) {
 			return nil
 		}
-		key, who := apiRateLimitKey(c.Request)
+		keyID := ""
+		if tokenFromRequest(c.Request) != "" {
+			if a := api.authOnce(c); a.err == nil {
+				keyID = a.key.ID
+			}
+		}
+		key, who := apiRateLimitKey(c.Request, keyID)
 		wait, ok := lim.take(key)
 		if ok {
 			return nil

@@ -108,19 +108,94 @@ func TestAPIRateLimitKey(t *testing.T) {
 	t.Parallel()
 	r := httptest.NewRequest("GET", "/api/v2/users/me", nil)
 	r.RemoteAddr = "10.1.2.3:5555"
-	if key, _ := apiRateLimitKey(r); key != "ip:10.1.2.3" {
-		t.Errorf("anonymous: got %q, want ip:10.1.2.3", key)
-	}
 	r.Header.Set("X-Forwarded-For", "1.1.1.1")
-	if key, _ := apiRateLimitKey(r); key != "ip:10.1.2.3" {
-		t.Errorf("X-Forwarded-For must not be trusted: got %q", key)
+	for _, tc := range []struct {
+		name, keyID, want string
+	}{
+		{"anonymous, X-Forwarded-For not trusted", "", "ip:10.1.2.3"},
+		{"authenticated token", "abcdefghij", "token:abcdefghij"},
+	} {
+		if got, _ := apiRateLimitKey(r, tc.keyID); got != tc.want {
+			t.Errorf("%s: got %q, want %q", tc.name, got, tc.want)
+		}
 	}
-	r.Header.Set("Coder-Session-Token", "abcdefghij-0123456789012345678901")
-	if key, _ := apiRateLimitKey(r); key != "token:abcdefghij" {
-		t.Errorf("with a token: got %q, want token:abcdefghij", key)
+}
+
+func TestLoginBackoffDelay(t *testing.T) {
+	t.Parallel()
+	b := newLoginBackoff(5, time.Minute, time.Now)
+	for _, tc := range []struct {
+		failures int
+		want     time.Duration
+	}{
+		{0, 0}, {4, 0}, {5, time.Second}, {6, 2 * time.Second}, {7, 4 * time.Second},
+		{13, 256 * time.Second}, {14, 5 * time.Minute}, {15, 5 * time.Minute}, {1000, 5 * time.Minute},
+	} {
+		if got := b.delay(tc.failures); got != tc.want {
+			t.Errorf("delay after %d failures: got %s, want %s", tc.failures, got, tc.want)
+		}
 	}
-	r.Header.Set("Coder-Session-Token", "not-a-token")
-	if key, _ := apiRateLimitKey(r); key != "ip:10.1.2.3" {
-		t.Errorf("a malformed token counts as anonymous: got %q", key)
+	if newLoginBackoff(-1, time.Minute, time.Now) != nil {
+		t.Error("a negative limit: got a backoff, want none (off)")
+	}
+}
+
+// TestLoginBackoff drives one (account, IP) pair through its failures with
+// a settable clock: free failures, doubling waits counted from the latest
+// failure, a refund, the reset after a success and after a quiet window.
+func TestLoginBackoff(t *testing.T) {
+	t.Parallel()
+	clock := &fakeClock{t: time.Date(2026, 11, 23, 16, 0, 0, 0, time.UTC)}
+	b := newLoginBackoff(2, time.Minute, clock.now)
+	fail := func(what, key string) loginTicket {
+		t.Helper()
+		if d := b.wait(key, clock.now()); d != 0 {
+			t.Fatalf("%s: got wait %s, want none", what, d)
+		}
+		return loginTicket{key: key, at: clock.now(), prev: b.add(key, clock.now())}
+	}
+	wantWait := func(what, key string, want time.Duration) {
+		t.Helper()
+		if got := b.wait(key, clock.now()); got != want {
+			t.Fatalf("%s: got wait %s, want %s", what, got, want)
+		}
+	}
+	fail("failure 1", "a")
+	fail("failure 2", "a")
+	wantWait("after the allowed failures", "a", time.Second)
+	wantWait("another pair", "b", 0)
+	clock.advance(time.Second)
+	fail("failure 3", "a")
+	wantWait("after failure 3", "a", 2*time.Second)
+	clock.advance(time.Second)
+	wantWait("a second later", "a", time.Second)
+	clock.advance(time.Second)
+	tk := fail("attempt 4", "a")
+	wantWait("after attempt 4", "a", 4*time.Second)
+	b.refund(tk) // it was not a failure after all
+	wantWait("after its refund", "a", 0)
+	tk = fail("attempt 4 again", "a")
+	b.succeeded(tk)
+	wantWait("after a success", "a", 0)
+	fail("failure 1 after the success", "a")
+	fail("failure 2 after the success", "a")
+	wantWait("the count started over", "a", time.Second)
+
+	// A window of quiet after the wait forgets the pair, and the sweep
+	// drops forgotten pairs.
+	clock.advance(time.Second + time.Minute - time.Nanosecond)
+	wantWait("just before the quiet window ends", "a", 0)
+	if got := b.len(); got != 1 {
+		t.Fatalf("pairs before the quiet window ends: got %d, want 1", got)
+	}
+	clock.advance(time.Nanosecond)
+	fail("failure 1 after the quiet window", "a")
+	fail("failure 2 after the quiet window", "a")
+	wantWait("after a quiet window", "a", time.Second)
+	fail("failure 1 of c", "c")
+	clock.advance(2 * time.Minute)
+	wantWait("c, long after", "c", 0)
+	if got := b.len(); got != 0 {
+		t.Errorf("pairs after a quiet sweep: got %d, want 0", got)
 	}
 }

@@ -7,28 +7,43 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/gin-gonic/gin"
 
+	"airgapcoder/coderd/codersdk"
 	"airgapcoder/coderd/database"
 )
 
+// Login backoff delays (see ratelimit.go): the first wait after the allowed
+// failures, doubled with every further failure up to the cap.
+const (
+	loginBackoffBase = time.Second
+	loginBackoffMax  = 5 * time.Minute
+)
+
+// Reasons a login is refused, as the audit record gives them.
+const (
+	loginRefusedBackoff = "too many failed logins for this account from this address"
+	loginRefusedIP      = "too many failed logins from this address"
+)
+
 // limitLogin wraps the password login handler with the failed-login limits
-// (see ratelimit.go): per account (the user, however it was named, or the
-// name given when no such user exists, so unknown accounts are limited
-// like known ones) and per source IP, over all accounts.
+// (see ratelimit.go): a doubling delay per (account, source IP) pair (the
+// account is the user, however it was named, or the name given when no
+// such user exists, so unknown accounts are limited like known ones) and a
+// sliding window per source IP, over all accounts.
 //
-// Every attempt takes a place in both windows before the password is
-// checked, so parallel guesses cannot slip past the count, and gives it
-// back unless it failed with 401: a success (or any other answer) counts
-// for nothing and resets no one's failures, neither the IP's nor other
-// accounts'. Once either window is full the login answers 429 without
-// checking the password, right or wrong, until the oldest failure leaves
-// the window.
+// Every attempt takes its place in both before the password is checked, so
+// parallel guesses cannot slip past the count, and gives it back unless it
+// failed with 401; a success also forgets its pair's failures (but not its
+// address's, nor other pairs'). An attempt that must wait answers 429
+// without checking the password, right or wrong, and its audit record says
+// which account, and why.
 func (api *API) limitLogin(h handler) handler {
 	l := api.limits
-	if l.loginPerAccount == nil && l.loginPerIP == nil {
+	if l.loginBackoff == nil && l.loginPerIP == nil {
 		return h
 	}
 	return func(c *gin.Context) error {
@@ -47,33 +62,42 @@ func (api *API) limitLogin(h handler) handler {
 			}
 		}
 		ip := sourceIP(c.Request)
-		at, wait, which := l.takeLogin(account, ip)
+		t, wait, reason := l.takeLogin(account, ip)
 		if wait > 0 {
-			if l.firstRefusal("login:" + which + ":" + account + ":" + ip) {
-				api.log.Warn("login rate limit reached", "ip", ip, "account", login, "limit", which, "retry_after", wait.Round(time.Second))
+			api.audit(c, codersdk.AuditActionLogin, codersdk.AuditResourceUser).resource("", login).
+				field("email", login).field("reason", reason).field("retry_after_seconds", retryAfterSeconds(wait))
+			if l.firstRefusal("login:" + reason + ":" + account + ":" + ip) {
+				api.log.Warn("login rate limit reached", "ip", ip, "account", login, "reason", reason, "retry_after", wait.Round(time.Second))
 			}
-			return tooManyRequests(c, wait, "", "Too many failed logins for this %s", which)
+			if reason == loginRefusedIP {
+				return tooManyRequests(c, wait, "", "Too many failed logins from this IP address")
+			}
+			return tooManyRequests(c, wait, "", "Too many failed logins for this account from this IP address")
 		}
 		err = h(c)
 		var ae *apiError
-		if !errors.As(err, &ae) || ae.status != http.StatusUnauthorized {
-			l.loginPerAccount.remove(account, at)
-			l.loginPerIP.remove(ip, at)
+		switch {
+		case err == nil:
+			l.loginBackoff.succeeded(t)
+			l.loginPerIP.remove(ip, t.at)
+		case !errors.As(err, &ae) || ae.status != http.StatusUnauthorized:
+			l.loginBackoff.refund(t)
+			l.loginPerIP.remove(ip, t.at)
 		}
 		return err
 	}
 }
 
-// takeLogin records an attempt for account and ip when both windows have
-// room, returning its time; otherwise it returns how long to wait and which
-// limit ("account" or "IP address") is used up.
-func (l *rateLimiters) takeLogin(account, ip string) (time.Time, time.Duration, string) {
-	acct, byIP := l.loginPerAccount, l.loginPerIP
-	// Both windows are checked and filled under both locks, always taken
-	// in this order.
-	if acct != nil {
-		acct.mu.Lock()
-		defer acct.mu.Unlock()
+// takeLogin records an attempt for account from ip when neither its pair
+// must wait nor the address's window is full; otherwise it returns how
+// long to wait and why (loginRefusedBackoff or loginRefusedIP).
+func (l *rateLimiters) takeLogin(account, ip string) (loginTicket, time.Duration, string) {
+	pairs, byIP := l.loginBackoff, l.loginPerIP
+	// Both are checked and filled under both locks, always taken in this
+	// order.
+	if pairs != nil {
+		pairs.mu.Lock()
+		defer pairs.mu.Unlock()
 	}
 	if byIP != nil {
 		byIP.mu.Lock()
@@ -81,34 +105,170 @@ func (l *rateLimiters) takeLogin(account, ip string) (time.Time, time.Duration, 
 	}
 	var now time.Time
 	switch {
-	case acct != nil:
-		now = acct.now()
+	case pairs != nil:
+		now = pairs.now()
 	default:
 		now = byIP.now()
 	}
-	// When both are used up, the longer wait is the one that matters.
+	// When both must wait, the longer wait is the one that matters.
 	var wait time.Duration
-	which := ""
-	if acct != nil {
-		if d := acct.wait(account, now); d > wait {
-			wait, which = d, "account"
+	reason := ""
+	key := account + " " + ip
+	if pairs != nil {
+		if d := pairs.wait(key, now); d > wait {
+			wait, reason = d, loginRefusedBackoff
 		}
 	}
 	if byIP != nil {
 		if d := byIP.wait(ip, now); d > wait {
-			wait, which = d, "IP address"
+			wait, reason = d, loginRefusedIP
 		}
 	}
+	t := loginTicket{key: key, at: now}
 	if wait > 0 {
-		return now, wait, which
+		return t, wait, reason
 	}
-	if acct != nil {
-		acct.add(account, now)
+	if pairs != nil {
+		t.prev = pairs.add(key, now)
 	}
 	if byIP != nil {
 		byIP.add(ip, now)
 	}
-	return now, 0, ""
+	return t, 0, ""
+}
+
+// loginBackoff delays the login attempts of (account, source IP) pairs that
+// failed: after allowed failures, a pair's next attempt waits
+// loginBackoffBase from its latest failure, doubled for every further
+// failure, at most loginBackoffMax. A pair is forgotten after a success, or
+// after window of quiet once its wait is over (every pair is checked on a
+// sweep once a window, so memory holds only recent pairs). A nil
+// *loginBackoff (the limit turned off) delays nothing.
+type loginBackoff struct {
+	allowed int
+	window  time.Duration
+	now     func() time.Time
+
+	mu        sync.Mutex
+	pairs     map[string]backoffState
+	nextSweep time.Time
+}
+
+// backoffState is a pair's failures: how many, and the latest's time.
+type backoffState struct {
+	failures int
+	last     time.Time
+}
+
+// loginTicket is an attempt that took its place: the pair, when, and the
+// pair's state before it (to give the place back).
+type loginTicket struct {
+	key  string
+	at   time.Time
+	prev backoffState
+}
+
+func newLoginBackoff(allowed int, window time.Duration, now func() time.Time) *loginBackoff {
+	if allowed <= 0 {
+		return nil
+	}
+	return &loginBackoff{allowed: allowed, window: window, now: now, pairs: map[string]backoffState{}}
+}
+
+// delay is how long after its latest failure a pair with n failures waits.
+func (b *loginBackoff) delay(n int) time.Duration {
+	if n < b.allowed {
+		return 0
+	}
+	if shift := n - b.allowed; shift < 20 { // 2^20 s is far past the cap
+		return min(loginBackoffBase<<shift, loginBackoffMax)
+	}
+	return loginBackoffMax
+}
+
+// expired reports whether s is forgotten at now: a window of quiet has
+// passed since its wait ended.
+func (b *loginBackoff) expired(s backoffState, now time.Time) bool {
+	return !now.Before(s.last.Add(b.delay(s.failures) + b.window))
+}
+
+// state is key's state at now (zero when it has none or it expired). The
+// caller holds mu.
+func (b *loginBackoff) state(key string, now time.Time) backoffState {
+	if !now.Before(b.nextSweep) {
+		for k, s := range b.pairs {
+			if b.expired(s, now) {
+				delete(b.pairs, k)
+			}
+		}
+		b.nextSweep = now.Add(b.window)
+	}
+	s, ok := b.pairs[key]
+	if ok && b.expired(s, now) {
+		delete(b.pairs, key)
+		return backoffState{}
+	}
+	return s
+}
+
+// wait is how long key must wait at now (0: it may try). The caller holds
+// mu.
+func (b *loginBackoff) wait(key string, now time.Time) time.Duration {
+	s := b.state(key, now)
+	if s.failures == 0 {
+		return 0
+	}
+	return max(s.last.Add(b.delay(s.failures)).Sub(now), 0)
+}
+
+// add counts an attempt of key at now as a failure until it is given back
+// (refund) or turns out a success, and returns key's state before it. The
+// caller holds mu.
+func (b *loginBackoff) add(key string, now time.Time) backoffState {
+	prev := b.state(key, now)
+	b.pairs[key] = backoffState{failures: prev.failures + 1, last: now}
+	return prev
+}
+
+// refund gives back t's place: the attempt was neither a failure nor a
+// success (a malformed request, a suspended account). When later attempts
+// of the pair came since, only the count is given back.
+func (b *loginBackoff) refund(t loginTicket) {
+	if b == nil {
+		return
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	s, ok := b.pairs[t.key]
+	switch {
+	case !ok:
+	case s.last.Equal(t.at) && s.failures == t.prev.failures+1:
+		if t.prev.failures == 0 {
+			delete(b.pairs, t.key)
+		} else {
+			b.pairs[t.key] = t.prev
+		}
+	case s.failures > 0:
+		s.failures--
+		b.pairs[t.key] = s
+	}
+}
+
+// succeeded forgets t's pair: the right password from this address.
+func (b *loginBackoff) succeeded(t loginTicket) {
+	if b == nil {
+		return
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	delete(b.pairs, t.key)
+}
+
+// len is the number of pairs held (for tests).
+func (b *loginBackoff) len() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return len(b.pairs)
 }
 
 // peekLoginName reads the "email" field of a login request (the email or
@@ -117,7 +277,7 @@ func (l *rateLimiters) takeLogin(account, ip string) (time.Time, time.Duration, 
 func peekLoginName(c *gin.Context) (string, error) {
 	body, err := io.ReadAll(io.LimitReader(c.Request.Body, maxJSONBody+1))
 	if err != nil {
-		return "", badRequest("Read request body: %v", err)
+		return "", bodyReadError("Request body", err)
 	}
 	c.Request.Body = struct {
 		io.Reader

@@ -16,6 +16,7 @@ import (
 
 	"airgapcoder/coderd/codersdk"
 	"airgapcoder/coderd/replicasync"
+	"airgapcoder/internal/bodydeadline"
 )
 
 // listen opens the plain HTTP and the HTTPS listener (whichever are on)
@@ -122,12 +123,7 @@ func (st *startup) registerReplica(ctx context.Context) error {
 // in-flight requests get until ctx ends, then connections are closed. A
 // server that stops by itself ends Run through st.failed.
 func (st *startup) serveHTTP(name string, ln net.Listener, handler http.Handler, tlsCfg *tls.Config) {
-	srv := &http.Server{
-		Handler: handler, TLSConfig: tlsCfg,
-		ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 120 * time.Second,
-		// No WriteTimeout: log streams and long-polls stay open by design.
-		ErrorLog: slog.NewLogLogger(st.log.Handler(), slog.LevelWarn),
-	}
+	srv := newHTTPServer(handler, tlsCfg, st.log, bodydeadline.Default)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -157,6 +153,21 @@ func (st *startup) serveHTTP(name string, ln net.Listener, handler http.Handler,
 		<-done
 		return nil
 	})
+}
+
+// newHTTPServer is the HTTP server of a public listener, with its
+// timeouts: headers within 10 s, a request's body within bodyTimeout of its
+// start (bodydeadline.Wrap, around every handler: the API sets it
+// again itself, and lifts it for authenticated uploads and dev URLs; here
+// it also covers /metrics and the plain HTTP listener's redirect), idle
+// connections closed after 2 minutes. No WriteTimeout and no ReadTimeout:
+// log streams, long-polls and relayed connections stay open by design.
+func newHTTPServer(handler http.Handler, tlsCfg *tls.Config, log *slog.Logger, bodyTimeout time.Duration) *http.Server {
+	return &http.Server{
+		Handler: bodydeadline.Wrap(bodyTimeout, handler), TLSConfig: tlsCfg,
+		ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 120 * time.Second,
+		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
 }
 
 // redirectToHTTPS answers every plain HTTP request with a permanent redirect

@@ -11,6 +11,8 @@ import (
 	"path/filepath"
 	"sync"
 	"time"
+
+	"airgapcoder/internal/bodydeadline"
 )
 
 // URL paths of the mirror's two services.
@@ -53,6 +55,10 @@ type ServerOptions struct {
 	// ShutdownTimeout bounds how long in-flight downloads may take to finish
 	// when Run's context is cancelled; zero means 30 s.
 	ShutdownTimeout time.Duration
+	// BodyReadTimeout is how long a request that has a body may take to
+	// send it (package bodydeadline); zero means bodydeadline.Default, a
+	// negative value sets no deadline.
+	BodyReadTimeout time.Duration
 }
 
 // Server serves the provider network mirror at ProvidersPath, the module
@@ -109,7 +115,13 @@ func NewServer(opts ServerOptions) (*Server, error) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		w.Write([]byte("OK"))
 	})
-	return &Server{opts: opts, log: log, handler: logRequests(log, mux), registry: reg, cert: opts.Certificate, ready: make(chan struct{})}, nil
+	if opts.BodyReadTimeout == 0 {
+		// The mirror reads no body (writes are refused), but net/http
+		// reads up to 256 KiB of an unread one before it answers.
+		opts.BodyReadTimeout = bodydeadline.Default
+	}
+	handler := bodydeadline.Wrap(opts.BodyReadTimeout, logRequests(log, mux))
+	return &Server{opts: opts, log: log, handler: handler, registry: reg, cert: opts.Certificate, ready: make(chan struct{})}, nil
 }
 
 // logRequests logs every request at debug level (coder mirror serve -v):
@@ -189,7 +201,7 @@ func (s *Server) Run(ctx context.Context) error {
 		IdleTimeout:       2 * time.Minute,
 		// No WriteTimeout: large layers on slow links take as long as
 		// they take. Requests have no body worth reading (writes are
-		// refused).
+		// refused); a body's deadline is BodyReadTimeout.
 		ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
 	}
 	// HTTP/1.1 only: Go's HTTP/2 server sends layers in 16 KiB frames

@@ -167,6 +167,9 @@ type Options struct {
 	Appliance func(context.Context) (codersdk.Appliance, error)
 	// Registerer receives the API's metrics (none when nil).
 	Registerer prometheus.Registerer
+	// BodyReadTimeout is coderd's request body deadline (coderd's default
+	// when zero).
+	BodyReadTimeout time.Duration
 }
 
 // Deployment is a running API.
@@ -250,6 +253,7 @@ func New(t testing.TB, opts Options) *Deployment {
 		ProvisionerPSK: opts.ProvisionerPSK, JobHeartbeatTimeout: opts.JobHeartbeatTimeout, AgentBinariesDir: opts.AgentBinariesDir,
 		AgentHeartbeatInterval: opts.AgentHeartbeatInterval, AgentKeepAliveInterval: opts.AgentKeepAliveInterval,
 		RateLimits: limits, OnFirstUser: opts.OnFirstUser, Now: opts.Now, Appliance: opts.Appliance, Registerer: opts.Registerer,
+		BodyReadTimeout: opts.BodyReadTimeout,
 	})
 	if err != nil {
 		t.Fatal(err)

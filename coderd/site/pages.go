@@ -58,11 +58,15 @@ func (h *Handler) signIn(w http.ResponseWriter, r *http.Request, email, password
 	}
 	defer res.Body.Close()
 	if res.StatusCode != http.StatusCreated {
+		// A refusal of the login limits (429) says when to retry.
+		if v := res.Header.Get("Retry-After"); v != "" {
+			w.Header().Set("Retry-After", v)
+		}
 		h.render(w, res.StatusCode, tmpl, page{Title: "Sign in", Error: apiMessage(codersdk.ReadBodyAsError(res)), Data: form})
 		return nil
 	}
 	forwardCookies(w, res)
-	http.Redirect(w, r, safeRedirect(redirect), http.StatusSeeOther)
+	http.Redirect(w, r, LocalRedirect(redirect), http.StatusSeeOther)
 	return nil
 }
 

@@ -29,6 +29,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"os"
 	"slices"
 	"strings"
 	"time"
@@ -141,6 +142,18 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.Method == http.MethodPost && !sameOrigin(r) {
 		http.Error(w, "Cross-site form posts are refused", http.StatusForbidden)
 		return
+	}
+	if r.Method == http.MethodPost {
+		// Read now, so a form that did not arrive (coderd's body deadline)
+		// is refused rather than taken for an empty one.
+		if err := r.ParseForm(); err != nil {
+			status := http.StatusBadRequest
+			if errors.Is(err, os.ErrDeadlineExceeded) {
+				status = http.StatusRequestTimeout
+			}
+			http.Error(w, "The form could not be read: "+err.Error(), status)
+			return
+		}
 	}
 	var err error
 	switch p := r.URL.Path; {
@@ -290,14 +303,6 @@ func forwardCookies(w http.ResponseWriter, res *http.Response) {
 	for _, c := range res.Header.Values("Set-Cookie") {
 		w.Header().Add("Set-Cookie", c)
 	}
-}
-
-// safeRedirect keeps a ?redirect= on this site.
-func safeRedirect(to string) string {
-	if to == "" || !strings.HasPrefix(to, "/") || strings.HasPrefix(to, "//") || strings.HasPrefix(to, "/\\") {
-		return "/workspaces"
-	}
-	return to
 }
 
 // apiMessage is an API error in words: its message, detail and field

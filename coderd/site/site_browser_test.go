@@ -339,7 +339,8 @@ func TestBrowserDashboard(t *testing.T) {
 		t.Fatal(err)
 	}
 	admin.SessionToken = login.SessionToken
-	pushProcessTemplate(t, admin)
+	base := t.TempDir()
+	pushProcessTemplate(t, admin, base)
 	b.do("templates page", chromedp.Navigate(b.url("/templates")), chromedp.WaitVisible(chromedp.CSS(`a[href="/workspaces/new?template=process"]`)))
 	b.screenshot("templates")
 	adminAndTemplatePages(b, email, password)
@@ -347,10 +348,9 @@ func TestBrowserDashboard(t *testing.T) {
 	// Create a workspace whose startup script says something and serves a
 	// page on a port.
 	port := freePort(t)
-	base := t.TempDir()
 	home := filepath.Join(base, "admin", "dev")
-	script := fmt.Sprintf(`echo startup-says-hello && mkdir -p "$WORKSPACE_HOME/www" && echo dev-url-ok > "$WORKSPACE_HOME/www/index.html" && `+
-		`(busybox httpd -f -p 127.0.0.1:%d -h "$WORKSPACE_HOME/www" >/dev/null 2>&1 & echo $! > "$WORKSPACE_HOME/httpd.pid")`, port)
+	script := fmt.Sprintf(`echo startup-says-hello && mkdir -p "$HOME/www" && echo dev-url-ok > "$HOME/www/index.html" && `+
+		`(busybox httpd -f -p 127.0.0.1:%d -h "$HOME/www" >/dev/null 2>&1 & echo $! > "$HOME/httpd.pid")`, port)
 	t.Cleanup(func() {
 		// Neither the agent nor the web server may outlive the test.
 		_, _ = admin.CreateWorkspaceBuild(context.Background(), "dev", codersdk.CreateWorkspaceBuildRequest{Transition: codersdk.WorkspaceTransitionStop})
@@ -366,7 +366,6 @@ func TestBrowserDashboard(t *testing.T) {
 		chromedp.Click(chromedp.CSS(`a[href="/workspaces/new?template=process"]`)),
 		chromedp.WaitVisible(chromedp.CSS("#name")),
 		chromedp.SendKeys(chromedp.CSS("#name"), "dev"),
-		chromedp.SetValue(chromedp.CSS(`[name="param.base_dir"]`), base),
 		chromedp.SetValue(chromedp.CSS(`[name="param.startup_script"]`), script))
 	b.screenshot("new-workspace")
 	b.do("create workspace",
@@ -566,10 +565,14 @@ func call[P, R any](ctx context.Context, cmd cdp.Command[P, R], params P) error 
 	return err
 }
 
-func pushProcessTemplate(t *testing.T, c *codersdk.Client) {
+// pushProcessTemplate pushes examples/templates/process with its base_dir
+// (a template admin's variable, here a terraform.tfvars beside main.tf).
+func pushProcessTemplate(t *testing.T, c *codersdk.Client, base string) {
 	t.Helper()
 	ctx := context.Background()
-	v := coderdtest.UploadVersion(t, c, "", coderdtest.TemplateFiles(t, "../../examples/templates/process"), nil)
+	files := coderdtest.TemplateFiles(t, "../../examples/templates/process")
+	files["terraform.tfvars"] = fmt.Sprintf("base_dir = %q\n", base)
+	v := coderdtest.UploadVersion(t, c, "", files, nil)
 	deadline := time.Now().Add(2 * time.Minute)
 	for {
 		tv, err := c.TemplateVersion(ctx, v.ID)
