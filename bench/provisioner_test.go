@@ -2,7 +2,6 @@ package bench
 
 import (
 	"context"
-	"fmt"
 	"io"
 	"log/slog"
 	"os"
@@ -78,8 +77,8 @@ func BenchmarkProcessWorkspaceBuild(b *testing.B) {
 	ctx := context.Background()
 	base := b.TempDir()
 	files := coderdtest.TemplateFiles(b, "../examples/templates/process")
-	files["terraform.tfvars"] = fmt.Sprintf("base_dir = %q\n", base)
-	v := coderdtest.UploadVersion(b, owner, "", files, nil)
+	v := coderdtest.UploadVersionRequest(b, owner, files,
+		codersdk.CreateTemplateVersionRequest{UserVariableValues: []codersdk.VariableValue{{Name: "base_dir", Value: base}}})
 	for {
 		tv, err := owner.TemplateVersion(ctx, v.ID)
 		if err != nil {
@@ -130,7 +129,7 @@ func BenchmarkProcessWorkspaceBuild(b *testing.B) {
 			}
 		}
 		env := append(os.Environ(), "TF_CLI_CONFIG_FILE="+rc, "CHECKPOINT_DISABLE=1", "TF_IN_AUTOMATION=1",
-			"CODER_AGENT_URL=http://127.0.0.1:1", "CODER_WORKSPACE_NAME=raw"+strconv.Itoa(i))
+			"CODER_AGENT_URL=http://127.0.0.1:1", "CODER_WORKSPACE_NAME=raw"+strconv.Itoa(i), "TF_VAR_base_dir="+base)
 		b.StartTimer()
 		start = time.Now()
 		for _, args := range [][]string{{"init", "-input=false"}, {"apply", "-auto-approve", "-input=false"}} {

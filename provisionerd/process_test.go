@@ -53,12 +53,10 @@ func TestProcessTemplate(t *testing.T) {
 	go func() { defer close(done); _ = daemon.Run(ctx) }()
 	t.Cleanup(func() { cancel(); <-done })
 
-	// base_dir is the template admin's variable (a terraform.tfvars
-	// beside main.tf, as a template folder may carry).
+	// base_dir is the template admin's variable, set with the version.
 	base := t.TempDir()
-	files := coderdtest.TemplateFiles(t, "../examples/templates/process")
-	files["terraform.tfvars"] = fmt.Sprintf("base_dir = %q\n", base)
-	_, tpl := importTemplate(t, h, "process", files, nil)
+	_, tpl := importTemplateWith(t, h, "process", coderdtest.TemplateFiles(t, "../examples/templates/process"),
+		codersdk.CreateTemplateVersionRequest{UserVariableValues: []codersdk.VariableValue{{Name: "base_dir", Value: base}}})
 	w, err := member.CreateWorkspace(context.Background(), codersdk.Me, codersdk.CreateWorkspaceRequest{TemplateID: tpl.ID, Name: "dev"})
 	if err != nil {
 		t.Fatal(err)

@@ -105,8 +105,15 @@ func waitJob(t *testing.T, get func() (codersdk.ProvisionerJob, error), timeout 
 
 func importTemplate(t *testing.T, h *harness, name string, files map[string]string, tags map[string]string) (codersdk.TemplateVersion, codersdk.Template) {
 	t.Helper()
+	return importTemplateWith(t, h, name, files, codersdk.CreateTemplateVersionRequest{Tags: tags})
+}
+
+// importTemplateWith is importTemplate with the version's request (its
+// tags and Terraform variable values).
+func importTemplateWith(t *testing.T, h *harness, name string, files map[string]string, req codersdk.CreateTemplateVersionRequest) (codersdk.TemplateVersion, codersdk.Template) {
+	t.Helper()
 	ctx := context.Background()
-	v := coderdtest.UploadVersion(t, h.owner, "", files, tags)
+	v := coderdtest.UploadVersionRequest(t, h.owner, files, req)
 	j := waitJob(t, func() (codersdk.ProvisionerJob, error) {
 		v, err := h.owner.TemplateVersion(ctx, v.ID)
 		return v.Job, err

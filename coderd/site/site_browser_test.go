@@ -377,6 +377,10 @@ func TestBrowserDashboard(t *testing.T) {
 	// No reload from here: the page follows the build by itself.
 	b.waitText("workspace reaches running", "#workspace [data-field=status]", "running", 3*time.Minute)
 	b.waitText("agent becomes ready", "#workspace [data-field=agents]", "lifecycle ready", 2*time.Minute)
+	// The workspace lives under the template's base_dir.
+	if _, err := os.Stat(filepath.Join(home, "www", "index.html")); err != nil {
+		t.Fatalf("the startup script's page is not in the workspace's folder: %v", err)
+	}
 	b.waitText("build log streams", "#build-log", "Apply complete", 30*time.Second)
 	portLink := fmt.Sprintf(`#workspace a[href="/@admin/dev/ports/%d/"]`, port)
 	b.waitText("listening port appears", "#workspace [data-field=agents]", strconv.Itoa(port), 90*time.Second)
@@ -566,13 +570,12 @@ func call[P, R any](ctx context.Context, cmd cdp.Command[P, R], params P) error 
 }
 
 // pushProcessTemplate pushes examples/templates/process with its base_dir
-// (a template admin's variable, here a terraform.tfvars beside main.tf).
+// (a template admin's variable).
 func pushProcessTemplate(t *testing.T, c *codersdk.Client, base string) {
 	t.Helper()
 	ctx := context.Background()
-	files := coderdtest.TemplateFiles(t, "../../examples/templates/process")
-	files["terraform.tfvars"] = fmt.Sprintf("base_dir = %q\n", base)
-	v := coderdtest.UploadVersion(t, c, "", files, nil)
+	v := coderdtest.UploadVersionRequest(t, c, coderdtest.TemplateFiles(t, "../../examples/templates/process"),
+		codersdk.CreateTemplateVersionRequest{UserVariableValues: []codersdk.VariableValue{{Name: "base_dir", Value: base}}})
 	deadline := time.Now().Add(2 * time.Minute)
 	for {
 		tv, err := c.TemplateVersion(ctx, v.ID)
