@@ -24,7 +24,7 @@ func Overview(ctx context.Context, dir string) (codersdk.Appliance, error) {
 	out := codersdk.Appliance{
 		Bundle: m.Name, Release: st.Release, PreviousRelease: st.Previous, BuiltAt: m.BuildTime, BuiltBy: m.ToolVersion,
 		DiskUsed: st.DiskUsed, DiskFree: st.DiskFree,
-		Components: []codersdk.ApplianceComponent{}, Providers: []codersdk.ApplianceProvider{}, Images: []codersdk.ApplianceImage{},
+		Components: []codersdk.ApplianceComponent{}, Providers: []codersdk.ApplianceProvider{}, Modules: []codersdk.ApplianceModule{}, Images: []codersdk.ApplianceImage{},
 		Templates: []string{}, Certificates: []codersdk.ApplianceCertificate{},
 	}
 	for _, c := range st.Components {
@@ -38,6 +38,9 @@ func Overview(ctx context.Context, dir string) (codersdk.Appliance, error) {
 	}
 	for _, p := range m.Components.Providers {
 		out.Providers = append(out.Providers, codersdk.ApplianceProvider{Source: p.Source, Version: p.Version, Platforms: p.Platforms})
+	}
+	for _, mod := range m.Components.Modules {
+		out.Modules = append(out.Modules, codersdk.ApplianceModule{Source: mod.Source, Version: mod.Version})
 	}
 	for _, i := range m.Components.Images {
 		out.Images = append(out.Images, codersdk.ApplianceImage{Reference: i.Ref, Digest: i.Digest, Platforms: i.Platforms})

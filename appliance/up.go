@@ -94,6 +94,12 @@ func Up(ctx context.Context, opts UpOptions) error {
 	if err != nil {
 		return err
 	}
+	_ = os.Remove(l.egressReport())
+	guard.OnRefuse(func(addr string, total int64) {
+		if err := recordRefusal(l, addr, total, time.Now()); err != nil {
+			log.Warn("record a refused connection", "err", err)
+		}
+	})
 	guard.Install()
 	issued, err := certs.EnsureServer(dir, dedupe(hosts), certs.Options{})
 	if err != nil {
@@ -226,6 +232,9 @@ func Up(ctx context.Context, opts UpOptions) error {
 			AgentCACertFile: agentCA,
 			WorkDir:         filepath.Join(l.Cache(), "provisionerd"),
 			Environment:     provisionerEnv,
+			// Terraform, git and providers reach what the product's own
+			// clients may (its egress proxy goes through this guard).
+			Egress: guard,
 		},
 		AuditJournal:     l.AuditJournal(),
 		ReplicaTrustFile: trust.CertFile(),

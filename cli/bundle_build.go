@@ -130,7 +130,7 @@ func (inv *invocation) bundleBuild(cmd *cobra.Command, cfg bundleBuildConfig) er
 	}
 	res, err := builder.Build(cmd.Context(), opts)
 	if err != nil {
-		return err
+		return inv.explainMissing(err)
 	}
 	fmt.Fprintf(inv.stdout, "%s\n", res.Path)
 	for _, p := range res.Parts {

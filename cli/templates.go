@@ -54,6 +54,9 @@ func (inv *invocation) templatePushCmd(use string, mustBeNew bool) *cobra.Comman
 			if err != nil {
 				return err
 			}
+			if err := checkAgainstAppliance(cmd.Context(), client, dir); err != nil {
+				return inv.explainMissing(fmt.Errorf("template %s refused: %w", args[0], err))
+			}
 			var buf bytes.Buffer
 			if err := templatetar.Pack(dir, &buf, templatetar.DefaultMaxSize); err != nil {
 				return fmt.Errorf("pack %s: %w", dir, err)

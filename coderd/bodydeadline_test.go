@@ -1,7 +1,6 @@
 package coderd_test
 
 import (
-	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -12,12 +11,11 @@ import (
 
 	"airgapcoder/coderd/coderdtest"
 	"airgapcoder/coderd/codersdk"
+	"airgapcoder/internal/bodydeadline/bodydeadlinetest"
 )
 
-// slowBody sends head (a request's lines, Content-Length: 100 among them)
-// to addr over a plain TCP connection, then its body one byte a second, and
-// returns how long the server took to end the connection and what it
-// answered. It fails when the connection is still open after limit.
+// slowBody sends head to addr over a plain TCP connection, its body a byte
+// a second (bodydeadlinetest.SlowBody).
 func slowBody(t *testing.T, addr, head string, limit time.Duration) (time.Duration, string) {
 	t.Helper()
 	conn, err := net.Dial("tcp", addr)
@@ -25,33 +23,7 @@ func slowBody(t *testing.T, addr, head string, limit time.Duration) (time.Durati
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = conn.Close() })
-	start := time.Now()
-	if _, err := io.WriteString(conn, strings.ReplaceAll(head, "\n", "\r\n")+"\r\n"); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	defer close(done)
-	go func() {
-		tick := time.NewTicker(time.Second)
-		defer tick.Stop()
-		for {
-			select {
-			case <-done:
-				return
-			case <-tick.C:
-				if _, err := conn.Write([]byte("x")); err != nil {
-					return
-				}
-			}
-		}
-	}()
-	_ = conn.SetReadDeadline(start.Add(limit))
-	got, err := io.ReadAll(conn)
-	var ne net.Error
-	if errors.As(err, &ne) && ne.Timeout() {
-		t.Fatalf("the connection is still open after %s (got %q so far): the body has no deadline", limit, got)
-	}
-	return time.Since(start), string(got)
+	return bodydeadlinetest.SlowBody(t, conn, head, limit)
 }
 
 // TestBodyDeadline: a client that sends a body a byte a second is cut off

@@ -42,6 +42,7 @@ import (
 	"airgapcoder/coderd"
 	"airgapcoder/coderd/codersdk"
 	"airgapcoder/internal/buildinfo"
+	"airgapcoder/internal/egress"
 	"airgapcoder/postgres"
 	"airgapcoder/terraform"
 )
@@ -150,6 +151,8 @@ type ProvisionerConfig struct {
 	WorkDir string
 	// Environment is added to terraform's (provisionerd.Options.Environment).
 	Environment map[string]string
+	// Egress is what terraform may reach (provisionerd.Options.Egress).
+	Egress *egress.Guard
 }
 
 // TLSConfig is the HTTPS listener.

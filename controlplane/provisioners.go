@@ -70,7 +70,7 @@ func (st *startup) startProvisioners(ctx context.Context) error {
 			Client: client, Name: fmt.Sprintf("built-in-%d", i+1), Version: cfg.Version,
 			TerraformPath: st.terraformPath, ProviderMirror: cfg.Provisioner.ProviderMirror,
 			ModuleMirror: cfg.Provisioner.ModuleMirror, CACertFile: cfg.Provisioner.CACertFile, AgentCACertFile: cfg.Provisioner.AgentCACertFile,
-			WorkDir: workDir, AccessURL: st.accessURL.String(), Environment: cfg.Provisioner.Environment, Logger: st.log.With("component", "provisionerd"),
+			WorkDir: workDir, AccessURL: st.accessURL.String(), Environment: cfg.Provisioner.Environment, Egress: cfg.Provisioner.Egress, Logger: st.log.With("component", "provisionerd"),
 		})
 		if err != nil {
 			return err

@@ -7,7 +7,6 @@
 package e2e
 
 import (
-	"bufio"
 	"debug/elf"
 	"encoding/json"
 	"fmt"
@@ -23,6 +22,7 @@ import (
 	"time"
 
 	"airgapcoder/coderd/codersdk"
+	"airgapcoder/internal/connecttrace"
 	"airgapcoder/internal/syncbuf"
 	"airgapcoder/internal/testprovider"
 	"airgapcoder/internal/upstreamtest"
@@ -409,6 +409,10 @@ registries:
 		}
 		e.coder("delete", "mws", "-y")
 	})
+	// A template as people bring them from Coder's registry, naming what
+	// the bundle lacks: refused with everything named, before terraform
+	// could look anything up (the trace below covers it).
+	e.step("template that needs what the bundle lacks", func() { e.checkRefusedTemplate(caFile, accessURL) })
 	e.step("appliance stop (SIGTERM)", func() {
 		// Signal the appliance itself (root's process and the service
 		// user's), not strace (which traces it), and read their exit
@@ -465,47 +469,17 @@ registries:
 
 	// Zero egress: every connect() the appliance's processes made went to
 	// loopback or a unix socket.
-	f, err := os.Open(trace)
+	r, err := connecttrace.Read(trace)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
-	inet := regexp.MustCompile(`inet_addr\("([^"]+)"\)`)
-	inet6 := regexp.MustCompile(`inet_pton\(AF_INET6, "([^"]+)"`)
-	var total, bad int
-	var offenders []string
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		line := sc.Text()
-		if !strings.Contains(line, "connect(") || !strings.Contains(line, "sa_family=") {
-			continue
-		}
-		total++
-		var addr string
-		switch {
-		case strings.Contains(line, "sa_family=AF_INET6"):
-			if m := inet6.FindStringSubmatch(line); m != nil {
-				addr = m[1]
-			}
-		case strings.Contains(line, "sa_family=AF_INET"):
-			if m := inet.FindStringSubmatch(line); m != nil {
-				addr = m[1]
-			}
-		default: // AF_UNIX, AF_NETLINK, AF_UNSPEC: not a network connection
-			continue
-		}
-		if !strings.HasPrefix(addr, "127.") && addr != "::1" && addr != "::ffff:127.0.0.1" {
-			bad++
-			offenders = append(offenders, line)
-		}
-	}
-	if total == 0 {
+	if r.Total == 0 {
 		t.Fatal("strace recorded no connect() at all: the trace did not see the appliance")
 	}
-	if bad > 0 {
-		t.Fatalf("%d of %d connect() calls left the machine:\n%s", bad, total, strings.Join(offenders, "\n"))
+	if len(r.Offenders) > 0 {
+		t.Fatalf("%d of %d connect() calls left the machine:\n%s", len(r.Offenders), r.Total, strings.Join(r.Offenders, "\n"))
 	}
-	fmt.Printf("e2e egress: %d connect() calls, all to loopback or unix sockets: zero egress\n", total)
+	fmt.Printf("e2e egress: %d connect() calls, all to loopback or unix sockets: zero egress\n", r.Total)
 }
 
 // signalAppliance sends sig (0: none) to every `appliance up --dir dir`
@@ -654,6 +628,74 @@ func (e *env) podman(dir string, args ...string) string {
 		e.t.Fatalf("podman %s (as %s): %v\n%s", strings.Join(args, " "), serviceUser, err, out)
 	}
 	return strings.TrimSpace(string(out))
+}
+
+// checkRefusedTemplate pushes a template with the shapes of Coder's Docker
+// quickstart (kreuzwerker/docker, hashicorp/external and the module
+// registry.coder.com/coder/code-server/coder, none of them bundled): the
+// owner's CLI refuses it before uploading (it sees the appliance's
+// mirror), and a template admin's push, which cannot see it, is refused by
+// the provisioner's import preflight; both name all three and the
+// bundle.yaml lines.
+func (e *env) checkRefusedTemplate(caFile, accessURL string) {
+	t := e.t
+	dir := filepath.Join(e.work, "quickstart")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	tf := `terraform {
+  required_providers {
+    coder  = { source = "coder/coder" }
+    docker = { source = "kreuzwerker/docker" }
+  }
+}
+data "coder_workspace" "me" {}
+resource "docker_volume" "home" {
+  name = "coder-${data.coder_workspace.me.id}-home"
+}
+data "external" "git" {
+  program = ["sh", "-c", "echo {}"]
+}
+module "code-server" {
+  source   = "registry.coder.com/coder/code-server/coder"
+  version  = "~> 1.0"
+  agent_id = "x"
+}
+`
+	if err := os.WriteFile(filepath.Join(dir, "main.tf"), []byte(tf), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		"provider registry.terraform.io/kreuzwerker/docker", "provider registry.terraform.io/hashicorp/external",
+		"module registry.coder.com/coder/code-server/coder ~> 1.0",
+		"providers:\n  - source: registry.terraform.io/hashicorp/external", "  - source: registry.terraform.io/kreuzwerker/docker",
+		"modules:\n  - source: registry.coder.com/coder/code-server/coder\n    version: \"~> 1.0\"",
+		"--against inventory.json",
+	}
+	check := func(who string, out []byte, err error) {
+		t.Helper()
+		if err == nil {
+			t.Fatalf("%s's push of the quickstart template succeeded:\n%s", who, out)
+		}
+		for _, w := range want {
+			if !strings.Contains(string(out), w) {
+				t.Errorf("%s's refused push does not say %q:\n%s", who, w, out)
+			}
+		}
+	}
+	out, err := e.inNetns(e.bin, "templates", "push", "quickstart", "--directory", dir, "-y").CombinedOutput()
+	check("the owner", out, err)
+	if strings.Contains(string(out), "Importing") {
+		t.Errorf("the owner's CLI uploaded the template before refusing it:\n%s", out)
+	}
+	e.coder("users", "create", "--username", "tadmin", "--email", "tadmin@example.com", "--password", "tadmin-password-1", "--role", "template-admin")
+	ta := []string{"CODER_CONFIG_DIR=" + filepath.Join(e.work, "cli-tadmin")}
+	e.coderEnv(ta, "login", accessURL, "--ca-file", caFile, "--email", "tadmin@example.com", "--password", "tadmin-password-1")
+	out, err = e.inNetnsEnv(ta, e.bin, "templates", "push", "quickstart", "--directory", dir, "-y").CombinedOutput()
+	check("the template admin", out, err)
+	if strings.Contains(string(out), "Initializing terraform") {
+		t.Errorf("terraform ran on the refused template:\n%s", out)
+	}
 }
 
 // serviceUser is the appliance's service user (appliance.yaml's default).

@@ -58,8 +58,9 @@ type testMirror struct {
 }
 
 // startMirror generates the appliance CA and certificate in dir (when
-// missing) and serves dir on 127.0.0.1:0 until the test ends.
-func startMirror(t testing.TB, dir string) *testMirror {
+// missing) and serves dir on 127.0.0.1:0 until the test ends; edits change
+// the server's options.
+func startMirror(t testing.TB, dir string, edits ...func(*ServerOptions)) *testMirror {
 	t.Helper()
 	if _, err := certs.EnsureServer(dir, []string{"localhost", "127.0.0.1"}, certs.Options{}); err != nil {
 		t.Fatal(err)
@@ -76,7 +77,11 @@ func startMirror(t testing.TB, dir string) *testMirror {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := NewServer(ServerOptions{Dir: dir, Certificate: cert, Listener: ln, ShutdownTimeout: 5 * time.Second})
+	opts := ServerOptions{Dir: dir, Certificate: cert, Listener: ln, ShutdownTimeout: 5 * time.Second}
+	for _, edit := range edits {
+		edit(&opts)
+	}
+	srv, err := NewServer(opts)
 	if err != nil {
 		ln.Close()
 		t.Fatal(err)

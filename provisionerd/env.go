@@ -18,6 +18,7 @@ import (
 func (d *Daemon) environment(job *codersdk.AcquiredJob, dir, rc, cache string) map[string]string {
 	env := map[string]string{"HOME": dir}
 	maps.Copy(env, d.opts.Environment) // the host's settings, HOME among them
+	maps.Copy(env, d.containmentEnv())
 	maps.Copy(env, map[string]string{
 		"PATH":                os.Getenv("PATH"),
 		"TF_CLI_CONFIG_FILE":  rc,

@@ -36,6 +36,11 @@ func (r *tfRun) importTemplate() (codersdk.CompleteJobRequest, error) {
 		r.env[parameterEnv(name)] = placeholders[name]
 		r.logs.Info(fmt.Sprintf("Parameter %q is required and validated: the import plans with the value %q in its place", name, placeholders[name]))
 	}
+	// Before terraform runs: everything from outside the template folder
+	// must be in the mirrors (preflight.go).
+	if err := r.d.preflight(r.ctx, r.src); err != nil {
+		return result, err
+	}
 	if err := r.init(); err != nil {
 		return result, err
 	}

@@ -31,6 +31,7 @@ func (d *Daemon) runJob(ctx context.Context, job *codersdk.AcquiredJob) {
 	stop := context.AfterFunc(ctx, func() { cancel(errors.New("the provisioner daemon shut down during the job")) })
 	defer stop()
 	logs := newJobLogs(d, job.JobID, func(reason string) { cancel(errors.New(reason)) })
+	d.setJobLogs(logs)
 
 	result, err := d.execute(jobCtx, job, logs)
 	if err != nil && jobCtx.Err() != nil {
@@ -39,6 +40,7 @@ func (d *Daemon) runJob(ctx context.Context, job *codersdk.AcquiredJob) {
 	if err != nil {
 		logs.Error(err.Error())
 	}
+	d.setJobLogs(nil)
 	logs.Close()
 
 	reportCtx, cancelReport := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
@@ -87,6 +89,9 @@ func (d *Daemon) execute(ctx context.Context, job *codersdk.AcquiredJob, logs *j
 	hosts, err := d.moduleHosts(ctx)
 	if err != nil {
 		return result, err
+	}
+	if d.opts.ModuleMirror != "" {
+		hosts = moduleHostsFor(hosts)
 	}
 	rc := filepath.Join(dir, "terraformrc")
 	if err := os.WriteFile(rc, []byte(cliConfig(d.opts.ProviderMirror, cache, d.opts.ModuleMirror, hosts)), 0o600); err != nil {

@@ -21,6 +21,9 @@
 //	TF_PLUGIN_CACHE_DIR                   the daemon's plugin cache
 //	CHECKPOINT_DISABLE                    1
 //	SSL_CERT_FILE                         Options.CACertFile, when set
+//	HTTPS_PROXY, HTTP_PROXY (and lower case) the daemon's egress proxy (containment.go)
+//	NO_PROXY, no_proxy                    loopback, the mirrors' and the access URL's hosts
+//	GIT_ALLOW_PROTOCOL                    file:http:https (GIT_TERMINAL_PROMPT=0)
 //
 // and the context the official provider (registry.terraform.io/coder/coder)
 // reads, as Coder's provisioner sets it:
@@ -48,7 +51,10 @@
 //
 // # Jobs
 //
-// A template that still requires the retired provider
+// An import first checks that every provider and registry module the
+// template needs is in the mirrors (preflight.go) and refuses it, naming
+// all that is missing, before terraform runs. A template that still
+// requires the retired provider
 // coder.internal/appliance/coder fails before terraform init, saying what
 // to write instead. An import plans the template with its Terraform
 // variables (-var, from the values given at push; a required variable
@@ -69,10 +75,12 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
+	"strings"
 	"sync"
 	"time"
 
 	"airgapcoder/coderd/codersdk"
+	"airgapcoder/internal/egress"
 )
 
 // Options configure a daemon.
@@ -110,6 +118,11 @@ type Options struct {
 	WorkDir string
 	// AccessURL is what workspaces use to reach coderd (default Client.URL).
 	AccessURL string
+	// Egress decides what terraform, the git it calls and the providers may
+	// reach (their downloads and API calls, through the proxy the daemon
+	// names in HTTPS_PROXY and HTTP_PROXY): loopback, and the hosts the
+	// guard allows. Nil allows loopback only.
+	Egress *egress.Guard
 	// Environment is added to what terraform and the templates' local-exec
 	// commands see (the host's own settings: the appliance names its
 	// workspace launcher in CODER_WORKSPACE_LAUNCHER, and the HOME and
@@ -134,12 +147,16 @@ type Daemon struct {
 
 	// agentCA is the PEM the init scripts carry ("" for none).
 	agentCA string
-	// moduleClient asks the module mirror for its hosts (nil without one).
-	moduleClient *http.Client
+	// mirrorClient asks the mirrors what they hold (the module mirror's
+	// hosts and versions, a network provider mirror's index), trusting
+	// CACertFile (nil without either mirror).
+	mirrorClient *http.Client
 
 	mu        sync.Mutex
 	id        string
 	heartbeat time.Duration
+	proxyURL  string   // the egress proxy while Run runs
+	jobLogs   *jobLogs // the running job's, for the proxy's refusals
 }
 
 // New validates options; it starts nothing.
@@ -191,12 +208,19 @@ func New(opts Options) (*Daemon, error) {
 		}
 		d.agentCA = ca
 	}
-	if opts.ModuleMirror != "" {
-		client, err := moduleMirrorClient(opts.CACertFile)
+	if d.opts.Egress == nil {
+		g, err := egress.New(nil, d.log.With("component", "egress"))
+		if err != nil {
+			return nil, err
+		}
+		d.opts.Egress = g
+	}
+	if opts.ModuleMirror != "" || strings.HasPrefix(opts.ProviderMirror, "https://") {
+		client, err := mirrorClient(opts.CACertFile)
 		if err != nil {
 			return nil, fmt.Errorf("provisionerd: %w", err)
 		}
-		d.moduleClient = client
+		d.mirrorClient = client
 	}
 	return d, nil
 }
@@ -249,6 +273,11 @@ func (d *Daemon) Run(ctx context.Context) error {
 	if err := os.MkdirAll(d.opts.WorkDir, 0o700); err != nil {
 		return fmt.Errorf("create work dir: %w", err)
 	}
+	stopProxy, err := d.serveEgressProxy()
+	if err != nil {
+		return err
+	}
+	defer stopProxy()
 	backoff := time.Second
 	for ctx.Err() == nil {
 		if d.ID() == "" {

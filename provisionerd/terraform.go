@@ -4,7 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
-	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"os"
@@ -37,9 +37,9 @@ func cliConfig(mirror, pluginCache, moduleMirror string, moduleHosts []string) s
 	return b.String()
 }
 
-// moduleMirrorClient is the client that asks the module mirror, trusting
-// caFile (the system roots when empty).
-func moduleMirrorClient(caFile string) (*http.Client, error) {
+// mirrorClient is the client that asks the mirrors, trusting caFile (the
+// system roots when empty).
+func mirrorClient(caFile string) (*http.Client, error) {
 	client := &http.Client{Timeout: 30 * time.Second}
 	if caFile != "" {
 		pem, err := os.ReadFile(caFile)
@@ -56,25 +56,17 @@ func moduleMirrorClient(caFile string) (*http.Client, error) {
 // moduleHosts asks the module mirror which registry hosts it serves
 // modules of (none when there is no mirror).
 func (d *Daemon) moduleHosts(ctx context.Context) ([]string, error) {
-	if d.moduleClient == nil {
+	if d.opts.ModuleMirror == "" {
 		return nil, nil
-	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, d.opts.ModuleMirror, nil)
-	if err != nil {
-		return nil, err
-	}
-	resp, err := d.moduleClient.Do(req)
-	if err != nil {
-		return nil, fmt.Errorf("module mirror %s: %w", d.opts.ModuleMirror, err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("module mirror %s: %s", d.opts.ModuleMirror, resp.Status)
 	}
 	var body struct {
 		Hosts []string `json:"hosts"`
 	}
-	if err := json.NewDecoder(resp.Body).Decode(&body); err != nil {
+	found, err := getJSON(ctx, d.mirrorClient, d.opts.ModuleMirror, &body)
+	if err == nil && !found {
+		err = errors.New("not found")
+	}
+	if err != nil {
 		return nil, fmt.Errorf("module mirror %s: %w", d.opts.ModuleMirror, err)
 	}
 	return body.Hosts, nil

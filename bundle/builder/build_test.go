@@ -719,14 +719,37 @@ resource "coder_container" "ws" {
   source = "git::https://example.com/x.git"
 }
 `)
+	// Everything missing is named at once, not only the first.
+	needsSeveral := write("needs-several", `terraform {
+  required_providers {
+    docker = { source = "kreuzwerker/docker" }
+  }
+}
+resource "docker_volume" "v" {}
+data "external" "e" {
+  program = ["true"]
+}
+module "code-server" {
+  source  = "registry.coder.com/coder/code-server/coder"
+  version = "~> 1.0"
+}
+`)
 	tests := []struct {
 		dir  string
 		want string
 	}{
 		{needsImage, `needs-image: main.tf:13: image "ubuntu:22.04" is not in the bundle (add docker.io/library/ubuntu:22.04 to images:)`},
-		{needsProvider, "needs-provider: main.tf:1: needs provider registry.terraform.io/hashicorp/null, which the bundle does not hold"},
-		{needsVersion, "needs provider registry.terraform.io/coder/coder ~> 3.0, but the bundle holds only 2.20.0"},
-		{remoteModule, `module "x" comes from "git::https://example.com/x.git", which terraform cannot fetch offline`},
+		{needsProvider, "needs-provider: the template needs 1 thing that the bundle does not hold, and terraform must not fetch them from the network:\n" +
+			"  - provider registry.terraform.io/hashicorp/null (main.tf:1)\nAdd to bundle.yaml:\nproviders:\n  - source: registry.terraform.io/hashicorp/null\n"},
+		{needsVersion, "  - provider registry.terraform.io/coder/coder ~> 3.0 (it holds only 2.20.0) (required_providers.coder)"},
+		{remoteModule, `  - remote module git::https://example.com/x.git (main.tf:1: module "x")` + "\nA module from git, an http archive or a bucket cannot come offline"},
+		{needsSeveral, "needs 3 things that the bundle does not hold, and terraform must not fetch them from the network:\n" +
+			"  - provider registry.terraform.io/hashicorp/external (main.tf:7)\n" +
+			"  - provider registry.terraform.io/kreuzwerker/docker (main.tf:6)\n" +
+			`  - module registry.coder.com/coder/code-server/coder ~> 1.0 (main.tf:10: module "code-server")` + "\n" +
+			"Add to bundle.yaml:\nproviders:\n  - source: registry.terraform.io/hashicorp/external\n    versions: [\"VERSION\"]    # an exact version, such as the latest\n" +
+			"  - source: registry.terraform.io/kreuzwerker/docker\n    versions: [\"VERSION\"]    # an exact version, such as the latest\n" +
+			"modules:\n  - source: registry.coder.com/coder/code-server/coder\n    version: \"~> 1.0\""},
 	}
 	for _, tt := range tests {
 		t.Run(filepath.Base(tt.dir), func(t *testing.T) {

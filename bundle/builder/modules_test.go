@@ -178,9 +178,9 @@ output "site" {
 		name, body, want string
 	}{
 		{"template calls a module the bundle lacks", modules(true, true) + "templates:\n  - " + template(t, upstreamtest.ModuleHost+"/acme/missing/coder", "1.0.0") + "\n",
-			`main.tf:1: module "hello": module modules.test/acme/missing/coder (version 1.0.0) is not in the bundle: add it to modules: in bundle.yaml`},
+			"  - module modules.test/acme/missing/coder 1.0.0 (main.tf:1: module \"hello\")\nAdd to bundle.yaml:\nmodules:\n  - source: modules.test/acme/missing/coder\n    version: \"1.0.0\""},
 		{"template wants a version not bundled", modules(true, true) + "templates:\n  - " + template(t, upstreamtest.HelloModule, "~> 2.0") + "\n",
-			`main.tf:1: module "hello": module modules.test/acme/hello/coder (version ~> 2.0): the bundle carries 1.1.0, which does not meet it`},
+			`  - module modules.test/acme/hello/coder ~> 2.0 (it holds only 1.1.0) (main.tf:1: module "hello")`},
 		{"no version meets the entry", "modules:\n  - {source: " + upstreamtest.HelloModule + ", version: \"~> 3.0\"}\n",
 			`module modules.test/acme/hello/coder: no version meets "~> 3.0" (the registry has 1.0.0, 1.1.0, 2.0.0)`},
 		{"a bundled module calls one not bundled", modules(true, false),

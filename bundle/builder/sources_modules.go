@@ -24,6 +24,7 @@ import (
 	"github.com/hashicorp/go-version"
 
 	"airgapcoder/bundle"
+	"airgapcoder/internal/templateneeds"
 	"airgapcoder/internal/templatetar"
 	"airgapcoder/mirror"
 )
@@ -104,13 +105,17 @@ func (b *builder) fetchModules(ctx context.Context) error {
 	}
 	// What the modules call must come along too.
 	for _, m := range mods {
-		needs := &templateNeeds{providers: map[string][]string{}, providerPos: map[string]string{}}
-		if err := inspectModule(m.dir, filepath.Join(m.dir, filepath.FromSlash(m.Subdir)), needs, 0); err != nil {
+		needs, err := templateneeds.Inspect(m.dir, filepath.Join(m.dir, filepath.FromSlash(m.Subdir)))
+		if err != nil {
 			return fmt.Errorf("%s: module %s %s: %w", m.src.Origin, m.Source, m.Version, err)
 		}
-		for _, call := range needs.modules {
-			if _, err := b.pickModuleVersion(call.source, call.version); err != nil {
-				return fmt.Errorf("%s: module %s %s: %s: %w", m.src.Origin, m.Source, m.Version, call.pos, err)
+		if len(needs.Remote) > 0 {
+			r := needs.Remote[0]
+			return fmt.Errorf("%s: module %s %s: %s comes from %q, which terraform cannot fetch offline", m.src.Origin, m.Source, m.Version, r.Pos, r.Source)
+		}
+		for _, call := range needs.Modules {
+			if _, err := b.pickModuleVersion(call.Source, call.Version); err != nil {
+				return fmt.Errorf("%s: module %s %s: %s: %w", m.src.Origin, m.Source, m.Version, call.Pos, err)
 			}
 		}
 	}
@@ -515,38 +520,3 @@ func copyFolder(src, dir string) error {
 	return nil
 }
 
-// registryModuleSource reports whether a module call's source is a module
-// registry address (as terraform reads it: [HOST/]NAMESPACE/NAME/SYSTEM,
-// not a path, URL, forced getter or GitHub/Bitbucket shorthand), and
-// returns it with its host.
-func registryModuleSource(s string) (string, bool) {
-	if strings.HasPrefix(s, "./") || strings.HasPrefix(s, "../") || strings.HasPrefix(s, "/") ||
-		strings.Contains(s, "::") || strings.Contains(s, "://") || strings.Contains(s, "//") || strings.ContainsAny(s, "?@") {
-		return "", false
-	}
-	lower := strings.ToLower(s)
-	if strings.HasPrefix(lower, "github.com/") || strings.HasPrefix(lower, "bitbucket.org/") {
-		return "", false
-	}
-	addr, err := mirror.ParseModuleSource(s)
-	if err != nil {
-		return "", false
-	}
-	return addr, true
-}
-
-// moduleCall is a registry module a template or module calls.
-type moduleCall struct {
-	source, version, pos string
-}
-
-// checkTemplateModules checks that a template's registry modules are
-// bundled.
-func (b *builder) checkTemplateModules(needs *templateNeeds) error {
-	for _, call := range needs.modules {
-		if _, err := b.pickModuleVersion(call.source, call.version); err != nil {
-			return fmt.Errorf("%s: %w", call.pos, err)
-		}
-	}
-	return nil
-}

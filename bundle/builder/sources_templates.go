@@ -4,18 +4,14 @@ import (
 	"context"
 	"fmt"
 	"io/fs"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 
 	"github.com/hashicorp/go-version"
-	"github.com/hashicorp/hcl/v2"
-	"github.com/hashicorp/hcl/v2/hclsyntax"
-	"github.com/hashicorp/terraform-config-inspect/tfconfig"
-	"github.com/zclconf/go-cty/cty"
 
 	"airgapcoder/bundle"
+	"airgapcoder/internal/templateneeds"
 	"airgapcoder/mirror"
 )
 
@@ -38,23 +34,6 @@ import (
 // replaced), so terraform init offline installs exactly the bundled zips.
 // .terraform/ folders and state files are not copied.
 
-// builtinTerraform is the provider of terraform_data and friends; it comes
-// with terraform.
-const builtinTerraform = "terraform.io/builtin/terraform"
-
-// templateNeeds is what a template requires.
-type templateNeeds struct {
-	providers   map[string][]string // address → version constraints
-	providerPos map[string]string   // address → where it is required
-	images      []templateImage
-	modules     []moduleCall // registry modules called
-}
-
-type templateImage struct {
-	ref string
-	pos string // file:line
-}
-
 func (b *builder) stageTemplates(ctx context.Context) error {
 	for _, src := range b.cfg.Templates {
 		if err := ctx.Err(); err != nil {
@@ -68,33 +47,37 @@ func (b *builder) stageTemplates(ctx context.Context) error {
 }
 
 func (b *builder) stageTemplate(src TemplateSource) error {
-	needs := &templateNeeds{providers: map[string][]string{}, providerPos: map[string]string{}}
-	if err := inspectModule(src.Path, src.Path, needs, 0); err != nil {
+	needs, err := templateneeds.Inspect(src.Path, src.Path)
+	if err != nil {
 		return err
 	}
-	if err := b.checkTemplateModules(needs); err != nil {
+	// Everything the bundle lacks, at once, with the bundle.yaml lines.
+	lacks, err := needs.Lacks(context.Background(), builderCatalog{b})
+	if err != nil {
 		return err
+	}
+	if len(lacks) > 0 {
+		return &templateneeds.MissingError{Where: "the bundle", Building: true, Lacks: lacks}
 	}
 	tmpl := bundle.Template{Name: src.Name, Path: bundle.TemplatePath(src.Name)}
 	locks := map[string]lockedProvider{}
-	for _, addr := range mapKeys(needs.providers) {
-		constraints := needs.providers[addr]
-		v, err := b.pickProviderVersion(addr, constraints)
+	for _, p := range needs.Providers {
+		v, err := b.pickProviderVersion(p.Address, p.Constraints)
 		if err != nil {
-			return fmt.Errorf("%s: %w", needs.providerPos[addr], err)
+			return fmt.Errorf("%s: %w", p.Pos, err)
 		}
 		var hashes []string
-		for _, hs := range b.providerHashes[addr][v] {
+		for _, hs := range b.providerHashes[p.Address][v] {
 			hashes = append(hashes, hs...)
 		}
 		slices.Sort(hashes)
-		locks[addr] = lockedProvider{version: v, constraints: strings.Join(constraints, ", "), hashes: slices.Compact(hashes)}
-		tmpl.Providers = append(tmpl.Providers, addr+" "+v)
+		locks[p.Address] = lockedProvider{version: v, constraints: strings.Join(p.Constraints, ", "), hashes: slices.Compact(hashes)}
+		tmpl.Providers = append(tmpl.Providers, p.Address+" "+v)
 	}
-	for _, img := range needs.images {
-		name, err := b.bundledImage(img.ref)
+	for _, img := range needs.Images {
+		name, err := b.bundledImage(img.Ref)
 		if err != nil {
-			return fmt.Errorf("%s: %w", img.pos, err)
+			return fmt.Errorf("%s: %w", img.Pos, err)
 		}
 		if !slices.Contains(tmpl.Images, name) {
 			tmpl.Images = append(tmpl.Images, name)
@@ -113,157 +96,24 @@ func (b *builder) stageTemplate(src TemplateSource) error {
 	return nil
 }
 
-// inspectModule collects what the module in dir needs, following local
-// module calls (inside root only).
-func inspectModule(root, dir string, needs *templateNeeds, depth int) error {
-	if depth > 16 {
-		return fmt.Errorf("%s: modules nest too deep", dir)
-	}
-	rel := func(p string) string {
-		r, err := filepath.Rel(root, p)
-		if err != nil {
-			return p
-		}
-		return r
-	}
-	mod, diags := tfconfig.LoadModule(dir)
-	if diags.HasErrors() {
-		return fmt.Errorf("%s: %w", rel(dir), diags.Err())
-	}
-	for name, req := range mod.RequiredProviders {
-		source := req.Source
-		if source == "" {
-			if name == "terraform" {
-				continue // terraform_data: built into terraform
-			}
-			source = mirror.DefaultProviderHost + "/hashicorp/" + name
-		}
-		if strings.EqualFold(source, builtinTerraform) {
-			continue
-		}
-		addr, err := mirror.ParseProviderAddress(source)
-		if err != nil {
-			return fmt.Errorf("%s: provider %q: %w", rel(dir), name, err)
-		}
-		key := addr.String()
-		needs.providers[key] = append(needs.providers[key], req.VersionConstraints...)
-		if _, ok := needs.providerPos[key]; !ok {
-			needs.providerPos[key] = providerUse(mod, name, rel)
-		}
-	}
-	for _, name := range mapKeys(mod.ModuleCalls) {
-		call := mod.ModuleCalls[name]
-		if addr, ok := registryModuleSource(call.Source); ok {
-			needs.modules = append(needs.modules, moduleCall{source: addr, version: call.Version,
-				pos: fmt.Sprintf("%s:%d: module %q", rel(call.Pos.Filename), call.Pos.Line, name)})
-			continue
-		}
-		if !strings.HasPrefix(call.Source, "./") && !strings.HasPrefix(call.Source, "../") {
-			return fmt.Errorf("%s:%d: module %q comes from %q, which terraform cannot fetch offline; copy it into the folder and use a ./ path, or call it from a module registry and bundle it (modules: in bundle.yaml)", rel(call.Pos.Filename), call.Pos.Line, name, call.Source)
-		}
-		sub := filepath.Join(dir, call.Source)
-		if r, err := filepath.Rel(root, sub); err != nil || r == ".." || strings.HasPrefix(r, ".."+string(filepath.Separator)) {
-			return fmt.Errorf("%s:%d: module %q at %q is outside the template folder, so it would not be bundled", rel(call.Pos.Filename), call.Pos.Line, name, call.Source)
-		}
-		if err := inspectModule(root, sub, needs, depth+1); err != nil {
-			return err
-		}
-	}
-	files, _ := filepath.Glob(filepath.Join(dir, "*.tf"))
-	slices.Sort(files)
-	for _, f := range files {
-		imgs, err := literalImages(f)
-		if err != nil {
-			return err
-		}
-		for _, img := range imgs {
-			img.pos = rel(f) + img.pos
-			needs.images = append(needs.images, img)
-		}
-	}
-	return nil
+// builderCatalog is what the bundle being built holds, for
+// templateneeds.
+type builderCatalog struct{ b *builder }
+
+func (c builderCatalog) ProviderVersions(_ context.Context, addr string) ([]string, error) {
+	return mapKeys(c.b.providerHashes[addr]), nil
 }
 
-// providerUse says where a module uses provider name: the first resource
-// of it, or its required_providers entry.
-func providerUse(mod *tfconfig.Module, name string, rel func(string) string) string {
-	var uses []string
-	for _, rs := range []map[string]*tfconfig.Resource{mod.ManagedResources, mod.DataResources} {
-		for _, r := range rs {
-			if r.Provider.Name == name {
-				uses = append(uses, fmt.Sprintf("%s:%d", rel(r.Pos.Filename), r.Pos.Line))
-			}
+func (c builderCatalog) ModuleVersions(_ context.Context, source string) ([]string, error) {
+	c.b.mu.Lock()
+	defer c.b.mu.Unlock()
+	var have []string
+	for _, m := range c.b.comp.Modules {
+		if m.Source == source {
+			have = append(have, m.Version)
 		}
 	}
-	if len(uses) == 0 {
-		if r := rel(mod.Path); r != "." {
-			return r + ": required_providers." + name
-		}
-		return "required_providers." + name
-	}
-	slices.Sort(uses)
-	return uses[0]
-}
-
-// literalImages returns the literal string values of attributes named
-// "image" anywhere inside the resource blocks of a .tf file.
-func literalImages(path string) ([]templateImage, error) {
-	src, err := os.ReadFile(path)
-	if err != nil {
-		return nil, err
-	}
-	f, diags := hclsyntax.ParseConfig(src, path, hcl.InitialPos)
-	if diags.HasErrors() {
-		return nil, diags
-	}
-	body, ok := f.Body.(*hclsyntax.Body)
-	if !ok {
-		return nil, nil
-	}
-	var out []templateImage
-	var walk func(*hclsyntax.Body)
-	walk = func(body *hclsyntax.Body) {
-		for _, name := range mapKeys(body.Attributes) {
-			attr := body.Attributes[name]
-			if name != "image" {
-				continue
-			}
-			if s, ok := literalString(attr.Expr); ok {
-				out = append(out, templateImage{ref: s, pos: fmt.Sprintf(":%d", attr.SrcRange.Start.Line)})
-			}
-		}
-		for _, blk := range body.Blocks {
-			walk(blk.Body)
-		}
-	}
-	for _, blk := range body.Blocks {
-		if blk.Type == "resource" {
-			walk(blk.Body)
-		}
-	}
-	slices.SortStableFunc(out, func(a, b templateImage) int { return strings.Compare(a.pos, b.pos) })
-	return out, nil
-}
-
-// literalString returns the value of an expression that is a plain string
-// ("alpine:3.20", without interpolation).
-func literalString(e hclsyntax.Expression) (string, bool) {
-	switch e := e.(type) {
-	case *hclsyntax.TemplateExpr:
-		if !e.IsStringLiteral() {
-			return "", false
-		}
-		v, diags := e.Value(nil)
-		if diags.HasErrors() || v.Type() != cty.String || !v.IsKnown() || v.IsNull() {
-			return "", false
-		}
-		return v.AsString(), true
-	case *hclsyntax.LiteralValueExpr:
-		if e.Val.Type() == cty.String && e.Val.IsKnown() && !e.Val.IsNull() {
-			return e.Val.AsString(), true
-		}
-	}
-	return "", false
+	return have, nil
 }
 
 // pickProviderVersion returns the newest bundled version of addr that

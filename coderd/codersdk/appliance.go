@@ -20,6 +20,7 @@ type Appliance struct {
 	BuiltBy      string                 `json:"built_by"`
 	Components   []ApplianceComponent   `json:"components"`
 	Providers    []ApplianceProvider    `json:"providers"`
+	Modules      []ApplianceModule      `json:"modules"`
 	Images       []ApplianceImage       `json:"images"`
 	Templates    []string               `json:"templates"`
 	Certificates []ApplianceCertificate `json:"certificates"`
@@ -45,6 +46,13 @@ type ApplianceProvider struct {
 	Source    string   `json:"source"`
 	Version   string   `json:"version"`
 	Platforms []string `json:"platforms"`
+}
+
+// ApplianceModule is a Terraform module the mirror's module registry
+// serves.
+type ApplianceModule struct {
+	Source  string `json:"source"`
+	Version string `json:"version"`
 }
 
 // ApplianceImage is a container image the mirror's registry serves.

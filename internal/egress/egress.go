@@ -27,6 +27,7 @@ import (
 	"net/http"
 	"net/netip"
 	"strings"
+	"sync/atomic"
 	"time"
 )
 
@@ -49,6 +50,9 @@ type Guard struct {
 	addrs    map[netip.Addr]bool
 	prefixes []netip.Prefix
 	log      *slog.Logger
+	// refused counts refusals; onRefuse, when set, hears each one.
+	refused  atomic.Int64
+	onRefuse func(addr string, total int64)
 	// dial makes an allowed connection; tests replace it.
 	dial func(ctx context.Context, network, addr string) (net.Conn, error)
 }
@@ -169,11 +173,22 @@ func (g *Guard) DialContext(ctx context.Context, network, addr string) (net.Conn
 		host = addr
 	}
 	if !g.Allowed(host) {
-		g.log.WarnContext(ctx, "egress refused", "addr", addr, "network", network)
+		n := g.refused.Add(1)
+		g.log.WarnContext(ctx, "egress refused", "addr", addr, "network", network, "refused_total", n)
+		if g.onRefuse != nil {
+			g.onRefuse(addr, n)
+		}
 		return nil, &RefusedError{Addr: addr}
 	}
 	return g.dial(ctx, network, addr)
 }
+
+// OnRefuse makes fn hear every refusal, with the count so far. Call it
+// before the guard is in use.
+func (g *Guard) OnRefuse(fn func(addr string, total int64)) { g.onRefuse = fn }
+
+// Refused is how many connections the guard has refused.
+func (g *Guard) Refused() int64 { return g.refused.Load() }
 
 // Wrap returns a clone of t that dials through the guard. The proxy is
 // cleared so the guard judges the real destination, and custom TLS dialers

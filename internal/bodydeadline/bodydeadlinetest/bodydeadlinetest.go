@@ -1,0 +1,47 @@
+// Package bodydeadlinetest sends a request whose body crawls, for the tests
+// of every server that bounds its bodies (package bodydeadline).
+package bodydeadlinetest
+
+import (
+	"errors"
+	"io"
+	"net"
+	"strings"
+	"testing"
+	"time"
+)
+
+// SlowBody writes head (a request's lines, "\n"-separated, Content-Length
+// among them) on conn, then its body one byte a second, and returns how long
+// the server took to end the connection and what it answered. It fails the
+// test when the connection is still open after limit.
+func SlowBody(t testing.TB, conn net.Conn, head string, limit time.Duration) (time.Duration, string) {
+	t.Helper()
+	start := time.Now()
+	if _, err := io.WriteString(conn, strings.ReplaceAll(strings.TrimSuffix(head, "\n"), "\n", "\r\n")+"\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	defer close(done)
+	go func() {
+		tick := time.NewTicker(time.Second)
+		defer tick.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-tick.C:
+				if _, err := conn.Write([]byte("x")); err != nil {
+					return
+				}
+			}
+		}
+	}()
+	_ = conn.SetReadDeadline(start.Add(limit))
+	got, err := io.ReadAll(conn)
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		t.Fatalf("the connection is still open after %s (got %q so far): the body has no deadline", limit, got)
+	}
+	return time.Since(start), string(got)
+}
