@@ -32,7 +32,14 @@ func (d *Daemon) preflight(ctx context.Context, src string) error {
 		return fmt.Errorf("check the template against the mirror: %w", err)
 	}
 	if len(lacks) > 0 {
-		return &templateneeds.MissingError{Where: "this appliance's mirror", Lacks: lacks}
+		where := "the provider mirror " + d.opts.ProviderMirror
+		if d.opts.ProviderMirror == "" {
+			where = "this provisioner (it has no provider mirror)"
+		}
+		if d.opts.ModuleMirror != "" {
+			where += " and the module mirror " + d.opts.ModuleMirror
+		}
+		return &templateneeds.MissingError{Where: where, Lacks: lacks}
 	}
 	return nil
 }

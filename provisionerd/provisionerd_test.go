@@ -253,8 +253,9 @@ func TestWorkspaceLifecycle(t *testing.T) {
 	}
 }
 
-// TestProviderNotInMirror: terraform's own message, plus one line naming the
-// provider and the mirror.
+// TestProviderNotInMirror: an import that needs a provider the mirror
+// lacks is refused by the preflight, naming the provider, the mirror and the
+// bundle.yaml lines.
 func TestProviderNotInMirror(t *testing.T) {
 	h := newHarness(t)
 	mirror := t.TempDir()
@@ -274,8 +275,13 @@ resource "null_resource" "x" {}
 	if j.Status != codersdk.ProvisionerJobFailed {
 		t.Fatalf("got %s, want failed", j.Status)
 	}
-	if !strings.Contains(j.Error, "registry.terraform.io/hashicorp/null is not in the provider mirror "+mirror) || !strings.Contains(j.Error, "terraform init") {
-		t.Fatalf("error: got %q", j.Error)
+	// The import's preflight refuses it before terraform init, naming the
+	// mirror and what to add.
+	for _, want := range []string{"provider registry.terraform.io/hashicorp/null (main.tf:7)", "does not hold", "the provider mirror " + mirror,
+		"providers:\n  - source: registry.terraform.io/hashicorp/null"} {
+		if !strings.Contains(j.Error, want) {
+			t.Errorf("error %q does not say %q", j.Error, want)
+		}
 	}
 }
 
