@@ -74,6 +74,7 @@ func TestWildcardAddresses(t *testing.T) {
 	}
 	e := &upgradeEnv{t: t, bin: testbin.Coder(t), work: work, dir: filepath.Join(work, "appliance"), cache: filepath.Join(work, "cache"),
 		keys: filepath.Join(work, "keys")}
+	endWorkspacesAtCleanup(t, e.dir)
 	if out, err := e.coder("bundle", "keygen", "--output", e.keys); err != nil {
 		t.Fatalf("keygen: %v\n%s", err, out)
 	}

@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -22,6 +23,21 @@ import (
 	"airgapcoder/internal/testport"
 	"airgapcoder/internal/testprovider"
 )
+
+// endWorkspacesAtCleanup kills, when the test ends, every workspace
+// process the appliance in dir started through its launcher (a test may
+// end before deleting its workspaces, and an agent outlives coderd).
+func endWorkspacesAtCleanup(t *testing.T, dir string) {
+	t.Cleanup(func() {
+		pids, _ := filepath.Glob(filepath.Join(dir, "launcher", "pids", "*", "*.pid"))
+		for _, f := range pids {
+			b, _ := os.ReadFile(f)
+			if pid, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil && pid > 0 {
+				_ = syscall.Kill(pid, syscall.SIGKILL)
+			}
+		}
+	})
+}
 
 func freePort(t *testing.T) string {
 	t.Helper()
@@ -166,6 +182,7 @@ func TestUpgradeAndRollback(t *testing.T) {
 	}
 	e := &upgradeEnv{t: t, bin: testbin.Coder(t), work: work, dir: filepath.Join(work, "appliance"), cache: filepath.Join(work, "cache"),
 		keys: filepath.Join(work, "keys"), http: freePort(t), tls: freePort(t)}
+	endWorkspacesAtCleanup(t, e.dir)
 	if out, err := e.coder("bundle", "keygen", "--output", e.keys); err != nil {
 		t.Fatalf("keygen: %v\n%s", err, out)
 	}

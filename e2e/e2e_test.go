@@ -643,26 +643,7 @@ func (e *env) checkRefusedTemplate(caFile, accessURL string) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	tf := `terraform {
-  required_providers {
-    coder  = { source = "coder/coder" }
-    docker = { source = "kreuzwerker/docker" }
-  }
-}
-data "coder_workspace" "me" {}
-resource "docker_volume" "home" {
-  name = "coder-${data.coder_workspace.me.id}-home"
-}
-data "external" "git" {
-  program = ["sh", "-c", "echo {}"]
-}
-module "code-server" {
-  source   = "registry.coder.com/coder/code-server/coder"
-  version  = "~> 1.0"
-  agent_id = "x"
-}
-`
-	if err := os.WriteFile(filepath.Join(dir, "main.tf"), []byte(tf), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, "main.tf"), []byte(upstreamtest.QuickstartTemplate), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	want := []string{

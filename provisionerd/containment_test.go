@@ -9,38 +9,9 @@ import (
 
 	"airgapcoder/coderd/codersdk"
 	"airgapcoder/internal/connecttrace"
+	"airgapcoder/internal/upstreamtest"
 	"airgapcoder/provisionerd"
 )
-
-// quickstartTemplate has the shapes of Coder's Docker quickstart: providers
-// and a registry module that no bundle here carries.
-const quickstartTemplate = `terraform {
-  required_providers {
-    coder = {
-      source = "coder/coder"
-    }
-    docker = {
-      source = "kreuzwerker/docker"
-    }
-  }
-}
-
-data "coder_workspace" "me" {}
-
-resource "docker_volume" "home" {
-  name = "coder-${data.coder_workspace.me.id}-home"
-}
-
-data "external" "info" {
-  program = ["sh", "-c", "echo {}"]
-}
-
-module "code-server" {
-  source  = "registry.coder.com/coder/code-server/coder"
-  version = "~> 1.0"
-  agent_id = "x"
-}
-`
 
 // tracedTerraform returns a terraform that records every connect() of
 // terraform and what it starts in the returned file.
@@ -81,7 +52,7 @@ func TestImportPreflightRefusesWhatTheMirrorLacks(t *testing.T) {
 	tf, trace := tracedTerraform(t)
 	f := newFakeCoderd(t)
 	f.startDaemon(t, func(o *provisionerd.Options) { o.TerraformPath = tf })
-	res := f.run(t, importJob, map[string]string{"main.tf": quickstartTemplate})
+	res := f.run(t, importJob, map[string]string{"main.tf": upstreamtest.QuickstartTemplate})
 	msg := mustFail(t, res)
 	for _, want := range []string{
 		"registry.terraform.io/kreuzwerker/docker", "registry.terraform.io/hashicorp/external",

@@ -519,4 +519,3 @@ func copyFolder(src, dir string) error {
 	}
 	return nil
 }
-

@@ -197,3 +197,32 @@ func gitRepo(dir string, files map[string]string, tag string) error {
 	}
 	return nil
 }
+
+// QuickstartTemplate has the shapes of Coder's Docker quickstart template:
+// it requires coder/coder (which the tests' mirrors carry) and
+// kreuzwerker/docker, implies hashicorp/external, and calls the module
+// registry.coder.com/coder/code-server/coder "~> 1.0", none of which any
+// test bundle or mirror carries.
+const QuickstartTemplate = `terraform {
+  required_providers {
+    coder  = { source = "coder/coder" }
+    docker = { source = "kreuzwerker/docker" }
+  }
+}
+
+data "coder_workspace" "me" {}
+
+resource "docker_volume" "home" {
+  name = "coder-${data.coder_workspace.me.id}-home"
+}
+
+data "external" "git" {
+  program = ["sh", "-c", "echo {}"]
+}
+
+module "code-server" {
+  source   = "registry.coder.com/coder/code-server/coder"
+  version  = "~> 1.0"
+  agent_id = "x"
+}
+`
