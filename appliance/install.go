@@ -215,7 +215,7 @@ func finishInstall(l Layout, m bundle.Manifest, opts InstallOptions, log *slog.L
 	if os.Geteuid() == 0 {
 		// The service user, its subordinate ids and its folders (after the
 		// certificates, which root just wrote).
-		if _, _, _, err := prepareServiceUser(l.Dir, nil); err != nil {
+		if _, _, err := prepareServiceUser(l.Dir, nil); err != nil {
 			return err
 		}
 	}

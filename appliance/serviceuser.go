@@ -65,10 +65,15 @@ func (l Layout) LaunchCommand() string { return filepath.Join(l.Run(), "launch")
 // gives the service user what it must own; ready, when set, is closed once
 // the socket accepts calls.
 func ServeLauncher(ctx context.Context, dir string, log *slog.Logger, ready chan<- struct{}) error {
-	l, _, acct, err := prepareServiceUser(dir, nil)
+	l, acct, err := prepareServiceUser(dir, nil)
 	if err != nil {
 		return err
 	}
+	return serveLauncher(ctx, l, acct, log, ready)
+}
+
+// serveLauncher is ServeLauncher once the service user is prepared.
+func serveLauncher(ctx context.Context, l Layout, acct serviceAccount, log *slog.Logger, ready chan<- struct{}) error {
 	srv, err := launcher.New(launcher.Options{
 		Socket: l.LauncherSocket(), WorkspacesDir: l.Workspaces(), StateDir: filepath.Join(l.LauncherDir(), "pids"),
 		ServiceUser: acct.Name, Logger: log.With("component", "launcher"),
@@ -98,7 +103,7 @@ func UpAsRoot(ctx context.Context, opts UpOptions, args []string) error {
 	if log == nil {
 		log = slog.Default()
 	}
-	l, _, acct, err := prepareServiceUser(opts.Dir, opts.Overrides)
+	l, acct, err := prepareServiceUser(opts.Dir, opts.Overrides)
 	if err != nil {
 		return err
 	}
@@ -110,7 +115,7 @@ func UpAsRoot(ctx context.Context, opts UpOptions, args []string) error {
 	defer stopLauncher()
 	ready := make(chan struct{})
 	launcherDone := make(chan error, 1)
-	go func() { launcherDone <- ServeLauncher(lctx, l.Dir, log, ready) }()
+	go func() { launcherDone <- serveLauncher(lctx, l, acct, log, ready) }()
 	select {
 	case <-ready:
 	case err := <-launcherDone:
@@ -233,33 +238,33 @@ func serviceEnv(environ []string, l Layout, acct serviceAccount) []string {
 // prepareServiceUser makes sure the service user exists with subordinate
 // ids (rootless podman) and owns what it must, alone (as root; install and
 // both root entry points of up call it).
-func prepareServiceUser(dir string, overrides map[string]any) (Layout, Config, serviceAccount, error) {
+func prepareServiceUser(dir string, overrides map[string]any) (Layout, serviceAccount, error) {
 	abs, err := filepath.Abs(dir)
 	if err != nil {
-		return Layout{}, Config{}, serviceAccount{}, err
+		return Layout{}, serviceAccount{}, err
 	}
 	l := Layout{Dir: abs}
 	cfg, err := LoadConfig(abs, overrides)
 	if err != nil {
-		return l, cfg, serviceAccount{}, err
+		return l, serviceAccount{}, err
 	}
 	if os.Geteuid() != 0 {
-		return l, cfg, serviceAccount{}, errors.New("only root can prepare the service user")
+		return l, serviceAccount{}, errors.New("only root can prepare the service user")
 	}
 	acct, err := ensureServiceUser(cfg.ServiceUser)
 	if err != nil {
-		return l, cfg, acct, err
+		return l, acct, err
 	}
 	if err := reachableBy(l.Dir, acct); err != nil {
-		return l, cfg, acct, err
+		return l, acct, err
 	}
 	if err := ensureSubordinateIDs(acct.Name); err != nil {
-		return l, cfg, acct, err
+		return l, acct, err
 	}
 	if err := giveToServiceUser(l, acct); err != nil {
-		return l, cfg, acct, fmt.Errorf("give the service user %s its folders: %w", acct.Name, err)
+		return l, acct, fmt.Errorf("give the service user %s its folders: %w", acct.Name, err)
 	}
-	return l, cfg, acct, nil
+	return l, acct, nil
 }
 
 // reachableBy checks that acct may pass through every folder down to dir.
