@@ -114,6 +114,6 @@ func getStatus(ctx context.Context, dir string) (Status, bundle.Manifest, error)
 	if m.Components.Postgres != nil {
 		pg.Version = m.Components.Postgres.Version
 	}
-	st.Components = append(st.Components, pg, egressComponent(l))
+	st.Components = append(st.Components, withRestarts(l, pg), egressComponent(l))
 	return st, m, nil
 }

@@ -95,6 +95,7 @@ func Up(ctx context.Context, opts UpOptions) error {
 		return err
 	}
 	_ = os.Remove(l.egressReport())
+	_ = os.Remove(l.restartReport())
 	guard.OnRefuse(func(addr string, total int64) {
 		if err := recordRefusal(l, addr, total, time.Now()); err != nil {
 			log.Warn("record a refused connection", "err", err)
@@ -122,6 +123,8 @@ func Up(ctx context.Context, opts UpOptions) error {
 	if err != nil {
 		return err
 	}
+	// supFailed hears a supervised component that keeps failing.
+	supFailed := make(chan error, 1)
 	if pgURL == "" {
 		if m.Components.Postgres == nil {
 			return errors.New("this bundle carries no PostgreSQL and postgres-url is not set")
@@ -145,6 +148,23 @@ func Up(ctx context.Context, opts UpOptions) error {
 			return err
 		}
 		pgURL = pg.URL()
+		// Restarted when it crashes or hangs (supervise.go); stopped
+		// before PostgreSQL is.
+		supCtx, stopSup := context.WithCancel(context.WithoutCancel(ctx))
+		supDone := make(chan struct{})
+		sup := newPostgresSupervisor(pg, log.With("component", "supervisor"), func(n int, cause error) {
+			_ = notifySystemd(fmt.Sprintf("STATUS=restarting PostgreSQL (restart %d): %v", n, cause))
+			if err := recordRestart(l, "postgres", n, cause, time.Now()); err != nil {
+				log.Warn("record a restart", "err", err)
+			}
+		})
+		go func() {
+			defer close(supDone)
+			if err := sup.Run(supCtx); err != nil {
+				supFailed <- err
+			}
+		}()
+		defer func() { stopSup(); <-supDone }()
 	}
 
 	// 3. The mirror: the release's providers and images over HTTPS.
@@ -269,8 +289,10 @@ func Up(ctx context.Context, opts UpOptions) error {
 	if err != nil {
 		return err
 	}
+	runCtx, stopRun := context.WithCancel(ctx)
+	defer stopRun()
 	srvDone := make(chan error, 1)
-	go func() { srvDone <- srv.Run(ctx) }()
+	go func() { srvDone <- srv.Run(runCtx) }()
 	select {
 	case <-srv.Ready():
 	case err := <-srvDone:
@@ -294,7 +316,14 @@ func Up(ctx context.Context, opts UpOptions) error {
 	if err := notifySystemd("READY=1\nSTATUS=serving " + srv.AccessURL().String()); err != nil {
 		log.Warn("tell systemd the appliance is ready", "err", err)
 	}
-	err = <-srvDone
+	select {
+	case err = <-srvDone:
+	case err = <-supFailed:
+		// systemd restarts the whole appliance (Restart=on-failure).
+		log.Error("stopping the appliance: a component keeps failing", "err", err)
+		stopRun()
+		<-srvDone
+	}
 	_ = notifySystemd("STOPPING=1")
 	return err
 }

@@ -281,3 +281,6 @@ func waitGone(pid int, timeout time.Duration) bool {
 	}
 	return !alive(pid)
 }
+
+// killProcess sends pid SIGKILL.
+func killProcess(pid int) error { return syscall.Kill(pid, syscall.SIGKILL) }

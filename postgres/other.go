@@ -11,3 +11,7 @@ func RunHelperIfRequested() {}
 func (s *Server) start(context.Context) error { return ErrUnsupported }
 
 func (s *Server) stop(context.Context) error { return nil }
+
+func ping(context.Context, string) error { return ErrUnsupported }
+
+func killProcess(int) error { return ErrUnsupported }

@@ -233,6 +233,16 @@ func (s *Server) Start(ctx context.Context) error {
 	return s.start(ctx)
 }
 
+// Ping checks that the server answers a query (SELECT 1) within ctx. A
+// server that crashed, or hangs, fails it; a stopped one too.
+func (s *Server) Ping(ctx context.Context) error {
+	u := s.URL()
+	if u == "" {
+		return errors.New("postgres: not started")
+	}
+	return ping(ctx, u)
+}
+
 // URL returns the connection URL,
 // postgres://coder:PASSWORD@127.0.0.1:PORT/coder?sslmode=disable, or "" before
 // the first Start.
@@ -253,6 +263,24 @@ func (s *Server) Stop(ctx context.Context) error {
 	defer s.mu.Unlock()
 	if s.proc == nil {
 		return nil
+	}
+	err := s.stop(ctx)
+	s.proc = nil
+	return err
+}
+
+// Kill ends a server that no longer answers (crashed, or hung): SIGKILL to
+// its postmaster, then what Stop does with the helper and anything left.
+// PostgreSQL replays its write-ahead log on the next Start, so no committed
+// data is lost. Kill on a stopped server returns nil.
+func (s *Server) Kill(ctx context.Context) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.proc == nil {
+		return nil
+	}
+	if pid := s.proc.postmaster; pid > 0 {
+		_ = killProcess(pid)
 	}
 	err := s.stop(ctx)
 	s.proc = nil

@@ -107,6 +107,9 @@ func (s *Server) start(ctx context.Context) error {
 		if port, err = freePort(); err != nil {
 			return err
 		}
+		// A restart keeps the port, so the URL its clients hold stays
+		// right.
+		s.opts.Port = port
 	}
 	cfg := helperConfig{
 		BinDir:        binDir,
@@ -260,6 +263,16 @@ func connURL(password string, port uint32, db string) string {
 }
 
 // ensureDatabase creates the database "coder" unless it exists.
+func ping(ctx context.Context, u string) error {
+	conn, err := pgx.Connect(ctx, u)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.Background())
+	var one int
+	return conn.QueryRow(ctx, "SELECT 1").Scan(&one)
+}
+
 func ensureDatabase(ctx context.Context, adminURL string) error {
 	conn, err := pgx.Connect(ctx, adminURL)
 	if err != nil {

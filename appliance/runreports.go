@@ -12,7 +12,8 @@ import (
 	"airgapcoder/internal/atomicfile"
 )
 
-// What the egress guard refused while the appliance ran: the product's own
+// What the egress guard refused, and what the supervisor restarted, while
+// the appliance ran: the product's own
 // clients and, through the provisioners' egress proxy, terraform, git and
 // providers. `up` keeps it in DIR/run/egress.json (each refusal rewrites
 // it); `status` shows it, so an operator sees that a template tried to
@@ -50,5 +51,46 @@ func egressComponent(l Layout) Component {
 		return Component{Name: "egress", State: "unknown", Detail: err.Error()}
 	}
 	c.Detail = fmt.Sprintf("%d connections refused; the last to %s at %s", r.Refused, r.Last, r.At.Format(time.RFC3339))
+	return c
+}
+
+// restartReport is what the supervisor restarted while the appliance ran,
+// kept beside the egress report (DIR/run/restarts.json) for status.
+type restartReport map[string]struct {
+	Restarts  int       `json:"restarts"`
+	LastError string    `json:"last_error"`
+	At        time.Time `json:"at"`
+}
+
+func (l Layout) restartReport() string { return filepath.Join(l.Run(), "restarts.json") }
+
+// recordRestart notes the restart of component.
+func recordRestart(l Layout, component string, restarts int, cause error, now time.Time) error {
+	r := readRestarts(l)
+	r[component] = struct {
+		Restarts  int       `json:"restarts"`
+		LastError string    `json:"last_error"`
+		At        time.Time `json:"at"`
+	}{restarts, cause.Error(), now.UTC()}
+	b, err := json.Marshal(r)
+	if err != nil {
+		return err
+	}
+	return atomicfile.Write(l.restartReport(), b, 0o644)
+}
+
+func readRestarts(l Layout) restartReport {
+	r := restartReport{}
+	if b, err := os.ReadFile(l.restartReport()); err == nil {
+		_ = json.Unmarshal(b, &r)
+	}
+	return r
+}
+
+// withRestarts adds what the supervisor did to a component's status row.
+func withRestarts(l Layout, c Component) Component {
+	if r, ok := readRestarts(l)[c.Name]; ok {
+		c.Detail += fmt.Sprintf("; restarted %d times, the last at %s: %s", r.Restarts, r.At.Format(time.RFC3339), r.LastError)
+	}
 	return c
 }

@@ -1,0 +1,241 @@
+package appliance_test
+
+import (
+	"context"
+	"fmt"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"airgapcoder/appliance"
+	"airgapcoder/coderd/codersdk"
+	"airgapcoder/internal/testbin"
+)
+
+// postmaster returns the pid of the appliance's PostgreSQL.
+func postmaster(t *testing.T, dir string) int {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(dir, "data", "postgres", "postmaster.pid"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	pid, err := strconv.Atoi(strings.TrimSpace(line))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pid
+}
+
+// TestPostgresCrashRecovers is the chaos test of the built-in PostgreSQL,
+// on the built binary run as root (as CI runs it): with a workspace
+// running, kill -9 of the postmaster (a crash, the OOM killer) and then
+// SIGSTOP (a hang) each leave the appliance healthy again by itself, with
+// its users, workspaces and audit log, and coder ssh and a new build
+// working; a PostgreSQL that fails on every start makes up exit non-zero,
+// naming it, so that systemd restarts the appliance.
+func TestPostgresCrashRecovers(t *testing.T) {
+	work := t.TempDir()
+	for _, d := range []string{filepath.Dir(work), work} {
+		if err := os.Chmod(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e := &upgradeEnv{t: t, bin: testbin.Coder(t), work: work, dir: filepath.Join(work, "appliance"), cache: filepath.Join(work, "cache"),
+		keys: filepath.Join(work, "keys"), http: freePort(t), tls: freePort(t)}
+	endWorkspacesAtCleanup(t, e.dir)
+	if out, err := e.coder("bundle", "keygen", "--output", e.keys); err != nil {
+		t.Fatalf("keygen: %v\n%s", err, out)
+	}
+	if err := os.MkdirAll(e.dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(e.dir, appliance.ConfigFile), []byte(fmt.Sprintf("tls-address: %s\nhttp-address: %s\nmirror-address: %s\nprovisioner-daemons: 1\n", e.tls, e.http, freePort(t))), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := e.coder("appliance", "install", e.bundleFor("2026.11.1", "{binary: self}"), "--dir", e.dir, "--public-key", filepath.Join(e.keys, "bundle.pub")); err != nil {
+		t.Fatalf("install: %v\n%s", err, out)
+	}
+	up := exec.Command(e.bin, "appliance", "up", "--dir", e.dir)
+	logPath := filepath.Join(work, "up.log")
+	logf, _ := os.Create(logPath)
+	up.Stdout, up.Stderr = logf, logf
+	if err := up.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- up.Wait() }()
+	t.Cleanup(func() {
+		_ = up.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-exited:
+		case <-time.After(90 * time.Second):
+			_ = up.Process.Kill()
+		}
+	})
+	access := "https://" + e.tls
+	waitHealthy := func(what string, within time.Duration) time.Duration {
+		t.Helper()
+		start := time.Now()
+		for !applianceHealthy(e.dir, access) {
+			select {
+			case err := <-exited:
+				b, _ := os.ReadFile(logPath)
+				t.Fatalf("%s: appliance up exited (%v):\n%s", what, err, b)
+			default:
+			}
+			if time.Since(start) > within {
+				b, _ := os.ReadFile(logPath)
+				t.Fatalf("%s: /healthz not 200 within %s:\n%s", what, within, tailLines(string(b), 40))
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+		return time.Since(start)
+	}
+	waitHealthy("first start", 3*time.Minute)
+
+	// A user, the CLI logged in, a running workspace.
+	ctx := context.Background()
+	u, _ := url.Parse(access)
+	anon := applianceClient(t, e.dir, u)
+	if _, err := anon.CreateFirstUser(ctx, codersdk.CreateFirstUserRequest{Email: "admin@example.com", Username: "admin", Password: "chaos-password"}); err != nil {
+		t.Fatal(err)
+	}
+	env := append(os.Environ(), "CODER_CONFIG_DIR="+filepath.Join(work, "cli"))
+	coder := func(args ...string) (string, error) {
+		cmd := exec.Command(e.bin, args...)
+		cmd.Env = env
+		out, err := cmd.CombinedOutput()
+		return string(out), err
+	}
+	mustCoder := func(args ...string) string {
+		t.Helper()
+		out, err := coder(args...)
+		if err != nil {
+			t.Fatalf("coder %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+		return out
+	}
+	mustCoder("login", access, "--ca-file", caFile(e.dir), "--email", "admin@example.com", "--password", "chaos-password")
+	deadline := time.Now().Add(time.Minute)
+	for !strings.Contains(mustCoder("templates", "list"), "process") {
+		if time.Now().After(deadline) {
+			t.Fatal("the bundled template was not pushed")
+		}
+		time.Sleep(300 * time.Millisecond)
+	}
+	mustCoder("create", "dev", "--template", "process", "-y")
+	sshOK := func(what string) {
+		t.Helper()
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			out, err := coder("ssh", "dev", "--", "echo", "still-here")
+			if err == nil && strings.TrimSpace(out) == "still-here" {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: coder ssh: %v\n%s", what, err, out)
+			}
+			time.Sleep(500 * time.Millisecond)
+		}
+	}
+	sshOK("before")
+
+	// A crash: kill -9 of the postmaster.
+	pid := postmaster(t, e.dir)
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	took := waitHealthy("after kill -9 of PostgreSQL", 15*time.Second)
+	t.Logf("healthy again %s after kill -9 of the postmaster (pid %d)", took.Round(time.Millisecond), pid)
+	if now := postmaster(t, e.dir); now == pid {
+		t.Fatalf("the postmaster is still pid %d", pid)
+	}
+	if out := mustCoder("list"); !strings.Contains(out, "dev") {
+		t.Errorf("coder list after the crash does not show the workspace:\n%s", out)
+	}
+	if out := mustCoder("audit", "--limit", "200"); !strings.Contains(out, "login") {
+		t.Errorf("the audit log after the crash lost the login:\n%s", out)
+	}
+	sshOK("after kill -9")
+
+	// A hang: SIGSTOP of the postmaster, for longer than the supervisor's
+	// deadline.
+	pid = postmaster(t, e.dir)
+	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGCONT) })
+	// coderd's pool may still answer on its open connections: what counts
+	// is that a new postmaster replaces the stopped one (the supervisor's
+	// deadline is 5 s), and then health.
+	stopped := time.Now()
+	for postmasterOrZero(e.dir) == pid || postmasterOrZero(e.dir) == 0 {
+		if time.Since(stopped) > time.Minute {
+			b, _ := os.ReadFile(logPath)
+			t.Fatalf("the stopped postmaster (pid %d) was not replaced within a minute:\n%s", pid, tailLines(string(b), 30))
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	waitHealthy("after SIGSTOP of PostgreSQL", time.Minute)
+	t.Logf("a new postmaster and healthy %s after SIGSTOP of the old one", time.Since(stopped).Round(time.Millisecond))
+	sshOK("after SIGSTOP")
+	if out := mustCoderRoot(t, e, "appliance", "status", "--dir", e.dir); !regexp.MustCompile(`postgres +ok .*restarted [2-5] times`).MatchString(out) {
+		t.Errorf("coder appliance status does not say PostgreSQL was restarted (twice or more):\n%s", out)
+	}
+	// A new build works (the stop of the running workspace).
+	mustCoder("stop", "dev", "-y")
+
+	// A PostgreSQL that dies on every start: up gives up, naming it.
+	if err := os.WriteFile(filepath.Join(e.dir, "data", "postgres", "PG_VERSION"), []byte("9\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Kill(postmaster(t, e.dir), syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-exited:
+		b, _ := os.ReadFile(logPath)
+		if err == nil || !strings.Contains(string(b), "postgres keeps failing") {
+			t.Fatalf("appliance up exited with %v, want a failure naming postgres:\n%s", err, tailLines(string(b), 30))
+		}
+	case <-time.After(3 * time.Minute):
+		t.Fatal("appliance up still runs 3 minutes after PostgreSQL began failing on every start")
+	}
+}
+
+// mustCoderRoot runs the coder binary as the test (root), failing on error.
+func mustCoderRoot(t *testing.T, e *upgradeEnv, args ...string) string {
+	t.Helper()
+	out, err := e.coder(args...)
+	if err != nil {
+		t.Fatalf("coder %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return out
+}
+
+// postmasterOrZero is the postmaster's pid, 0 while there is none.
+func postmasterOrZero(dir string) int {
+	b, err := os.ReadFile(filepath.Join(dir, "data", "postgres", "postmaster.pid"))
+	if err != nil {
+		return 0
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	pid, _ := strconv.Atoi(strings.TrimSpace(line))
+	return pid
+}
+
+func tailLines(s string, n int) string {
+	lines := strings.Split(s, "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
