@@ -56,6 +56,12 @@ type Config struct {
 	// mirror-address and access-url only; anything else is refused and
 	// logged (package internal/egress).
 	EgressAllow []string `koanf:"egress-allow"`
+	// PrometheusEnable serves Prometheus metrics at /metrics on
+	// PrometheusAddress, plain HTTP (prometheus-enable,
+	// prometheus-address; default 127.0.0.1:2112). The dashboard's
+	// listeners never serve them.
+	PrometheusEnable  bool   `koanf:"prometheus-enable"`
+	PrometheusAddress string `koanf:"prometheus-address"`
 
 	// The air-gap switches exist so that a config carried over from a
 	// connected deployment is refused with a clear message rather than
@@ -80,6 +86,7 @@ func DefaultConfig() Config {
 var knownKeys = map[string]bool{
 	"tls-address": true, "http-address": true, "access-url": true, "mirror-address": true, "hosts": true, "provisioner-daemons": true,
 	"service-user": true, "postgres-url": true, "egress-allow": true, "telemetry": true, "update-check": true, "block-direct-connections": true,
+	"prometheus-enable": true, "prometheus-address": true,
 }
 
 // LoadConfig reads DIR/appliance.yaml over the defaults and applies
@@ -224,6 +231,11 @@ service-user: %q
 # hosts above and the hosts of http-address, mirror-address and access-url:
 # host names, "*.suffix", IPs or CIDRs. Anything else is refused and logged.
 # egress-allow: ["git.example.internal", "*.corp.example", "10.0.0.0/8"]
+
+# Prometheus metrics at http://prometheus-address/metrics (off by default;
+# never on the dashboard's listeners).
+# prometheus-enable: true
+# prometheus-address: 127.0.0.1:2112
 
 # The appliance is offline by design: telemetry and update checks stay off
 # and every workspace connection is relayed by coderd. Turning any of these

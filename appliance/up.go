@@ -236,6 +236,7 @@ func Up(ctx context.Context, opts UpOptions) error {
 	)
 	srv, err := controlplane.New(controlplane.Config{
 		HTTPAddress: cfg.HTTPAddress, AccessURL: cfg.AccessURL, PostgresURL: pgURL,
+		Prometheus:    controlplane.PrometheusConfig{Enable: cfg.PrometheusEnable, Address: cfg.PrometheusAddress},
 		AdvertiseHost: cfg.AdvertisedHost(cfg.TLSAddress),
 		TLS: controlplane.TLSConfig{
 			Enable: true, Address: cfg.TLSAddress,

@@ -41,6 +41,8 @@ var serverOptions = options{
 	{flag: "login-rate-limit", env: "CODER_LOGIN_RATE_LIMIT"},
 	{flag: "login-rate-limit-ip", env: "CODER_LOGIN_RATE_LIMIT_IP"},
 	{flag: "audit-retention", env: "CODER_AUDIT_RETENTION"},
+	{flag: "prometheus-enable", env: "CODER_PROMETHEUS_ENABLE"},
+	{flag: "prometheus-address", env: "CODER_PROMETHEUS_ADDRESS"},
 }
 
 func defaultCacheDir() string {
@@ -120,5 +122,7 @@ off by default and, when on, go only to the URLs you configure.`,
 	f.IntVar(&cfg.RateLimits.LoginPerAccount, "login-rate-limit", coderd.DefaultLoginRateLimit, "Failed password logins allowed per account and source IP address before further attempts from there wait (1 s, doubling to 5 min; answered 429); 0 turns the limit off")
 	f.IntVar(&cfg.RateLimits.LoginPerIP, "login-rate-limit-ip", coderd.DefaultLoginRateLimitPerIP, "Failed password logins per minute allowed per source IP address, over all accounts; 0 turns the limit off")
 	f.DurationVar(&cfg.AuditRetention, "audit-retention", 0, "Delete audit log records older than this, hourly (e.g. 2160h); 0 keeps them forever")
+	f.BoolVar(&cfg.Prometheus.Enable, "prometheus-enable", false, "Serve Prometheus metrics at /metrics on --prometheus-address (never on the public listeners)")
+	f.StringVar(&cfg.Prometheus.Address, "prometheus-address", controlplane.DefaultPrometheusAddress, "Bind address of the Prometheus metrics listener")
 	return cmd
 }

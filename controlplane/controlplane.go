@@ -52,6 +52,9 @@ import (
 // appliance.yaml). The zero value of each field is documented; New checks
 // the combination.
 type Config struct {
+	// Prometheus serves /metrics on a listener of its own (as Coder's
+	// --prometheus-enable); the public listeners never serve it.
+	Prometheus PrometheusConfig
 	// HTTPAddress is where the plain HTTP listener binds ("" disables it
 	// when TLS is on). With TLS on it only redirects to the https access
 	// URL (/healthz excepted).
@@ -155,6 +158,18 @@ type ProvisionerConfig struct {
 	Egress *egress.Guard
 }
 
+// PrometheusConfig is the metrics listener.
+type PrometheusConfig struct {
+	// Enable serves /metrics on Address.
+	Enable bool
+	// Address is where it binds (default 127.0.0.1:2112, loopback only, as
+	// Coder's default).
+	Address string
+}
+
+// DefaultPrometheusAddress is PrometheusConfig.Address's default.
+const DefaultPrometheusAddress = "127.0.0.1:2112"
+
 // TLSConfig is the HTTPS listener.
 type TLSConfig struct {
 	// Enable serves HTTPS on Address.
@@ -181,6 +196,7 @@ type Server struct {
 	accessURL *url.URL
 	httpAddr  net.Addr
 	tlsAddr   net.Addr
+	metrics   net.Addr
 }
 
 // New checks cfg and fills in defaults. It starts nothing, opens nothing
@@ -251,6 +267,14 @@ func (s *Server) ListenAddrs() (httpAddr, tlsAddr net.Addr) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.httpAddr, s.tlsAddr
+}
+
+// PrometheusAddr is the address /metrics is served on (nil when
+// Prometheus is off; valid after Ready).
+func (s *Server) PrometheusAddr() net.Addr {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.metrics
 }
 
 // AccessURL returns the deployment's access URL (valid after Ready).

@@ -39,8 +39,23 @@ func (st *startup) listen(context.Context) error {
 		st.stop.push("HTTPS listener", closeListener(ln))
 		st.tlsLn = ln
 	}
+	if s.cfg.Prometheus.Enable {
+		addr := s.cfg.Prometheus.Address
+		if addr == "" {
+			addr = DefaultPrometheusAddress
+		}
+		ln, err := net.Listen("tcp", addr)
+		if err != nil {
+			return fmt.Errorf("listen on --prometheus-address %s: %w", addr, err)
+		}
+		st.stop.push("Prometheus listener", closeListener(ln))
+		st.metricsLn = ln
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if st.metricsLn != nil {
+		s.metrics = st.metricsLn.Addr()
+	}
 	if st.httpLn != nil {
 		s.httpAddr = st.httpLn.Addr()
 		s.urls = append(s.urls, "http://"+advertisedAddr(s.httpAddr, s.cfg.AdvertiseHost))

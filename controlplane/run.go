@@ -53,6 +53,7 @@ type startup struct {
 	replicas      *replicasync.Manager
 	api           *coderd.API
 	handler       http.Handler
+	metricsLn     net.Listener
 }
 
 // steps is the start-up, in order: what only reads files and checks
@@ -163,10 +164,7 @@ func (st *startup) startAPI(ctx context.Context) error {
 	}
 	st.api = api
 	st.stop.goRun(ctx, "API background loops", api.Run)
-	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.HandlerFor(st.registry, promhttp.HandlerOpts{}))
-	mux.Handle("/", api)
-	st.handler = mux
+	st.handler = api
 	return nil
 }
 
@@ -207,6 +205,11 @@ func (st *startup) serve(context.Context) error {
 			handler = redirectToHTTPS(st.accessURL, st.handler)
 		}
 		st.serveHTTP("HTTP", st.httpLn, handler, nil)
+	}
+	if st.metricsLn != nil {
+		mux := http.NewServeMux()
+		mux.Handle("/metrics", promhttp.HandlerFor(st.registry, promhttp.HandlerOpts{}))
+		st.serveHTTP("Prometheus", st.metricsLn, mux, nil)
 	}
 	return nil
 }

@@ -122,6 +122,7 @@ func waitStatus(t *testing.T, c *codersdk.Client, workspaceID string, want coder
 // deadline, and a restart that keeps everything.
 func TestServerBuiltinPostgres(t *testing.T) {
 	cfg := builtinConfig(t)
+	cfg.Prometheus = controlplane.PrometheusConfig{Enable: true, Address: freeAddr(t)}
 	anon, stop := runServer(t, cfg)
 	ctx := context.Background()
 
@@ -344,7 +345,12 @@ func TestServerBuiltinPostgres(t *testing.T) {
 		waitStatus(t, member, w.ID, codersdk.WorkspaceStatusRunning)
 	})
 
-	status, body = coderdtest.Do(t, http.MethodGet, anon.URL.String()+"/metrics", "", nil, "")
+	// Metrics are on their own listener (--prometheus-address), never on
+	// the public one.
+	if status, _ := coderdtest.Do(t, http.MethodGet, anon.URL.String()+"/metrics", "", nil, ""); status != http.StatusNotFound {
+		t.Errorf("/metrics on the public listener: got %d, want 404", status)
+	}
+	status, body = coderdtest.Do(t, http.MethodGet, "http://"+cfg.Prometheus.Address+"/metrics", "", nil, "")
 	if status != http.StatusOK || !strings.Contains(string(body), `coderd_api_requests_processed_total{code="201",method="POST",path="/api/v2/users/first"} 1`) ||
 		!strings.Contains(string(body), "coderd_provisionerd_jobs_acquired_total") {
 		t.Fatalf("/metrics: got %d without the API and queue counters", status)
