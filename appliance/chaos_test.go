@@ -3,6 +3,7 @@ package appliance_test
 import (
 	"context"
 	"fmt"
+	"net"
 	"net/url"
 	"os"
 	"os/exec"
@@ -10,6 +11,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -64,6 +66,13 @@ func TestPostgresCrashRecovers(t *testing.T) {
 		t.Fatalf("install: %v\n%s", err, out)
 	}
 	up := exec.Command(e.bin, "appliance", "up", "--dir", e.dir)
+	// As systemd runs it with WatchdogSec=2: WATCHDOG=1 every second while
+	// healthy.
+	notify := e.notifySocket()
+	up.Env = append(os.Environ(), "NOTIFY_SOCKET="+notify.LocalAddr().String(), "WATCHDOG_USEC=2000000")
+	heard := &notifications{}
+	go heard.collect(notify)
+	t.Cleanup(func() { notify.Close() })
 	logPath := filepath.Join(work, "up.log")
 	logf, _ := os.Create(logPath)
 	up.Stdout, up.Stderr = logf, logf
@@ -100,6 +109,9 @@ func TestPostgresCrashRecovers(t *testing.T) {
 		return time.Since(start)
 	}
 	waitHealthy("first start", 3*time.Minute)
+	if !heard.waitFor("WATCHDOG=1", time.Now(), 10*time.Second) {
+		t.Fatalf("no WATCHDOG=1 within 10 s of a healthy start; systemd heard %q", heard.all())
+	}
 
 	// A user, the CLI logged in, a running workspace.
 	ctx := context.Background()
@@ -197,8 +209,18 @@ func TestPostgresCrashRecovers(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(e.dir, "data", "postgres", "PG_VERSION"), []byte("9\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	broken := time.Now()
 	if err := syscall.Kill(postmaster(t, e.dir), syscall.SIGKILL); err != nil {
 		t.Fatal(err)
+	}
+	// Unhealthy: the watchdog goes unfed (systemd would kill and restart
+	// the appliance WatchdogSec later), and says why.
+	if !heard.waitFor("STATUS=unhealthy", broken, 30*time.Second) {
+		t.Errorf("systemd heard no STATUS=unhealthy once PostgreSQL failed: %q", heard.all())
+	}
+	time.Sleep(4 * time.Second) // four watchdog intervals
+	if last := heard.last("WATCHDOG=1"); time.Since(last) < 3*time.Second {
+		t.Errorf("WATCHDOG=1 %s ago, while /healthz fails", time.Since(last).Round(time.Millisecond))
 	}
 	select {
 	case err := <-exited:
@@ -209,6 +231,61 @@ func TestPostgresCrashRecovers(t *testing.T) {
 	case <-time.After(3 * time.Minute):
 		t.Fatal("appliance up still runs 3 minutes after PostgreSQL began failing on every start")
 	}
+}
+
+// notifications collects what the appliance tells systemd, with when.
+type notifications struct {
+	mu   sync.Mutex
+	msgs []string
+	at   []time.Time
+}
+
+func (n *notifications) collect(c *net.UnixConn) {
+	buf := make([]byte, 4096)
+	for {
+		k, err := c.Read(buf)
+		if err != nil {
+			return
+		}
+		n.mu.Lock()
+		n.msgs, n.at = append(n.msgs, string(buf[:k])), append(n.at, time.Now())
+		n.mu.Unlock()
+	}
+}
+
+// waitFor waits up to within for a message holding s heard after since.
+func (n *notifications) waitFor(s string, since time.Time, within time.Duration) bool {
+	deadline := time.Now().Add(within)
+	for time.Now().Before(deadline) {
+		n.mu.Lock()
+		for i, m := range n.msgs {
+			if n.at[i].After(since) && strings.Contains(m, s) {
+				n.mu.Unlock()
+				return true
+			}
+		}
+		n.mu.Unlock()
+		time.Sleep(100 * time.Millisecond)
+	}
+	return false
+}
+
+// last is when a message holding s was last heard.
+func (n *notifications) last(s string) time.Time {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for i := len(n.msgs) - 1; i >= 0; i-- {
+		if strings.Contains(n.msgs[i], s) {
+			return n.at[i]
+		}
+	}
+	return time.Time{}
+}
+
+func (n *notifications) all() []string {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return append([]string(nil), n.msgs...)
 }
 
 // mustCoderRoot runs the coder binary as the test (root), failing on error.

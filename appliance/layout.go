@@ -147,6 +147,9 @@ User=%[3]s
 Group=%[3]s
 ExecStart=%[1]s appliance up --dir %[2]s
 TimeoutStartSec=300
+# Fed (WATCHDOG=1) only while /healthz passes: a wedged or broken
+# appliance is killed and started again.
+WatchdogSec=30
 Restart=on-failure
 KillSignal=SIGTERM
 TimeoutStopSec=90

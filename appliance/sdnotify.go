@@ -1,14 +1,17 @@
 package appliance
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"net"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"syscall"
+	"time"
 )
 
 // notifySocketEnv names the socket systemd listens on for a Type=notify
@@ -125,4 +128,56 @@ func senderPID(oob []byte) int32 {
 // upgrade's trial start) must not tell systemd it is the service.
 func withoutNotifySocket(env []string) []string {
 	return slices.DeleteFunc(slices.Clone(env), func(kv string) bool { return strings.HasPrefix(kv, notifySocketEnv+"=") })
+}
+
+// watchdogInterval is how often to tell systemd the appliance is alive:
+// half of WATCHDOG_USEC (the unit's WatchdogSec), 0 when systemd does not
+// watch.
+func watchdogInterval() time.Duration {
+	usec, err := strconv.ParseInt(os.Getenv("WATCHDOG_USEC"), 10, 64)
+	if err != nil || usec <= 0 {
+		return 0
+	}
+	return time.Duration(usec) * time.Microsecond / 2
+}
+
+// runWatchdog sends WATCHDOG=1 every interval while healthy answers nil,
+// until ctx ends. While it does not, systemd hears nothing but a STATUS=
+// line saying why, and kills and restarts the appliance once WatchdogSec
+// has passed: a wedged process, or one whose parts stopped working, is not
+// left running.
+func runWatchdog(ctx context.Context, interval time.Duration, healthy func(context.Context) error, log *slog.Logger) {
+	tick := time.NewTicker(interval)
+	defer tick.Stop()
+	wasHealthy := true
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		hctx, cancel := context.WithTimeout(ctx, interval)
+		err := healthy(hctx)
+		cancel()
+		if ctx.Err() != nil {
+			return
+		}
+		if err != nil {
+			if wasHealthy {
+				log.Warn("unhealthy: the systemd watchdog is not fed", "err", err)
+			}
+			wasHealthy = false
+			_ = notifySystemd("STATUS=unhealthy: " + err.Error())
+			continue
+		}
+		msg := "WATCHDOG=1"
+		if !wasHealthy {
+			log.Info("healthy again: feeding the systemd watchdog")
+			msg += "\nSTATUS=serving"
+		}
+		wasHealthy = true
+		if err := notifySystemd(msg); err != nil {
+			log.Warn("feed the systemd watchdog", "err", err)
+		}
+	}
 }

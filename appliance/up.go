@@ -317,6 +317,15 @@ func Up(ctx context.Context, opts UpOptions) error {
 	if err := notifySystemd("READY=1\nSTATUS=serving " + srv.AccessURL().String()); err != nil {
 		log.Warn("tell systemd the appliance is ready", "err", err)
 	}
+	// The watchdog is fed while /healthz (the database, the mirror) passes.
+	if every := watchdogInterval(); every > 0 {
+		wdDone := make(chan struct{})
+		go func() {
+			defer close(wdDone)
+			runWatchdog(runCtx, every, func(ctx context.Context) error { return localClient.Healthz(ctx) }, log.With("component", "watchdog"))
+		}()
+		defer func() { stopRun(); <-wdDone }()
+	}
 	select {
 	case err = <-srvDone:
 	case err = <-supFailed:
