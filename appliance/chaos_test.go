@@ -205,6 +205,35 @@ func TestPostgresCrashRecovers(t *testing.T) {
 	// A new build works (the stop of the running workspace).
 	mustCoder("stop", "dev", "-y")
 
+	// The admin lost the password: reset on the host, as root.
+	reset := func(user, password string) (string, error) {
+		cmd := exec.Command(e.bin, "appliance", "reset-password", user, "--dir", e.dir)
+		cmd.Stdin = strings.NewReader(password + "\n")
+		out, err := cmd.CombinedOutput()
+		return string(out), err
+	}
+	if out, err := reset("nobody-here", "whatever-password"); err == nil || !strings.Contains(out, `no user "nobody-here"`) {
+		t.Errorf("reset of an unknown user: %v %q", err, out)
+	}
+	if out, err := reset("admin@example.com", "a-new-password-1"); err != nil {
+		t.Fatalf("reset-password: %v\n%s", err, out)
+	}
+	if out, err := coder("list"); err == nil {
+		t.Errorf("the session from before the reset still works:\n%s", out)
+	}
+	mustCoder("login", access, "--ca-file", caFile(e.dir), "--email", "admin@example.com", "--password", "a-new-password-1")
+	// The server copies the journal's new records every few seconds.
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(500 * time.Millisecond) {
+		out := mustCoder("audit", "--limit", "50", "-o", "json")
+		if strings.Contains(out, "password reset of user admin@example.com") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Errorf("the audit log does not show the reset within 20 s:\n%s", out)
+			break
+		}
+	}
+
 	// A PostgreSQL that dies on every start: up gives up, naming it.
 	if err := os.WriteFile(filepath.Join(e.dir, "data", "postgres", "PG_VERSION"), []byte("9\n"), 0o600); err != nil {
 		t.Fatal(err)

@@ -23,7 +23,7 @@ func (inv *invocation) applianceCmd() *cobra.Command {
 	cmd := &cobra.Command{Use: "appliance", Short: "Install and run the offline appliance from a bundle"}
 	cmd.AddCommand(inv.applianceInstallCmd(), inv.applianceUpCmd(), inv.applianceStatusCmd(), inv.applianceUpgradeCmd(),
 		inv.applianceBackupCmd(), inv.applianceRestoreCmd(), inv.applianceInventoryCmd(),
-		inv.applianceLauncherCmd(), inv.applianceLaunchCmd())
+		inv.applianceLauncherCmd(), inv.applianceLaunchCmd(), inv.applianceResetPasswordCmd())
 	return cmd
 }
 

@@ -202,8 +202,11 @@ func New(ctx context.Context, opts Options) (*API, error) {
 func (api *API) ServeHTTP(w http.ResponseWriter, r *http.Request) { api.handler.ServeHTTP(w, r) }
 
 // Run runs the background loops (the job heartbeat reaper, the audit
-// retention) until ctx ends. It first copies the audit journal's new
-// records into the audit log and records a new server version there.
+// retention, the audit journal) until ctx ends. It first copies the audit
+// journal's new records into the audit log and records a new server
+// version there; later records (an appliance command run on the host while
+// the server runs, such as a password reset) follow every
+// journalInterval.
 func (api *API) Run(ctx context.Context) error {
 	api.ingestAuditJournal(ctx)
 	api.recordVersion(ctx)
@@ -217,6 +220,8 @@ func (api *API) Run(ctx context.Context) error {
 	interval := max(api.opts.JobHeartbeatTimeout/4, 100*time.Millisecond)
 	t := time.NewTicker(interval)
 	defer t.Stop()
+	journal := time.NewTicker(journalInterval)
+	defer journal.Stop()
 	for {
 		select {
 		case <-ctx.Done():
@@ -225,9 +230,15 @@ func (api *API) Run(ctx context.Context) error {
 			api.failStaleJobs(ctx)
 		case <-retention:
 			api.deleteOldAuditLogs(ctx)
+		case <-journal.C:
+			api.ingestAuditJournal(ctx)
 		}
 	}
 }
+
+// journalInterval spaces the reads of the audit journal while the server
+// runs.
+const journalInterval = 5 * time.Second
 
 func (api *API) failStaleJobs(ctx context.Context) {
 	jobs, err := api.db.FailStaleJobs(ctx, api.now().Add(-api.opts.JobHeartbeatTimeout))
