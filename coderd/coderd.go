@@ -135,6 +135,11 @@ type API struct {
 	authEpoch atomic.Uint64
 	// firstUserHooks counts running OnFirstUser hooks (firstuser.go).
 	firstUserHooks atomic.Int32
+	// hooksCtx is the hooks' context, canceled when Run ends, which waits
+	// for hooks.
+	hooksCtx  context.Context
+	stopHooks context.CancelFunc
+	hooks     sync.WaitGroup
 
 	shutdownOnce sync.Once
 	// closing is closed when the server begins to shut down.
@@ -192,6 +197,7 @@ func New(ctx context.Context, opts Options) (*API, error) {
 		return nil, err
 	}
 	api.limits = newRateLimiters(opts.RateLimits, opts.Now)
+	api.hooksCtx, api.stopHooks = context.WithCancel(context.WithoutCancel(ctx))
 	api.watchAuthChanges()
 	api.router = api.routes()
 	api.handler = bodydeadline.Wrap(opts.BodyReadTimeout, api.router)
@@ -208,6 +214,10 @@ func (api *API) ServeHTTP(w http.ResponseWriter, r *http.Request) { api.handler.
 // the server runs, such as a password reset) follow every
 // journalInterval.
 func (api *API) Run(ctx context.Context) error {
+	defer func() {
+		api.stopHooks()
+		api.hooks.Wait()
+	}()
 	api.ingestAuditJournal(ctx)
 	api.recordVersion(ctx)
 	var retention <-chan time.Time

@@ -1,7 +1,6 @@
 package coderd
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"net/http"
@@ -117,7 +116,7 @@ func (api *API) postFirstUser(c *gin.Context) error {
 		if err != nil {
 			return err
 		}
-		api.runFirstUserHook(context.WithoutCancel(c.Request.Context()), user.Username, token)
+		api.runFirstUserHook(user.Username, token)
 	}
 	c.JSON(http.StatusCreated, codersdk.CreateFirstUserResponse{UserID: user.ID, OrganizationID: api.org.ID})
 	return nil
