@@ -322,6 +322,7 @@ func (api *API) routes() *gin.Engine {
 
 	a := v2.Group("", api.requireAuth())
 	a.GET("/updatecheck", api.handle(api.updateCheck))
+	a.GET("/debug/health", api.handle(api.debugHealth))
 	a.POST("/users/logout", api.handle(api.postLogout))
 	a.GET("/users", api.handle(api.users))
 	a.POST("/users", api.handle(api.postUser))
@@ -378,15 +379,57 @@ func (api *API) routes() *gin.Engine {
 func (api *API) healthz(c *gin.Context) error {
 	ctx, cancel := context.WithTimeout(c.Request.Context(), 5*time.Second)
 	defer cancel()
-	if err := api.db.Ping(ctx); err != nil {
-		return errorf(http.StatusServiceUnavailable, err.Error(), "Database is not reachable")
-	}
-	for _, name := range slices.Sorted(maps.Keys(api.opts.HealthChecks)) {
-		if err := api.opts.HealthChecks[name](ctx); err != nil {
-			return errorf(http.StatusServiceUnavailable, err.Error(), "%s is not ready", name)
+	for _, h := range api.checkHealth(ctx, true) {
+		if h.Error != "" {
+			if h.Name == "database" {
+				return errorf(http.StatusServiceUnavailable, h.Error, "Database is not reachable")
+			}
+			return errorf(http.StatusServiceUnavailable, h.Error, "%s is not ready", h.Name)
 		}
 	}
 	c.String(http.StatusOK, "OK")
+	return nil
+}
+
+// checkHealth runs the database check, then each of Options.HealthChecks,
+// in name order; firstFailure stops at the first that fails (/healthz
+// stays cheap).
+func (api *API) checkHealth(ctx context.Context, firstFailure bool) []codersdk.ComponentHealth {
+	checks := map[string]func(context.Context) error{"database": api.db.Ping}
+	names := []string{"database"}
+	for _, name := range slices.Sorted(maps.Keys(api.opts.HealthChecks)) {
+		checks[name] = api.opts.HealthChecks[name]
+		names = append(names, name)
+	}
+	var out []codersdk.ComponentHealth
+	for _, name := range names {
+		start := time.Now()
+		err := checks[name](ctx)
+		h := codersdk.ComponentHealth{Name: name, Healthy: err == nil, TookMillis: time.Since(start).Milliseconds()}
+		if err != nil {
+			h.Error = err.Error()
+		}
+		out = append(out, h)
+		if err != nil && firstFailure {
+			break
+		}
+	}
+	return out
+}
+
+// debugHealth is GET /api/v2/debug/health (owners): every component's
+// check, each with its result, as Coder's health report.
+func (api *API) debugHealth(c *gin.Context) error {
+	if err := authorize(c, resDeploymentStats, actRead, ""); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(c.Request.Context(), 10*time.Second)
+	defer cancel()
+	report := codersdk.HealthReport{Healthy: true, Time: api.now(), Components: api.checkHealth(ctx, false)}
+	for _, h := range report.Components {
+		report.Healthy = report.Healthy && h.Healthy
+	}
+	c.JSON(http.StatusOK, report)
 	return nil
 }
 

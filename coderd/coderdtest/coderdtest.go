@@ -156,6 +156,8 @@ type Options struct {
 	RateLimits coderd.RateLimits
 	// OnFirstUser is coderd's first-user hook (see coderd.Options).
 	OnFirstUser func(ctx context.Context, username, token string)
+	// HealthChecks are coderd's extra readiness checks (coderd.Options).
+	HealthChecks map[string]func(context.Context) error
 	// Now is coderd's clock (default time.Now).
 	Now func() time.Time
 	// TLS serves HTTPS (the appliance's default) with a certificate for
@@ -252,7 +254,7 @@ func New(t testing.TB, opts Options) *Deployment {
 		DB: db, Pubsub: ps, Logger: log, AccessURL: u, Version: "v0.0.0-test", Replicas: replicas,
 		ProvisionerPSK: opts.ProvisionerPSK, JobHeartbeatTimeout: opts.JobHeartbeatTimeout, AgentBinariesDir: opts.AgentBinariesDir,
 		AgentHeartbeatInterval: opts.AgentHeartbeatInterval, AgentKeepAliveInterval: opts.AgentKeepAliveInterval,
-		RateLimits: limits, OnFirstUser: opts.OnFirstUser, Now: opts.Now, Appliance: opts.Appliance, Registerer: opts.Registerer,
+		RateLimits: limits, OnFirstUser: opts.OnFirstUser, HealthChecks: opts.HealthChecks, Now: opts.Now, Appliance: opts.Appliance, Registerer: opts.Registerer,
 		BodyReadTimeout: opts.BodyReadTimeout,
 	})
 	if err != nil {

@@ -197,21 +197,6 @@ type BuildInfo struct {
 	TemplatesImporting bool `json:"templates_importing"`
 }
 
-// Healthz asks GET /healthz: nil when the deployment answers 200 (its
-// database and every health check pass), else what it said.
-func (c *Client) Healthz(ctx context.Context) error {
-	resp, err := c.Request(ctx, http.MethodGet, "/healthz", nil)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("/healthz answered %s: %s", resp.Status, strings.TrimSpace(string(body)))
-	}
-	return nil
-}
-
 // BuildInfo returns the deployment's version.
 func (c *Client) BuildInfo(ctx context.Context) (BuildInfo, error) {
 	var b BuildInfo
