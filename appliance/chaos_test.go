@@ -1,8 +1,10 @@
 package appliance_test
 
 import (
+	"archive/zip"
 	"context"
 	"fmt"
+	"io"
 	"net"
 	"net/url"
 	"os"
@@ -159,6 +161,7 @@ func TestPostgresCrashRecovers(t *testing.T) {
 		}
 	}
 	sshOK("before")
+	checkSupportBundle(t, e, work, mustCoder)
 
 	// A crash: kill -9 of the postmaster.
 	pid := postmaster(t, e.dir)
@@ -259,6 +262,74 @@ func TestPostgresCrashRecovers(t *testing.T) {
 		}
 	case <-time.After(3 * time.Minute):
 		t.Fatal("appliance up still runs 3 minutes after PostgreSQL began failing on every start")
+	}
+}
+
+// checkSupportBundle: `coder support bundle dev` writes what a person
+// diagnosing the appliance needs, and none of its secrets: the CLI's
+// session token, the agent's token, the database password, the CA's
+// private key.
+func checkSupportBundle(t *testing.T, e *upgradeEnv, work string, coder func(...string) string) {
+	t.Helper()
+	file := filepath.Join(work, "support.zip")
+	coder("support", "bundle", "dev", "--output-file", file)
+	z, err := zip.OpenReader(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer z.Close()
+	var all strings.Builder
+	names := map[string]bool{}
+	for _, f := range z.File {
+		names[f.Name] = true
+		r, err := f.Open()
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(r)
+		r.Close()
+		all.Write(b)
+	}
+	for _, want := range []string{"buildinfo.json", "health.json", "appliance.json", "replicas.json", "audit.json", "workspace/workspace.json", "workspace/build.log", "workspace/agent-main-logs.json"} {
+		if !names[want] {
+			t.Errorf("the support bundle has no %s (it has %v)", want, names)
+		}
+	}
+	secrets := map[string]string{}
+	read := func(name, path string) {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		secrets[name] = strings.TrimSpace(string(b))
+	}
+	read("session token", filepath.Join(work, "cli", "session"))
+	read("database password", filepath.Join(e.dir, "data", "password"))
+	read("CA private key", filepath.Join(e.dir, "certs", "ca-key.pem"))
+	// The key's base64 body, not its PEM armour.
+	secrets["CA private key"] = strings.Split(secrets["CA private key"], "\n")[1]
+	out, _ := exec.Command("pgrep", "-u", "ws-admin", "-f", "coder agent").Output()
+	for _, p := range strings.Fields(string(out)) {
+		env, _ := os.ReadFile("/proc/" + p + "/environ")
+		if !strings.Contains(string(env), "HOME="+filepath.Join(e.dir, "workspaces")) {
+			continue
+		}
+		for _, kv := range strings.Split(string(env), "\x00") {
+			if v, ok := strings.CutPrefix(kv, "CODER_AGENT_TOKEN="); ok {
+				secrets["agent token"] = v
+			}
+		}
+	}
+	if secrets["agent token"] == "" {
+		t.Fatal("found no agent token of the workspace to look for")
+	}
+	for name, secret := range secrets {
+		if len(secret) < 8 {
+			t.Fatalf("%s %q is too short to look for", name, secret)
+		}
+		if strings.Contains(all.String(), secret) {
+			t.Errorf("the support bundle holds the %s", name)
+		}
 	}
 }
 

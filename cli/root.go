@@ -144,6 +144,7 @@ func (inv *invocation) root() *cobra.Command {
 		client(inv.transitionCmd("delete", codersdk.WorkspaceTransitionDelete)),
 		client(inv.provisionerCmd()),
 		client(inv.replicasCmd()),
+		client(inv.supportCmd()),
 		client(inv.provisionerdCmd()),
 		inv.applianceCmd(),
 		inv.mirrorCmd(),
