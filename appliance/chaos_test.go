@@ -18,9 +18,7 @@ import (
 	"testing"
 	"time"
 
-	"airgapcoder/appliance"
 	"airgapcoder/coderd/codersdk"
-	"airgapcoder/internal/testbin"
 )
 
 // postmaster returns the pid of the appliance's PostgreSQL.
@@ -46,70 +44,26 @@ func postmaster(t *testing.T, dir string) int {
 // working; a PostgreSQL that fails on every start makes up exit non-zero,
 // naming it, so that systemd restarts the appliance.
 func TestPostgresCrashRecovers(t *testing.T) {
-	work := t.TempDir()
-	for _, d := range []string{filepath.Dir(work), work} {
-		if err := os.Chmod(d, 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-	e := &upgradeEnv{t: t, bin: testbin.Coder(t), work: work, dir: filepath.Join(work, "appliance"), cache: filepath.Join(work, "cache"),
-		keys: filepath.Join(work, "keys"), http: freePort(t), tls: freePort(t)}
-	endWorkspacesAtCleanup(t, e.dir)
-	if out, err := e.coder("bundle", "keygen", "--output", e.keys); err != nil {
-		t.Fatalf("keygen: %v\n%s", err, out)
-	}
-	if err := os.MkdirAll(e.dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(e.dir, appliance.ConfigFile), []byte(fmt.Sprintf("tls-address: %s\nhttp-address: %s\nmirror-address: %s\nprovisioner-daemons: 1\n", e.tls, e.http, freePort(t))), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	http, tls := freePort(t), freePort(t)
+	e := newUpgradeEnv(t, fmt.Sprintf("tls-address: %s\nhttp-address: %s\nmirror-address: %s\nprovisioner-daemons: 1\n", tls, http, freePort(t)))
+	e.http, e.tls = http, tls
+	work := e.work
 	if out, err := e.coder("appliance", "install", e.bundleFor("2026.11.1", "{binary: self}"), "--dir", e.dir, "--public-key", filepath.Join(e.keys, "bundle.pub")); err != nil {
 		t.Fatalf("install: %v\n%s", err, out)
 	}
-	up := exec.Command(e.bin, "appliance", "up", "--dir", e.dir)
 	// As systemd runs it with WatchdogSec=2: WATCHDOG=1 every second while
 	// healthy.
 	notify := e.notifySocket()
-	up.Env = append(os.Environ(), "NOTIFY_SOCKET="+notify.LocalAddr().String(), "WATCHDOG_USEC=2000000")
 	heard := &notifications{}
 	go heard.collect(notify)
 	t.Cleanup(func() { notify.Close() })
-	logPath := filepath.Join(work, "up.log")
-	logf, _ := os.Create(logPath)
-	up.Stdout, up.Stderr = logf, logf
-	if err := up.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- up.Wait() }()
-	t.Cleanup(func() {
-		_ = up.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-exited:
-		case <-time.After(90 * time.Second):
-			_ = up.Process.Kill()
-		}
-	})
+	up := e.startAppliance("NOTIFY_SOCKET="+notify.LocalAddr().String(), "WATCHDOG_USEC=2000000")
 	access := "https://" + e.tls
 	waitHealthy := func(what string, within time.Duration) time.Duration {
 		t.Helper()
-		start := time.Now()
-		for !applianceHealthy(e.dir, access) {
-			select {
-			case err := <-exited:
-				b, _ := os.ReadFile(logPath)
-				t.Fatalf("%s: appliance up exited (%v):\n%s", what, err, b)
-			default:
-			}
-			if time.Since(start) > within {
-				b, _ := os.ReadFile(logPath)
-				t.Fatalf("%s: /healthz not 200 within %s:\n%s", what, within, tailLines(string(b), 40))
-			}
-			time.Sleep(200 * time.Millisecond)
-		}
-		return time.Since(start)
+		return up.waitHealthy(t, e.dir, access, what, within)
 	}
+	logPath := up.log
 	waitHealthy("first start", 3*time.Minute)
 	if !heard.waitFor("WATCHDOG=1", time.Now(), 10*time.Second) {
 		t.Fatalf("no WATCHDOG=1 within 10 s of a healthy start; systemd heard %q", heard.all())
@@ -168,11 +122,12 @@ func TestPostgresCrashRecovers(t *testing.T) {
 	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	took := waitHealthy("after kill -9 of PostgreSQL", 15*time.Second)
-	t.Logf("healthy again %s after kill -9 of the postmaster (pid %d)", took.Round(time.Millisecond), pid)
-	if now := postmaster(t, e.dir); now == pid {
-		t.Fatalf("the postmaster is still pid %d", pid)
-	}
+	// Healthy again within 15 s, on a new postmaster (coderd may answer
+	// from its pool for a moment after the kill).
+	killed := time.Now()
+	waitNewPostmaster(t, e.dir, pid, 15*time.Second, logPath)
+	waitHealthy("after kill -9 of PostgreSQL", 15*time.Second-time.Since(killed))
+	t.Logf("a new postmaster and healthy %s after kill -9 of the old one (pid %d)", time.Since(killed).Round(time.Millisecond), pid)
 	if out := mustCoder("list"); !strings.Contains(out, "dev") {
 		t.Errorf("coder list after the crash does not show the workspace:\n%s", out)
 	}
@@ -192,13 +147,7 @@ func TestPostgresCrashRecovers(t *testing.T) {
 	// is that a new postmaster replaces the stopped one (the supervisor's
 	// deadline is 5 s), and then health.
 	stopped := time.Now()
-	for postmasterOrZero(e.dir) == pid || postmasterOrZero(e.dir) == 0 {
-		if time.Since(stopped) > time.Minute {
-			b, _ := os.ReadFile(logPath)
-			t.Fatalf("the stopped postmaster (pid %d) was not replaced within a minute:\n%s", pid, tailLines(string(b), 30))
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+	waitNewPostmaster(t, e.dir, pid, time.Minute, logPath)
 	waitHealthy("after SIGSTOP of PostgreSQL", time.Minute)
 	t.Logf("a new postmaster and healthy %s after SIGSTOP of the old one", time.Since(stopped).Round(time.Millisecond))
 	sshOK("after SIGSTOP")
@@ -255,7 +204,7 @@ func TestPostgresCrashRecovers(t *testing.T) {
 		t.Errorf("WATCHDOG=1 %s ago, while /healthz fails", time.Since(last).Round(time.Millisecond))
 	}
 	select {
-	case err := <-exited:
+	case err := <-up.exited:
 		b, _ := os.ReadFile(logPath)
 		if err == nil || !strings.Contains(string(b), "postgres keeps failing") {
 			t.Fatalf("appliance up exited with %v, want a failure naming postgres:\n%s", err, tailLines(string(b), 30))
@@ -396,6 +345,19 @@ func mustCoderRoot(t *testing.T, e *upgradeEnv, args ...string) string {
 		t.Fatalf("coder %s: %v\n%s", strings.Join(args, " "), err, out)
 	}
 	return out
+}
+
+// waitNewPostmaster waits for a postmaster other than old to run.
+func waitNewPostmaster(t *testing.T, dir string, old int, within time.Duration, logPath string) {
+	t.Helper()
+	start := time.Now()
+	for now := postmasterOrZero(dir); now == old || now == 0; now = postmasterOrZero(dir) {
+		if time.Since(start) > within {
+			b, _ := os.ReadFile(logPath)
+			t.Fatalf("the postmaster (pid %d) was not replaced within %s:\n%s", old, within, tailLines(string(b), 30))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }
 
 // postmasterOrZero is the postmaster's pid, 0 while there is none.

@@ -24,6 +24,88 @@ import (
 	"airgapcoder/internal/testprovider"
 )
 
+// newUpgradeEnv makes an appliance folder for the test, reachable by the
+// service user (up as root runs the appliance as it), a signing key, and
+// writes cfg as its appliance.yaml; the workspaces its appliance starts end
+// with the test.
+func newUpgradeEnv(t *testing.T, cfg string) *upgradeEnv {
+	t.Helper()
+	work := t.TempDir()
+	for _, d := range []string{filepath.Dir(work), work} {
+		if err := os.Chmod(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e := &upgradeEnv{t: t, bin: testbin.Coder(t), work: work, dir: filepath.Join(work, "appliance"), cache: filepath.Join(work, "cache"),
+		keys: filepath.Join(work, "keys")}
+	endWorkspacesAtCleanup(t, e.dir)
+	if out, err := e.coder("bundle", "keygen", "--output", e.keys); err != nil {
+		t.Fatalf("keygen: %v\n%s", err, out)
+	}
+	if err := os.MkdirAll(e.dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(e.dir, appliance.ConfigFile), []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+// runningAppliance is `coder appliance up` that a test started.
+type runningAppliance struct {
+	cmd    *exec.Cmd
+	exited chan error
+	log    string
+}
+
+// startAppliance starts `coder appliance up` (with env added), its output
+// in work/up.log; SIGTERM stops it when the test ends.
+func (e *upgradeEnv) startAppliance(env ...string) *runningAppliance {
+	e.t.Helper()
+	a := &runningAppliance{cmd: exec.Command(e.bin, "appliance", "up", "--dir", e.dir), exited: make(chan error, 1), log: filepath.Join(e.work, "up.log")}
+	a.cmd.Env = append(os.Environ(), env...)
+	logf, err := os.Create(a.log)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	a.cmd.Stdout, a.cmd.Stderr = logf, logf
+	if err := a.cmd.Start(); err != nil {
+		e.t.Fatal(err)
+	}
+	go func() { a.exited <- a.cmd.Wait() }()
+	e.t.Cleanup(func() {
+		_ = a.cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-a.exited:
+		case <-time.After(90 * time.Second):
+			_ = a.cmd.Process.Kill()
+		}
+	})
+	return a
+}
+
+// waitHealthy waits for access/healthz to answer 200 within d and returns
+// how long it took; it fails with the end of the log when up exits or d
+// passes.
+func (a *runningAppliance) waitHealthy(t *testing.T, dir, access, what string, d time.Duration) time.Duration {
+	t.Helper()
+	start := time.Now()
+	for !applianceHealthy(dir, access) {
+		select {
+		case err := <-a.exited:
+			b, _ := os.ReadFile(a.log)
+			t.Fatalf("%s: appliance up exited (%v):\n%s", what, err, b)
+		default:
+		}
+		if time.Since(start) > d {
+			b, _ := os.ReadFile(a.log)
+			t.Fatalf("%s: %s/healthz not 200 within %s:\n%s", what, access, d, tailLines(string(b), 40))
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	return time.Since(start)
+}
+
 // endWorkspacesAtCleanup kills, when the test ends, every workspace
 // process the appliance in dir started through its launcher (a test may
 // end before deleting its workspaces, and an agent outlives coderd).
@@ -174,24 +256,10 @@ func readNotify(t *testing.T, c *net.UnixConn) string {
 // release whose server cannot start is rolled back and the previous one
 // serves again; a downgrade is refused unless forced.
 func TestUpgradeAndRollback(t *testing.T) {
-	work := t.TempDir()
-	for _, d := range []string{filepath.Dir(work), work} {
-		if err := os.Chmod(d, 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-	e := &upgradeEnv{t: t, bin: testbin.Coder(t), work: work, dir: filepath.Join(work, "appliance"), cache: filepath.Join(work, "cache"),
-		keys: filepath.Join(work, "keys"), http: freePort(t), tls: freePort(t)}
-	endWorkspacesAtCleanup(t, e.dir)
-	if out, err := e.coder("bundle", "keygen", "--output", e.keys); err != nil {
-		t.Fatalf("keygen: %v\n%s", err, out)
-	}
-	if err := os.MkdirAll(e.dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(e.dir, appliance.ConfigFile), []byte(fmt.Sprintf("tls-address: %s\nhttp-address: %s\nmirror-address: %s\nprovisioner-daemons: 1\n", e.tls, e.http, freePort(t))), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	http, tls := freePort(t), freePort(t)
+	e := newUpgradeEnv(t, fmt.Sprintf("tls-address: %s\nhttp-address: %s\nmirror-address: %s\nprovisioner-daemons: 1\n", tls, http, freePort(t)))
+	e.http, e.tls = http, tls
+	work := e.work
 	pub := filepath.Join(e.keys, "bundle.pub")
 	a := e.bundleFor("2026.11.1", "{binary: self}")
 	if out, err := e.coder("appliance", "install", a, "--dir", e.dir, "--public-key", pub); err != nil {
