@@ -56,7 +56,9 @@ func egressComponent(l Layout) Component {
 
 // restartReport is what the supervisor restarted while the appliance ran,
 // kept beside the egress report (DIR/run/restarts.json) for status.
-type restartReport map[string]struct {
+type restartReport map[string]restartRecord
+
+type restartRecord struct {
 	Restarts  int       `json:"restarts"`
 	LastError string    `json:"last_error"`
 	At        time.Time `json:"at"`
@@ -67,11 +69,7 @@ func (l Layout) restartReport() string { return filepath.Join(l.Run(), "restarts
 // recordRestart notes the restart of component.
 func recordRestart(l Layout, component string, restarts int, cause error, now time.Time) error {
 	r := readRestarts(l)
-	r[component] = struct {
-		Restarts  int       `json:"restarts"`
-		LastError string    `json:"last_error"`
-		At        time.Time `json:"at"`
-	}{restarts, cause.Error(), now.UTC()}
+	r[component] = restartRecord{Restarts: restarts, LastError: cause.Error(), At: now.UTC()}
 	b, err := json.Marshal(r)
 	if err != nil {
 		return err

@@ -18,6 +18,7 @@ import (
 
 	"airgapcoder/appliance/launcher"
 	"airgapcoder/bundle"
+	"airgapcoder/internal/atomicfile"
 )
 
 // Privilege separation
@@ -399,18 +400,7 @@ func readSubordinate(file, name string) (has bool, end int, err error) {
 func writeLaunchCommand(l Layout, coder string) error {
 	script := "#!/bin/sh\n# Starts and stops workspaces as their owners' accounts (coder appliance launch --help).\nexec " +
 		shellQuote(coder) + " appliance launch --socket " + shellQuote(l.LauncherSocket()) + " \"$@\"\n"
-	return writeExecutable(l.LaunchCommand(), script)
-}
-
-func writeExecutable(path, content string) error {
-	tmp := path + ".new"
-	if err := os.WriteFile(tmp, []byte(content), 0o700); err != nil {
-		return err
-	}
-	if err := os.Chmod(tmp, 0o700); err != nil {
-		return err
-	}
-	return os.Rename(tmp, path)
+	return atomicfile.Write(l.LaunchCommand(), []byte(script), 0o700)
 }
 
 // shellQuote quotes s as one word of a POSIX shell command.

@@ -196,7 +196,6 @@ type Server struct {
 	accessURL *url.URL
 	httpAddr  net.Addr
 	tlsAddr   net.Addr
-	metrics   net.Addr
 }
 
 // New checks cfg and fills in defaults. It starts nothing, opens nothing
@@ -267,14 +266,6 @@ func (s *Server) ListenAddrs() (httpAddr, tlsAddr net.Addr) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.httpAddr, s.tlsAddr
-}
-
-// PrometheusAddr is the address /metrics is served on (nil when
-// Prometheus is off; valid after Ready).
-func (s *Server) PrometheusAddr() net.Addr {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.metrics
 }
 
 // AccessURL returns the deployment's access URL (valid after Ready).

@@ -53,9 +53,6 @@ func (st *startup) listen(context.Context) error {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if st.metricsLn != nil {
-		s.metrics = st.metricsLn.Addr()
-	}
 	if st.httpLn != nil {
 		s.httpAddr = st.httpLn.Addr()
 		s.urls = append(s.urls, "http://"+advertisedAddr(s.httpAddr, s.cfg.AdvertiseHost))

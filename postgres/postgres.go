@@ -258,28 +258,22 @@ func (s *Server) URL() string {
 // stops a PostgreSQL that it left (SIGINT, then SIGKILL). Stop returns an
 // error when the helper did not exit cleanly, including when it died before
 // Stop was called. Stop on a stopped server returns nil.
-func (s *Server) Stop(ctx context.Context) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.proc == nil {
-		return nil
-	}
-	err := s.stop(ctx)
-	s.proc = nil
-	return err
-}
+func (s *Server) Stop(ctx context.Context) error { return s.end(ctx, false) }
 
 // Kill ends a server that no longer answers (crashed, or hung): SIGKILL to
 // its postmaster, then what Stop does with the helper and anything left.
 // PostgreSQL replays its write-ahead log on the next Start, so no committed
 // data is lost. Kill on a stopped server returns nil.
-func (s *Server) Kill(ctx context.Context) error {
+func (s *Server) Kill(ctx context.Context) error { return s.end(ctx, true) }
+
+// end is Stop, or Kill when kill is set.
+func (s *Server) end(ctx context.Context, kill bool) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.proc == nil {
 		return nil
 	}
-	if pid := s.proc.postmaster; pid > 0 {
+	if pid := s.proc.postmaster; kill && pid > 0 {
 		_ = killProcess(pid)
 	}
 	err := s.stop(ctx)

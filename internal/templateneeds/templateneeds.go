@@ -17,7 +17,6 @@ package templateneeds
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"maps"
 	"os"
@@ -443,10 +442,4 @@ func plural(n int, one, many string) string {
 		return one
 	}
 	return many
-}
-
-// IsMissing reports whether err is (or wraps) a MissingError.
-func IsMissing(err error) bool {
-	var m *MissingError
-	return errors.As(err, &m)
 }
