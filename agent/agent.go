@@ -8,7 +8,9 @@
 // outlives its connections (reconnectingpty.go). The agent also runs the workspace's scripts
 // (coder_script, startup_script, shutdown_script: on start, on a cron
 // schedule, on stop; scripts.go) and streams their output, runs the
-// metadata blocks and posts their results (metadata.go), reports its
+// metadata blocks and posts their results (metadata.go), checks the health
+// of the apps that have a healthcheck and reports its changes
+// (apphealth.go), reports its
 // lifecycle (created → starting → ready | start_timeout | start_error →
 // shutting_down → off), its version and platform, and the TCP ports
 // listening in the workspace.
@@ -25,7 +27,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"math/rand/v2"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -34,6 +35,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/cenkalti/backoff/v5"
 	"github.com/hashicorp/yamux"
 
 	"airgapcoder/coderd/codersdk"
@@ -100,6 +102,13 @@ type Agent struct {
 	scripts   *scriptRunner // set with the manifest
 	lifecycle *lifecycleReporter
 	logs      *logSender
+
+	// runCtx is Run's context: TCP forwards end with it, whichever
+	// connection (the session or a spare) carries them.
+	runCtx context.Context
+	// streams counts the goroutines serving user connections (streams of
+	// the session, spares and what they carry); Run waits for them.
+	streams sync.WaitGroup
 }
 
 // scriptKillGrace is how long a script being stopped has between SIGTERM
@@ -168,6 +177,7 @@ func New(opts Options) (*Agent, error) {
 // terminals, runs the stop
 // scripts, reports off and returns nil.
 func (a *Agent) Run(ctx context.Context) error {
+	a.runCtx = ctx
 	// Reports outlive ctx a little, so that shutting_down, the stop
 	// scripts' output and off arrive.
 	reportCtx, stopReports := context.WithCancel(context.WithoutCancel(ctx))
@@ -183,7 +193,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		return nil
 	}
 	a.log.Info("agent manifest", "agent", m.AgentID, "workspace", m.OwnerName+"/"+m.WorkspaceName, "directory", m.Directory,
-		"scripts", len(m.Scripts), "metadata", len(m.Metadata))
+		"scripts", len(m.Scripts), "metadata", len(m.Metadata), "apps", len(m.Apps))
 	env := a.execEnv(m)
 	scripts := newScriptRunner(scriptRunnerConfig{
 		log: a.log, out: a.logs, env: env, scripts: m.Scripts, logDir: a.opts.LogDir, dataDir: a.opts.ScriptDataDir,
@@ -197,6 +207,9 @@ func (a *Agent) Run(ctx context.Context) error {
 	wg.Go(func() { a.reportStartup(ctx) })
 	wg.Go(func() { a.runStartScripts(ctx, scripts) })
 	wg.Go(func() { newMetadataCollector(a.log, a.client, env, m.Metadata, a.opts.MetadataFlushInterval).run(ctx) })
+	wg.Go(func() {
+		newAppHealthChecker(appHealthConfig{log: a.log, poster: a.client, apps: m.Apps, retry: a.retry}).run(ctx)
+	})
 	if a.opts.PortsInterval > 0 {
 		wg.Go(func() { a.reportPorts(ctx) })
 	}
@@ -206,6 +219,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	a.lifecycle.set(codersdk.AgentLifecycleShuttingDown)
 	a.ssh.closeAll()
 	a.ptys.closeAll()
+	a.waitStreams(10 * time.Second)
 	scripts.stopCron()
 	if err := scripts.stop(reportCtx); err != nil {
 		a.log.Warn("shutdown scripts failed", "err", err)
@@ -257,23 +271,23 @@ func (a *Agent) currentScripts() *scriptRunner {
 	return a.scripts
 }
 
-// backoff is an exponential backoff with jitter.
-type backoff struct {
-	min, max, next time.Duration
+// newBackoff is the delay between attempts to reach coderd: doubling from
+// ReconnectMin to ReconnectMax, with ±20% jitter to spread the agents that
+// lost the same coderd.
+func (a *Agent) newBackoff() *backoff.ExponentialBackOff {
+	b := &backoff.ExponentialBackOff{
+		InitialInterval:     a.opts.ReconnectMin,
+		RandomizationFactor: 0.2,
+		Multiplier:          2,
+		MaxInterval:         a.opts.ReconnectMax,
+	}
+	b.Reset()
+	return b
 }
 
-func (b *backoff) reset() { b.next = b.min }
-
-// wait sleeps for the next delay; false when ctx ended.
-func (b *backoff) wait(ctx context.Context) bool {
-	if b.next < b.min {
-		b.next = b.min
-	}
-	d := b.next
-	// ±20% jitter spreads agents that lost the same coderd.
-	d += time.Duration((rand.Float64()*0.4 - 0.2) * float64(d))
-	b.next = min(b.next*2, b.max)
-	t := time.NewTimer(d)
+// waitBackoff sleeps for b's next delay; false when ctx ended.
+func waitBackoff(ctx context.Context, b backoff.BackOff) bool {
+	t := time.NewTimer(b.NextBackOff())
 	defer t.Stop()
 	select {
 	case <-ctx.Done():
@@ -283,26 +297,20 @@ func (b *backoff) wait(ctx context.Context) bool {
 	}
 }
 
-func (a *Agent) newBackoff() *backoff {
-	return &backoff{min: a.opts.ReconnectMin, max: a.opts.ReconnectMax}
-}
-
 // retry calls fn until it succeeds, ctx ends or fn's error is permanent.
 func (a *Agent) retry(ctx context.Context, what string, fn func(context.Context) error) error {
-	b := a.newBackoff()
-	for {
+	_, err := backoff.Retry(ctx, func() (struct{}, error) {
 		err := fn(ctx)
-		if err == nil || ctx.Err() != nil {
-			return err
+		if err != nil && permanent(err) {
+			return struct{}{}, backoff.Permanent(err)
 		}
-		if permanent(err) {
-			return err
-		}
-		a.log.Warn(what+" failed; retrying", "err", err)
-		if !b.wait(ctx) {
-			return ctx.Err()
-		}
-	}
+		return struct{}{}, err
+	},
+		backoff.WithBackOff(a.newBackoff()),
+		backoff.WithMaxElapsedTime(0), // until ctx ends
+		backoff.WithNotify(func(err error, _ time.Duration) { a.log.Warn(what+" failed; retrying", "err", err) }),
+	)
+	return err
 }
 
 // permanent reports whether retrying err cannot help (a bad request).
@@ -313,26 +321,18 @@ func permanent(err error) bool {
 }
 
 func (a *Agent) fetchManifest(ctx context.Context) (codersdk.AgentManifest, bool) {
-	var m codersdk.AgentManifest
-	b := a.newBackoff()
-	for {
-		var err error
-		m, err = a.client.AgentManifest(ctx)
-		if err == nil {
-			return m, true
-		}
-		if ctx.Err() != nil {
-			return m, false
-		}
-		if codersdk.IsStatus(err, http.StatusUnauthorized) {
-			a.log.Error("coderd refuses the agent token; retrying (is the workspace deleted, or CODER_AGENT_TOKEN wrong?)", "err", err)
-		} else {
-			a.log.Warn("fetch agent manifest; retrying", "err", err)
-		}
-		if !b.wait(ctx) {
-			return m, false
-		}
-	}
+	m, err := backoff.Retry(ctx, func() (codersdk.AgentManifest, error) { return a.client.AgentManifest(ctx) },
+		backoff.WithBackOff(a.newBackoff()),
+		backoff.WithMaxElapsedTime(0), // until ctx ends
+		backoff.WithNotify(func(err error, _ time.Duration) {
+			if codersdk.IsStatus(err, http.StatusUnauthorized) {
+				a.log.Error("coderd refuses the agent token; retrying (is the workspace deleted, or CODER_AGENT_TOKEN wrong?)", "err", err)
+			} else {
+				a.log.Warn("fetch agent manifest; retrying", "err", err)
+			}
+		}),
+	)
+	return m, err == nil
 }
 
 func (a *Agent) reportStartup(ctx context.Context) {
@@ -356,14 +356,14 @@ func (a *Agent) connectLoop(ctx context.Context) {
 			return
 		}
 		if time.Since(began) > time.Minute {
-			b.reset()
+			b.Reset()
 		}
 		if codersdk.IsStatus(err, http.StatusUnauthorized) {
 			a.log.Error("coderd refuses the agent token; retrying", "err", err)
 		} else {
 			a.log.Warn("connection to coderd lost; reconnecting", "err", err)
 		}
-		if !b.wait(ctx) {
+		if !waitBackoff(ctx, b) {
 			return
 		}
 	}
@@ -411,7 +411,23 @@ func (a *Agent) serveConnection(ctx context.Context) error {
 			}
 			return err
 		}
-		go a.handleStream(ctx, stream)
+		a.streams.Go(func() { a.handleStream(ctx, stream) })
+	}
+}
+
+// waitStreams waits, up to limit, for the goroutines serving user
+// connections to end (SSH sessions, web terminals and TCP forwards are
+// closed by then); one that does not is logged, not waited for forever.
+func (a *Agent) waitStreams(limit time.Duration) {
+	done := make(chan struct{})
+	go func() {
+		a.streams.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(limit):
+		a.log.Warn("user connections still open at shutdown", "waited", limit)
 	}
 }
 

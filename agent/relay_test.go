@@ -15,6 +15,7 @@ import (
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -549,9 +550,11 @@ func TestRelay(t *testing.T) {
 		if sc := strings.Join(hdr.Values("Set-Cookie"), "; "); !strings.Contains(sc, "app_cookie=set") || strings.Contains(sc, codersdk.SessionTokenCookie) {
 			t.Errorf("Set-Cookie from the app: %q, want its own cookie and no session cookie", sc)
 		}
+		// The app gets the visitor's Host, even with a host in its url
+		// (as in Coder; coderd's TestDevURLForwardedHeaders has the rest).
 		_, got, _ := get("/apps/byurl/", e.alice.SessionToken, false)
-		if got.Host != fmt.Sprintf("localhost:%d", e.appPort) || got.Header.Get("X-Forwarded-Prefix") != "/@alice/dev/apps/byurl" {
-			t.Errorf("app by url: Host %q, X-Forwarded-Prefix %q", got.Host, got.Header.Get("X-Forwarded-Prefix"))
+		if got.Host != e.d.URL.Host || got.Header.Get("X-Forwarded-Prefix") != "/@alice/dev/apps/byurl" {
+			t.Errorf("app by url: Host %q, X-Forwarded-Prefix %q; want Host %q", got.Host, got.Header.Get("X-Forwarded-Prefix"), e.d.URL.Host)
 		}
 
 		// WebSockets go through too.
@@ -1174,5 +1177,46 @@ func TestAgentSparesNeedRawUpgrade(t *testing.T) {
 	// The session's own try, then one per spare.
 	if want := 1 + codersdk.AgentSpareConns; raw != want {
 		t.Errorf("the proxy saw %d raw upgrades (%q), want %d: spares are tried once per session", raw, seen(), want)
+	}
+}
+
+// TestAgentShutdownEndsForwards: when the agent stops, the TCP forwards it
+// serves end with it, those riding a spare connection (a socket of its
+// own, which outlives the session) included, and Run waits for them.
+func TestAgentShutdownEndsForwards(t *testing.T) {
+	t.Parallel()
+	e := newRelayEnv(t)
+	e.waitReady(t, e.alice)
+	port := uint16(coderdtest.EchoServer(t))
+	var conns []net.Conn
+	spare := false
+	waitFor(t, 10*time.Second, func() (bool, string) {
+		before := e.relayConns(t, "spare")
+		c, err := e.alice.DialWorkspaceAgent(context.Background(), e.agentID, codersdk.DialOptions{Kind: codersdk.RelayKindTCP, Port: port})
+		if err != nil {
+			return false, err.Error()
+		}
+		conns = append(conns, c)
+		spare = e.relayConns(t, "spare") > before
+		return spare, "no connection rode a spare connection yet"
+	})
+	for _, c := range conns {
+		t.Cleanup(func() { c.Close() })
+		if err := echoes(c, []byte("before the shutdown")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	stopped := make(chan struct{})
+	go func() { e.stopAgent(); close(stopped) }()
+	select {
+	case <-stopped:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the agent did not stop within 30 s")
+	}
+	for i, c := range conns {
+		_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+		if _, err := c.Read(make([]byte, 1)); err == nil || errors.Is(err, os.ErrDeadlineExceeded) {
+			t.Errorf("forward %d of %d is still open after the agent stopped (read: %v)", i+1, len(conns), err)
+		}
 	}
 }

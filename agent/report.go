@@ -97,7 +97,7 @@ func (l *lifecycleReporter) run(ctx context.Context) {
 				return
 			}
 			l.agent.log.Debug("report lifecycle; retrying", "state", next.State, "err", err)
-			if !b.wait(ctx) {
+			if !waitBackoff(ctx, b) {
 				return
 			}
 			continue
@@ -105,7 +105,7 @@ func (l *lifecycleReporter) run(ctx context.Context) {
 		if err != nil {
 			l.agent.log.Error("report lifecycle", "state", next.State, "err", err)
 		}
-		b.reset()
+		b.Reset()
 		l.mu.Lock()
 		l.queue = l.queue[1:]
 		l.last = next

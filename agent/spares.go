@@ -26,7 +26,7 @@ import (
 // life, ends.
 func (a *Agent) runSpares(ctx context.Context) {
 	for range codersdk.AgentSpareConns {
-		go a.keepSpare(ctx)
+		a.streams.Go(func() { a.keepSpare(ctx) })
 	}
 }
 
@@ -41,7 +41,7 @@ func (a *Agent) keepSpare(ctx context.Context) {
 		}
 		if err != nil {
 			a.log.Debug("dial a spare connection to coderd", "err", err)
-			if !b.wait(ctx) {
+			if !waitBackoff(ctx, b) {
 				return
 			}
 			continue
@@ -51,15 +51,15 @@ func (a *Agent) keepSpare(ctx context.Context) {
 			_ = conn.Close()
 			if ctx.Err() == nil {
 				a.log.Debug("spare connection ended before use", "err", err)
-				if !b.wait(ctx) {
+				if !waitBackoff(ctx, b) {
 					return
 				}
 			}
 			continue
 		}
-		b.reset()
+		b.Reset()
 		settled := make(chan struct{})
-		go a.serveStream(ctx, conn, hdr, sync.OnceFunc(func() { close(settled) }))
+		a.streams.Go(func() { a.serveStream(ctx, conn, hdr, sync.OnceFunc(func() { close(settled) })) })
 		select {
 		case <-settled:
 		case <-ctx.Done():

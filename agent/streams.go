@@ -81,6 +81,12 @@ func (a *Agent) serveStream(ctx context.Context, stream net.Conn, hdr codersdk.R
 		log.Debug("tcp connection", "host", hdr.Host, "port", hdr.Port)
 		later := time.AfterFunc(settleWait, settled)
 		defer later.Stop()
+		// The agent's shutdown ends the forward (a spare's own socket
+		// outlives the session; a reconnect must not cut it).
+		if a.runCtx != nil {
+			stop := context.AfterFunc(a.runCtx, func() { _ = stream.Close(); _ = target.Close() })
+			defer stop()
+		}
 		splice(codersdk.AfterWrite{Conn: stream, Hook: settled}, target)
 	case codersdk.RelayKindPTY:
 		a.ptys.serve(stream, hdr, func(err error) bool {

@@ -1,7 +1,6 @@
 package appliance
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"log/slog"
@@ -12,7 +11,6 @@ import (
 
 	"airgapcoder/coderd/auditjournal"
 	"airgapcoder/coderd/codersdk"
-	"airgapcoder/coderd/database"
 	"airgapcoder/internal/buildinfo"
 )
 
@@ -50,65 +48,21 @@ func (o *operation) set(key, value string) *operation {
 // when err is nil, else a failure carrying the error. A record that cannot
 // be written is logged, never fatal: the operation itself is done.
 func (o *operation) record(l Layout, log *slog.Logger, description string, err error) {
-	row := database.AuditLog{
+	rec := auditjournal.Record{
 		UserAgent: "coder appliance " + buildinfo.Version(), Action: string(o.action),
 		ResourceType: string(codersdk.AuditResourceDeployment), ResourceTarget: o.release,
 		StatusCode: http.StatusOK, Success: err == nil, Description: description,
 	}
 	if err != nil {
-		row.StatusCode = http.StatusInternalServerError
+		rec.StatusCode = http.StatusInternalServerError
 		o.fields["error"] = err.Error()
-		row.Description = fmt.Sprintf("%s: failed: %v", description, err)
+		rec.Description = fmt.Sprintf("%s: failed: %v", description, err)
 	}
 	if by := o.fields["os_user"]; by != "" {
-		row.Description += " (by " + by + " on " + o.fields["host"] + ")"
+		rec.Description += " (by " + by + " on " + o.fields["host"] + ")"
 	}
-	row.AdditionalFields, _ = json.Marshal(o.fields)
-	if werr := auditjournal.Append(l.AuditJournal(), row); werr != nil {
+	rec.AdditionalFields, _ = json.Marshal(o.fields)
+	if werr := auditjournal.Append(l.AuditJournal(), rec); werr != nil {
 		log.Error("write the audit record", "action", o.action, "err", werr)
 	}
-}
-
-// exportAuditLog appends every record of the database at url to the
-// journal, so that a restore, which replaces the database, loses none of
-// them: the next start copies back those the backup lacks.
-func exportAuditLog(ctx context.Context, url string, l Layout) (int, error) {
-	db, err := database.Open(ctx, url)
-	if err != nil {
-		return 0, err
-	}
-	defer db.Close()
-	w, err := auditjournal.Open(l.AuditJournal())
-	if err != nil {
-		return 0, err
-	}
-	defer w.Close()
-	var batch []database.AuditLog
-	n := 0
-	flush := func() error {
-		if len(batch) == 0 {
-			return nil
-		}
-		err := w.Append(batch...)
-		n += len(batch)
-		batch = batch[:0]
-		return err
-	}
-	if ok, err := db.HasAuditLog(ctx); err != nil || !ok {
-		return 0, err // a database the server never started on
-	}
-	err = db.EachAuditLog(ctx, func(r database.AuditLog) error {
-		batch = append(batch, r)
-		if len(batch) == 1000 {
-			return flush()
-		}
-		return nil
-	})
-	if err == nil {
-		err = flush()
-	}
-	if err != nil {
-		return n, fmt.Errorf("copy the audit log aside: %w", err)
-	}
-	return n, nil
 }

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"airgapcoder/bundle"
+	"airgapcoder/coderd"
 	"airgapcoder/coderd/codersdk"
 	"airgapcoder/postgres"
 
@@ -159,8 +160,9 @@ func Restore(ctx context.Context, dir, file string, log *slog.Logger) error {
 	err := withDatabase(ctx, dir, log, true, func(info pgInfo) error {
 		ran = true
 		// The audit log outlives the restore: the backup's copy of it is
-		// older, and the next start copies back what it lacks.
-		n, err := exportAuditLog(ctx, info.URL, l)
+		// older, and the next start copies back what it lacks. coderd,
+		// which owns the table, reads it.
+		n, err := coderd.ExportAuditLog(ctx, info.URL, l.AuditJournal())
 		if err != nil {
 			return err
 		}

@@ -2,6 +2,7 @@ package appliance_test
 
 import (
 	"archive/zip"
+	"bufio"
 	"context"
 	"fmt"
 	"io"
@@ -117,11 +118,42 @@ func TestPostgresCrashRecovers(t *testing.T) {
 	sshOK("before")
 	checkSupportBundle(t, e, work, mustCoder)
 
+	// When PostgreSQL dies: an open ssh session, and a build in progress
+	// (a template whose apply takes a while).
+	session := openSSHSession(t, e.bin, env, "dev")
+	session.echo("before the crash")
+	slowDir, release := slowTemplate(t, work)
+	mustCoder("templates", "push", "slow", "-d", slowDir, "-y")
+	token, err := os.ReadFile(filepath.Join(work, "cli", "session"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	api := applianceClient(t, e.dir, u)
+	api.SessionToken = strings.TrimSpace(string(token))
+	creating := exec.Command(e.bin, "create", "slow1", "--template", "slow", "-y")
+	creating.Env = env
+	if err := creating.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = creating.Process.Kill(); _ = creating.Wait() })
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(200 * time.Millisecond) {
+		ws, err := api.WorkspaceByOwnerAndName(ctx, "admin", "slow1")
+		if err == nil && ws.LatestBuild.Job.Status == codersdk.ProvisionerJobRunning {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the build of slow1 is not running after a minute: %+v %v", ws.LatestBuild.Job, err)
+		}
+	}
+
 	// A crash: kill -9 of the postmaster.
 	pid := postmaster(t, e.dir)
 	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
+	// The build's apply ends now, while PostgreSQL is down: its completion
+	// (terraform state and all) must reach coderd once it is back.
+	release()
 	// Healthy again within 15 s, on a new postmaster (coderd may answer
 	// from its pool for a moment after the kill).
 	killed := time.Now()
@@ -135,6 +167,24 @@ func TestPostgresCrashRecovers(t *testing.T) {
 		t.Errorf("the audit log after the crash lost the login:\n%s", out)
 	}
 	sshOK("after kill -9")
+	session.echo("after the crash")
+	// The interrupted build ends, and its end reached coderd: it
+	// succeeded (a failure would say why, but the workspace's state would
+	// then be lost).
+	for deadline := time.Now().Add(2 * time.Minute); ; time.Sleep(500 * time.Millisecond) {
+		ws, err := api.WorkspaceByOwnerAndName(ctx, "admin", "slow1")
+		if st := ws.LatestBuild.Job.Status; err == nil && (st == codersdk.ProvisionerJobSucceeded || st == codersdk.ProvisionerJobFailed || st == codersdk.ProvisionerJobCanceled) {
+			job := ws.LatestBuild.Job
+			if job.Status != codersdk.ProvisionerJobSucceeded {
+				t.Errorf("the build whose apply ended while PostgreSQL was down ended %s %q, want succeeded", job.Status, job.Error)
+			}
+			t.Logf("the build in progress during the crash ended %s %s after the kill", job.Status, time.Since(killed).Round(time.Second))
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the build in progress during the crash has not ended 2 minutes later: %+v %v", ws.LatestBuild.Job, err)
+		}
+	}
 
 	// A hang: SIGSTOP of the postmaster, for longer than the supervisor's
 	// deadline.
@@ -238,8 +288,14 @@ func checkSupportBundle(t *testing.T, e *upgradeEnv, work string, coder func(...
 		b, _ := io.ReadAll(r)
 		r.Close()
 		all.Write(b)
+		if f.Name == "logs.txt" && !strings.Contains(string(b), "mirror ready") {
+			t.Errorf("the support bundle's logs.txt lacks the appliance's own log lines (mirror ready):\n%s", tailLines(string(b), 20))
+		}
 	}
-	for _, want := range []string{"buildinfo.json", "health.json", "appliance.json", "replicas.json", "audit.json", "workspace/workspace.json", "workspace/build.log", "workspace/agent-main-logs.json"} {
+	for _, want := range []string{"buildinfo.json", "health.json", "appliance.json", "replicas.json", "audit.json",
+		"logs.txt", "system.json", "postgres.json", "appliance/status.txt", "appliance/manifest.json", "appliance/config.json",
+		"appliance/certificates.pem", "tls/chain.pem", "tls/connection.json",
+		"workspace/workspace.json", "workspace/build.log", "workspace/agent-main-logs.json"} {
 		if !names[want] {
 			t.Errorf("the support bundle has no %s (it has %v)", want, names)
 		}
@@ -255,8 +311,11 @@ func checkSupportBundle(t *testing.T, e *upgradeEnv, work string, coder func(...
 	read("session token", filepath.Join(work, "cli", "session"))
 	read("database password", filepath.Join(e.dir, "data", "password"))
 	read("CA private key", filepath.Join(e.dir, "certs", "ca-key.pem"))
-	// The key's base64 body, not its PEM armour.
-	secrets["CA private key"] = strings.Split(secrets["CA private key"], "\n")[1]
+	read("server private key", filepath.Join(e.dir, "certs", "server-key.pem"))
+	// The keys' base64 bodies, not their PEM armour.
+	for _, k := range []string{"CA private key", "server private key"} {
+		secrets[k] = strings.Split(secrets[k], "\n")[1]
+	}
 	out, _ := exec.Command("pgrep", "-u", "ws-admin", "-f", "coder agent").Output()
 	for _, p := range strings.Fields(string(out)) {
 		env, _ := os.ReadFile("/proc/" + p + "/environ")
@@ -278,6 +337,102 @@ func checkSupportBundle(t *testing.T, e *upgradeEnv, work string, coder func(...
 		}
 		if strings.Contains(all.String(), secret) {
 			t.Errorf("the support bundle holds the %s", name)
+		}
+	}
+}
+
+// sshSession is an open `coder ssh` session running an echo loop.
+type sshSession struct {
+	t     *testing.T
+	in    io.WriteCloser
+	lines chan string
+}
+
+// openSSHSession opens `coder ssh WORKSPACE` running a loop that echoes
+// each line it reads; the session ends with the test.
+func openSSHSession(t *testing.T, bin string, env []string, workspace string) *sshSession {
+	t.Helper()
+	cmd := exec.Command(bin, "ssh", workspace, "--", "sh", "-c", `while read -r l; do echo "echo:$l"; done`)
+	cmd.Env = env
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	s := &sshSession{t: t, in: in, lines: make(chan string, 16)}
+	go func() {
+		defer close(s.lines)
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			s.lines <- sc.Text()
+		}
+	}()
+	t.Cleanup(func() { in.Close(); _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	return s
+}
+
+// echo sends what through the session and waits for it back.
+func (s *sshSession) echo(what string) {
+	s.t.Helper()
+	if _, err := fmt.Fprintln(s.in, what); err != nil {
+		s.t.Fatalf("the open ssh session, %s: write: %v", what, err)
+	}
+	timeout := time.After(30 * time.Second)
+	for {
+		select {
+		case l, ok := <-s.lines:
+			if !ok {
+				s.t.Fatalf("the open ssh session ended (%s)", what)
+			}
+			if l == "echo:"+what {
+				return
+			}
+		case <-timeout:
+			s.t.Fatalf("the open ssh session did not echo %q within 30 s", what)
+		}
+	}
+}
+
+// slowTemplate is the process template with an apply that waits until
+// the test calls release: a build that is surely in progress when
+// PostgreSQL dies, and ends when the test says.
+func slowTemplate(t *testing.T, work string) (dir string, release func()) {
+	t.Helper()
+	dir = filepath.Join(work, "slow-template")
+	root, _ := filepath.Abs("..")
+	if err := os.CopyFS(dir, os.DirFS(filepath.Join(root, "examples", "templates", "process"))); err != nil {
+		t.Fatal(err)
+	}
+	// Where the provisioners (the service user) can see the signal.
+	gate, err := os.MkdirTemp("", "chaos-gate-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(gate) })
+	if err := os.Chmod(gate, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	signal := filepath.Join(gate, "go")
+	slow := fmt.Sprintf(`
+resource "terraform_data" "slow" {
+  count = data.coder_workspace.me.start_count
+  provisioner "local-exec" {
+    command = "for i in $(seq 1 600); do [ -e %s ] && exit 0; sleep 0.1; done; exit 1"
+  }
+}
+`, signal)
+	if err := os.WriteFile(filepath.Join(dir, "slow.tf"), []byte(slow), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return dir, func() {
+		if err := os.WriteFile(signal, nil, 0o644); err != nil {
+			t.Fatal(err)
 		}
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/knadh/koanf/providers/file"
 	"github.com/knadh/koanf/v2"
 
+	"airgapcoder/coderd/appurl"
 	"airgapcoder/internal/atomicfile"
 	"airgapcoder/internal/egress"
 )
@@ -35,6 +36,12 @@ type Config struct {
 	// (access-url, https); default: https://<tls-address>, an unspecified
 	// host replaced as AdvertisedHost does.
 	AccessURL string `koanf:"access-url"`
+	// WildcardAccessURL serves subdomain apps on the hosts under it
+	// (wildcard-access-url, e.g. "*.apps.example.internal", as coder
+	// server's --wildcard-access-url); the serving certificate the
+	// appliance CA issues covers it, and the site adds a wildcard DNS
+	// record to the appliance. Empty serves none.
+	WildcardAccessURL string `koanf:"wildcard-access-url"`
 	// MirrorAddress is where the provider mirror and the image registry
 	// listen over HTTPS (mirror-address).
 	MirrorAddress string `koanf:"mirror-address"`
@@ -84,7 +91,7 @@ func DefaultConfig() Config {
 }
 
 var knownKeys = map[string]bool{
-	"tls-address": true, "http-address": true, "access-url": true, "mirror-address": true, "hosts": true, "provisioner-daemons": true,
+	"tls-address": true, "http-address": true, "access-url": true, "wildcard-access-url": true, "mirror-address": true, "hosts": true, "provisioner-daemons": true,
 	"service-user": true, "postgres-url": true, "egress-allow": true, "telemetry": true, "update-check": true, "block-direct-connections": true,
 	"prometheus-enable": true, "prometheus-address": true,
 }
@@ -156,6 +163,9 @@ func (c Config) Validate(source string) error {
 			errs = append(errs, fmt.Errorf("access-url %q: want an https URL (the appliance serves HTTPS on tls-address)", c.AccessURL))
 		}
 	}
+	if _, err := c.wildcard(); err != nil {
+		errs = append(errs, err)
+	}
 	if _, err := egress.New(c.EgressAllow, nil); err != nil {
 		errs = append(errs, fmt.Errorf("egress-allow: %w", err))
 	}
@@ -202,6 +212,10 @@ const configTemplate = `# Settings of this appliance. Every key is optional; the
 # and workspaces reach them (default https://<tls-address>).
 tls-address: %q
 # access-url: https://coder.example.internal
+# Subdomain apps (coder_app subdomain = true, share levels): each app on a
+# host of its own under this name; add a wildcard DNS record for it that
+# points at this appliance. The serving certificate covers it.
+# wildcard-access-url: "*.apps.example.internal"
 
 # Plain HTTP: it only redirects to the access URL (308), except /healthz.
 # "" turns it off.
@@ -269,6 +283,18 @@ func (c Config) AdvertisedHost(addr string) string {
 		return c.Hosts[0]
 	}
 	return "127.0.0.1"
+}
+
+// wildcard is wildcard-access-url parsed, zero when unset.
+func (c Config) wildcard() (appurl.Wildcard, error) {
+	if c.WildcardAccessURL == "" {
+		return appurl.Wildcard{}, nil
+	}
+	w, err := appurl.ParseWildcard(c.WildcardAccessURL)
+	if err != nil {
+		return w, fmt.Errorf("wildcard-access-url: %w", err)
+	}
+	return w, nil
 }
 
 // AccessHost is the host name of the access URL: access-url's, else the

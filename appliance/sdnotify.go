@@ -7,11 +7,12 @@ import (
 	"net"
 	"os"
 	"slices"
-	"strconv"
 	"strings"
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/coreos/go-systemd/v22/daemon"
 )
 
 // notifySocketEnv names the socket systemd listens on for a Type=notify
@@ -20,21 +21,11 @@ const notifySocketEnv = "NOTIFY_SOCKET"
 
 // notifySystemd tells systemd the service's state ("READY=1",
 // "STOPPING=1", "STATUS=..." lines) when it runs the appliance as a
-// Type=notify unit; without NOTIFY_SOCKET it does nothing. A name that
-// starts with "@" is in the abstract namespace, which Go's unix addresses
-// understand as is.
+// Type=notify unit; without NOTIFY_SOCKET it does nothing (daemon.SdNotify
+// answers false, nil).
 func notifySystemd(state string) error {
-	addr := os.Getenv(notifySocketEnv)
-	if addr == "" {
-		return nil
-	}
-	conn, err := net.DialUnix("unixgram", nil, &net.UnixAddr{Name: addr, Net: "unixgram"})
-	if err != nil {
-		return fmt.Errorf("notify systemd at %s: %w", addr, err)
-	}
-	defer conn.Close()
-	if _, err := conn.Write([]byte(state)); err != nil {
-		return fmt.Errorf("notify systemd at %s: %w", addr, err)
+	if _, err := daemon.SdNotify(false, state); err != nil {
+		return fmt.Errorf("notify systemd at %s: %w", os.Getenv(notifySocketEnv), err)
 	}
 	return nil
 }
@@ -124,21 +115,29 @@ func senderPID(oob []byte) int32 {
 	return 0
 }
 
-// withoutNotifySocket is env minus NOTIFY_SOCKET: a child appliance (an
-// upgrade's trial start) must not tell systemd it is the service.
+// withoutNotifySocket is env minus NOTIFY_SOCKET and WATCHDOG_PID: a child
+// appliance must not tell systemd it is the service (an upgrade's trial
+// start), or tells it through a notifyRelay (UpAsRoot's child), which
+// passes its messages on as the main process's. WATCHDOG_PID names the main
+// process, so left in a child's environment it would make
+// daemon.SdWatchdogEnabled there answer that systemd does not watch it, and
+// the watchdog would go unfed.
 func withoutNotifySocket(env []string) []string {
-	return slices.DeleteFunc(slices.Clone(env), func(kv string) bool { return strings.HasPrefix(kv, notifySocketEnv+"=") })
+	return slices.DeleteFunc(slices.Clone(env), func(kv string) bool {
+		return strings.HasPrefix(kv, notifySocketEnv+"=") || strings.HasPrefix(kv, "WATCHDOG_PID=")
+	})
 }
 
 // watchdogInterval is how often to tell systemd the appliance is alive:
 // half of WATCHDOG_USEC (the unit's WatchdogSec), 0 when systemd does not
-// watch.
+// watch this process (no or a malformed WATCHDOG_USEC, or a WATCHDOG_PID
+// that is another process's).
 func watchdogInterval() time.Duration {
-	usec, err := strconv.ParseInt(os.Getenv("WATCHDOG_USEC"), 10, 64)
-	if err != nil || usec <= 0 {
+	timeout, err := daemon.SdWatchdogEnabled(false)
+	if err != nil || timeout <= 0 {
 		return 0
 	}
-	return time.Duration(usec) * time.Microsecond / 2
+	return timeout / 2
 }
 
 // runWatchdog sends WATCHDOG=1 every interval while healthy answers nil,

@@ -104,7 +104,7 @@ func getStatus(ctx context.Context, dir string) (Status, bundle.Manifest, error)
 	registry := net.JoinHostPort(cfg.AdvertisedHost(cfg.MirrorAddress), portOf(cfg.MirrorAddress))
 	st.Components = append(st.Components,
 		probe("coderd", cfg.accessURL(), "https://"+loopbackAddr(cfg.TLSAddress), cfg.AccessHost()),
-		probe("mirror", "https://"+registry, "https://"+loopbackAddr(cfg.MirrorAddress), cfg.AdvertisedHost(cfg.MirrorAddress)))
+		withRestarts(l, probe("mirror", "https://"+registry, "https://"+loopbackAddr(cfg.MirrorAddress), cfg.AdvertisedHost(cfg.MirrorAddress))))
 	pg := Component{Name: "postgres", State: "down"}
 	if cfg.PostgresURL != "" {
 		pg.State, pg.Detail = "unknown", "external database"

@@ -35,6 +35,11 @@ func checkAdvertisedNames(cert *x509.Certificate, cfg Config) error {
 			missing = append(missing, name)
 		}
 	}
+	// Subdomain apps: every app host must verify, which takes the
+	// wildcard name in the certificate.
+	if w, err := cfg.wildcard(); err == nil && !w.IsZero() && cert.VerifyHostname(w.SampleHost()) != nil {
+		missing = append(missing, w.CertificateName()+" (wildcard-access-url "+w.String()+": subdomain apps)")
+	}
 	if len(missing) == 0 {
 		return nil
 	}

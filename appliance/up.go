@@ -16,12 +16,17 @@ import (
 	"slices"
 	"time"
 
+	"github.com/cenkalti/backoff/v5"
+	"github.com/thejerf/suture/v4"
+
 	"airgapcoder/bundle"
 	"airgapcoder/certs"
 	"airgapcoder/coderd/codersdk"
 	"airgapcoder/controlplane"
 	"airgapcoder/internal/buildinfo"
 	"airgapcoder/internal/egress"
+	"airgapcoder/internal/lifecycle"
+	"airgapcoder/internal/logring"
 	"airgapcoder/internal/templatetar"
 	"airgapcoder/mirror"
 	"airgapcoder/terraform"
@@ -37,210 +42,362 @@ type UpOptions struct {
 	Logger    *slog.Logger
 	// Ready, when set, is closed once every component is ready.
 	Ready chan<- struct{}
+	// RecentLogs, when set, is the ring Logger's handler keeps its newest
+	// lines in (package internal/logring); coderd serves it to owners for
+	// `coder support bundle`.
+	RecentLogs *logring.Ring
 }
 
 // Up runs the current release as one supervised process tree until ctx is
-// canceled: the bundled PostgreSQL (as the service user, data in DIR/data),
-// the certificates, the mirror (providers + registry over HTTPS), the
-// control plane (package controlplane: coderd with telemetry and update
+// canceled: the certificates, the bundled PostgreSQL (as the service user,
+// data in DIR/data), the mirror (providers, modules and images over HTTPS),
+// the control plane (package controlplane: coderd with telemetry and update
 // checks off, every workspace connection relayed) and its built-in
-// provisioners running the bundled terraform against the bundled providers. Components start in that order, each waiting for the
-// one before to be ready, and stop in reverse.
-func Up(ctx context.Context, opts UpOptions) error {
+// provisioners running the bundled terraform against the bundled providers.
+//
+// They start as the steps of [upRun.steps], each waiting for the one before
+// to be ready; a step that fails stops what the steps before it started,
+// in reverse, and Up returns its error naming the step. PostgreSQL and the
+// mirror are supervised (supervise.go): restarted when they crash or hang,
+// and Up returns an error naming one that keeps failing, so that systemd
+// restarts the whole appliance. So does a control plane that stops.
+func Up(ctx context.Context, opts UpOptions) (err error) {
+	u, err := newUpRun(opts)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		_ = notifySystemd("STOPPING=1")
+		stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+		defer cancel()
+		err = errors.Join(err, u.stop.Stop(stopCtx))
+	}()
+	// Components that fail after their step report here.
+	u.failed = make(chan error, 2)
+	steps := u.steps()
+	for i, step := range steps {
+		// systemd shows what the appliance is doing (systemctl status).
+		steps[i].Run = func(ctx context.Context) error {
+			_ = notifySystemd("STATUS=starting: " + step.Name)
+			return step.Run(ctx)
+		}
+	}
+	if err := lifecycle.Start(ctx, u.log, steps); err != nil || ctx.Err() != nil {
+		return err
+	}
+	caFile := filepath.Join(certs.CertsDir(u.dir), "ca.pem")
+	if u.issued.CA == nil {
+		caFile = u.agentCA // a site certificate: its CA is among the imported ones
+	}
+	u.log.Info("the appliance is ready", "url", u.srv.AccessURL().String(), "mirror", "https://"+u.registry, "ca_file", caFile,
+		"first_user", fmt.Sprintf("coder login %s --ca-file %s --first-user-username admin --first-user-email admin@example.com --first-user-password ...", u.srv.AccessURL(), caFile))
+	if opts.Ready != nil {
+		close(opts.Ready)
+	}
+	// systemd (Type=notify) hears READY=1 only now that every part serves.
+	if err := notifySystemd("READY=1\nSTATUS=serving " + u.srv.AccessURL().String()); err != nil {
+		u.log.Warn("tell systemd the appliance is ready", "err", err)
+	}
+	select {
+	case <-ctx.Done():
+		return nil
+	case err := <-u.failed:
+		// systemd restarts the whole appliance (Restart=on-failure).
+		u.log.Error("stopping the appliance: a component failed", "err", err)
+		return err
+	}
+}
+
+// upRun is one run of Up: what the steps have built so far.
+type upRun struct {
+	opts     UpOptions
+	log      *slog.Logger
+	dir      string
+	l        Layout
+	cfg      Config
+	rel      string
+	m        bundle.Manifest
+	platform string
+	stop     lifecycle.Stack
+	// failed receives the error of a component that stopped for good.
+	failed chan error
+
+	tree           *suture.Supervisor
+	hosts          []string
+	guard          *egress.Guard
+	issued         certs.GenerateResult
+	trust          *certs.Store
+	agentCA        string
+	pgURL          string
+	mirror         *mirrorService
+	registry       string // the mirror's host:port as templates name it
+	mirrorLocal    string // its https URL on this host
+	mirrorProbe    *http.Client
+	provisionerEnv map[string]string
+	srv            *controlplane.Server
+	localClient    *codersdk.Client
+	// apiReady is closed once localClient is set.
+	apiReady chan struct{}
+}
+
+// newUpRun reads what Up runs: the configuration and the current release.
+func newUpRun(opts UpOptions) (*upRun, error) {
 	log := opts.Logger
 	if log == nil {
 		log = slog.Default()
 	}
 	dir, err := filepath.Abs(opts.Dir)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	l := Layout{Dir: dir}
 	cfg, err := LoadConfig(dir, opts.Overrides)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	release, err := l.CurrentRelease()
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if release == "" {
-		return fmt.Errorf("nothing is installed in %s: run coder appliance install BUNDLE --dir %s first", dir, dir)
+		return nil, fmt.Errorf("nothing is installed in %s: run coder appliance install BUNDLE --dir %s first", dir, dir)
 	}
 	rel := l.Release(release)
 	m, err := readManifest(rel)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	platform := runtime.GOOS + "/" + runtime.GOARCH
 	log = log.With("release", release)
 	log.Info("starting the appliance", "bundle", m.Name, "dir", dir)
-	if err := os.MkdirAll(l.Run(), 0o755); err != nil {
+	return &upRun{opts: opts, log: log, dir: dir, l: l, cfg: cfg, rel: rel, m: m, platform: runtime.GOOS + "/" + runtime.GOARCH,
+		stop: lifecycle.Stack{Log: log}, apiReady: make(chan struct{})}, nil
+}
+
+// steps is the start-up, in order; the stop runs in reverse.
+func (u *upRun) steps() []lifecycle.Step {
+	return []lifecycle.Step{
+		{Name: "guard egress", Run: u.guardEgress},
+		{Name: "certificates", Run: u.ensureCertificates},
+		{Name: "start supervision", Run: u.startSupervision},
+		{Name: "start postgres", Run: u.startPostgres},
+		{Name: "start mirror", Run: u.startMirror},
+		{Name: "trust the mirror for containers", Run: u.trustMirror},
+		{Name: "prepare workspace launch", Run: u.prepareWorkspaces},
+		{Name: "start control plane", Run: u.startControlPlane},
+		{Name: "start watchdog", Run: u.startWatchdog},
+	}
+}
+
+// guardEgress installs the egress guard: the product's HTTP clients reach
+// only the names the appliance is reached or advertised by (a wildcard
+// listen address is advertised by the first of hosts) and egress-allow.
+func (u *upRun) guardEgress(context.Context) error {
+	if err := os.MkdirAll(u.l.Run(), 0o755); err != nil {
 		return err
 	}
-
-	// 1. Certificates: the appliance CA and a serving certificate for every
-	// name the mirror and the control plane are reached or advertised by
-	// (a wildcard listen address is advertised by the first of hosts).
+	cfg := u.cfg
 	hosts := append([]string{"localhost", "127.0.0.1", "::1"}, cfg.Hosts...)
 	for _, addr := range []string{cfg.TLSAddress, cfg.MirrorAddress, cfg.HTTPAddress} {
 		if h := cfg.AdvertisedHost(addr); h != "" {
 			hosts = append(hosts, h)
 		}
 	}
-	hosts = append(hosts, cfg.AccessHost())
-	// The egress guard: the product's HTTP clients reach only these hosts.
-	guard, err := egress.New(append(dedupe(hosts), cfg.EgressAllow...), log.With("component", "egress"))
+	if w, _ := cfg.wildcard(); !w.IsZero() {
+		hosts = append(hosts, w.CertificateName()) // subdomain apps
+	}
+	u.hosts = dedupe(append(hosts, cfg.AccessHost()))
+	guard, err := egress.New(append(slices.Clone(u.hosts), cfg.EgressAllow...), u.log.With("component", "egress"))
 	if err != nil {
 		return err
 	}
-	_ = os.Remove(l.egressReport())
-	_ = os.Remove(l.restartReport())
+	_ = os.Remove(u.l.egressReport())
+	_ = os.Remove(u.l.restartReport())
 	guard.OnRefuse(func(addr string, total int64) {
-		if err := recordRefusal(l, addr, total, time.Now()); err != nil {
-			log.Warn("record a refused connection", "err", err)
+		if err := recordRefusal(u.l, addr, total, time.Now()); err != nil {
+			u.log.Warn("record a refused connection", "err", err)
 		}
 	})
 	guard.Install()
-	issued, err := certs.EnsureServer(dir, dedupe(hosts), certs.Options{})
-	if err != nil {
-		return fmt.Errorf("certificates: %w", err)
-	}
-	if err := checkAdvertisedNames(issued.Server, cfg); err != nil {
-		return fmt.Errorf("certificates: %w", err)
-	}
-	trust, err := certs.Load(dir)
-	if err != nil {
-		return fmt.Errorf("certificates: %w", err)
-	}
-	agentCA, err := writeAgentCA(l)
-	if err != nil {
-		return fmt.Errorf("certificates: %w", err)
-	}
+	u.guard = guard
+	return nil
+}
 
-	// 2. PostgreSQL from the bundle's binaries, as the service user.
-	pgURL, err := postgresTrusting(cfg.PostgresURL, trust.CertFile())
+// ensureCertificates issues (or keeps) the appliance CA and a serving
+// certificate for every name of u.hosts, and writes the CAs agents trust.
+func (u *upRun) ensureCertificates(context.Context) error {
+	issued, err := certs.EnsureServer(u.dir, u.hosts, certs.Options{})
 	if err != nil {
 		return err
 	}
-	// supFailed hears a supervised component that keeps failing.
-	supFailed := make(chan error, 1)
-	if pgURL == "" {
-		if m.Components.Postgres == nil {
-			return errors.New("this bundle carries no PostgreSQL and postgres-url is not set")
-		}
-		pg, err := newPostgres(l, cfg, m, rel, log)
-		if err != nil {
-			return err
-		}
-		if err := pg.Start(ctx); err != nil {
-			return fmt.Errorf("start postgres (data in %s): %w", l.Postgres(), err)
-		}
-		defer func() {
-			_ = os.Remove(l.postgresInfo())
-			stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-			defer cancel()
-			if err := pg.Stop(stopCtx); err != nil {
-				log.Error("stop postgres", "err", err)
-			}
-		}()
-		if err := writePostgresInfo(l, pg); err != nil {
-			return err
-		}
-		pgURL = pg.URL()
-		// Restarted when it crashes or hangs (supervise.go); stopped
-		// before PostgreSQL is.
-		supCtx, stopSup := context.WithCancel(context.WithoutCancel(ctx))
-		supDone := make(chan struct{})
-		sup := newPostgresSupervisor(pg, log.With("component", "supervisor"), func(n int, cause error) {
-			_ = notifySystemd(fmt.Sprintf("STATUS=restarting PostgreSQL (restart %d): %v", n, cause))
-			if err := recordRestart(l, "postgres", n, cause, time.Now()); err != nil {
-				log.Warn("record a restart", "err", err)
-			}
-		})
-		go func() {
-			defer close(supDone)
-			if err := sup.Run(supCtx); err != nil {
-				supFailed <- err
-			}
-		}()
-		defer func() { stopSup(); <-supDone }()
+	if err := checkAdvertisedNames(issued.Server, u.cfg); err != nil {
+		return err
 	}
+	if u.trust, err = certs.Load(u.dir); err != nil {
+		return err
+	}
+	u.issued = issued
+	u.agentCA, err = writeAgentCA(u.l)
+	return err
+}
 
-	// 3. The mirror: the release's providers and images over HTTPS.
-	mirrorCert, err := certs.LoadServerCertificate(dir)
-	if err != nil {
-		return fmt.Errorf("mirror: %w", err)
+// startSupervision starts the tree the restartable components run in. A
+// component that keeps failing ends it, and Up with it.
+func (u *upRun) startSupervision(ctx context.Context) error {
+	u.tree = newSupervisionTree(u.log.With("component", "supervisor"))
+	treeCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	done := u.tree.ServeBackground(treeCtx)
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
+		if err := <-done; err != nil && treeCtx.Err() == nil {
+			u.failed <- err
+		}
+	}()
+	u.stop.Push("supervision", func(context.Context) error {
+		cancel()
+		<-stopped
+		return nil
+	})
+	return nil
+}
+
+// supervise adds c to the tree. Its supervision ends before whatever the
+// steps pushed earlier stops (a component being stopped is no failure).
+func (u *upRun) supervise(c *supervised) {
+	token := u.tree.Add(c)
+	u.stop.Push("supervision of "+c.name, func(context.Context) error {
+		err := u.tree.RemoveAndWait(token, 30*time.Second)
+		if errors.Is(err, suture.ErrSupervisorNotRunning) {
+			return nil
+		}
+		return err
+	})
+}
+
+// onRestart tells systemd and `coder appliance status` of a restart.
+func (u *upRun) onRestart(component string) func(int, error) {
+	return func(n int, cause error) {
+		_ = notifySystemd(fmt.Sprintf("STATUS=restarting %s (restart %d): %v", component, n, cause))
+		if err := recordRestart(u.l, component, n, cause, time.Now()); err != nil {
+			u.log.Warn("record a restart", "err", err)
+		}
 	}
-	mir, err := mirror.NewServer(mirror.ServerOptions{
-		Dir: dir, Certificate: mirrorCert, ProvidersDir: filepath.Join(rel, bundle.DirProviders), ImagesDir: filepath.Join(rel, bundle.DirImages),
-		ModulesDir: filepath.Join(rel, bundle.DirModules),
-		Address:    cfg.MirrorAddress, Logger: log.With("component", "mirror"),
+}
+
+// startPostgres starts PostgreSQL from the bundle's binaries as the
+// service user, unless postgres-url names an external server, and
+// supervises it.
+func (u *upRun) startPostgres(ctx context.Context) error {
+	pgURL, err := postgresTrusting(u.cfg.PostgresURL, u.trust.CertFile())
+	if err != nil {
+		return err
+	}
+	if pgURL != "" {
+		u.pgURL = pgURL
+		return nil
+	}
+	if u.m.Components.Postgres == nil {
+		return errors.New("this bundle carries no PostgreSQL and postgres-url is not set")
+	}
+	pg, err := newPostgres(u.l, u.cfg, u.m, u.rel, u.log)
+	if err != nil {
+		return err
+	}
+	if err := pg.Start(ctx); err != nil {
+		return fmt.Errorf("data in %s: %w", u.l.Postgres(), err)
+	}
+	u.stop.Push("postgres", func(ctx context.Context) error {
+		_ = os.Remove(u.l.postgresInfo())
+		return pg.Stop(ctx)
+	})
+	if err := writePostgresInfo(u.l, pg); err != nil {
+		return err
+	}
+	u.pgURL = pg.URL()
+	u.supervise(superviseServer("postgres", pg, u.log.With("component", "supervisor"), u.onRestart("postgres")))
+	return nil
+}
+
+// startMirror serves the release's providers, modules and images over
+// HTTPS, supervised, and waits until it serves.
+func (u *upRun) startMirror(ctx context.Context) error {
+	cert, err := certs.LoadServerCertificate(u.dir)
+	if err != nil {
+		return err
+	}
+	ms, err := newMirrorService(mirror.ServerOptions{
+		Dir: u.dir, Certificate: cert, ProvidersDir: filepath.Join(u.rel, bundle.DirProviders), ImagesDir: filepath.Join(u.rel, bundle.DirImages),
+		ModulesDir: filepath.Join(u.rel, bundle.DirModules),
+		Address:    u.cfg.MirrorAddress, Logger: u.log.With("component", "mirror"),
 	})
 	if err != nil {
 		return err
 	}
-	mirCtx, stopMirror := context.WithCancel(context.WithoutCancel(ctx))
-	// mirDone is closed (not sent on) when Run returns, so that both the
-	// wait for readiness and the deferred stop can see it: a mirror that
-	// cannot listen used to leave the stop waiting for a value already
-	// taken, and up hung with nothing logged.
-	var mirErr error
-	mirDone := make(chan struct{})
-	go func() {
-		defer close(mirDone)
-		mirErr = mir.Run(mirCtx)
-	}()
-	defer func() {
-		stopMirror()
-		<-mirDone
-	}()
+	first := ms.server()
+	u.supervise(newSupervised("mirror", ms.serve, ms.restart, u.log.With("component", "supervisor"), u.onRestart("mirror")))
 	select {
-	case <-mir.Ready():
-	case <-mirDone:
-		return mirErr
+	case <-first.Ready():
 	case <-ctx.Done():
-		return nil
+		return ctx.Err()
 	}
+	u.mirror = ms
 	// Advertised by name, probed on this host (loopback for a wildcard
 	// address) and verified as that name.
-	registry := servedRegistry(mir.Addr(), cfg)
-	mirrorURL := "https://" + registry
-	registryHost, _, _ := net.SplitHostPort(registry)
-	mirrorProbe := &http.Client{Transport: guard.Wrap(localTransport(trust, registryHost)), Timeout: 5 * time.Second}
-	mirrorLocal := "https://" + loopbackAddr(mir.Addr().String())
-	log.Info("mirror ready", "url", mirrorURL)
-	if _, err := trustForContainers(log, registry, agentCA, containerCertDirs(l)); err != nil {
-		return err
-	}
-	// Workspaces of the process template start through the launcher, as
-	// their owners' accounts (serviceuser.go).
-	provisionerEnv, err := workspaceEnvironment(l, rel, platform, log)
+	u.registry = servedRegistry(first.Addr(), u.cfg)
+	registryHost, _, _ := net.SplitHostPort(u.registry)
+	u.mirrorProbe = &http.Client{Transport: u.guard.Wrap(localTransport(u.trust, registryHost)), Timeout: 5 * time.Second}
+	u.mirrorLocal = "https://" + loopbackAddr(first.Addr().String())
+	u.log.Info("mirror ready", "url", "https://"+u.registry)
+	return nil
+}
+
+// trustMirror makes the container runtimes trust the mirror's registry.
+func (u *upRun) trustMirror(context.Context) error {
+	_, err := trustForContainers(u.log, u.registry, u.agentCA, containerCertDirs(u.l))
+	return err
+}
+
+// prepareWorkspaces sets up how workspaces of the process template start:
+// through the launcher, as their owners' accounts (serviceuser.go).
+func (u *upRun) prepareWorkspaces(context.Context) error {
+	env, err := workspaceEnvironment(u.l, u.rel, u.platform, u.log)
+	u.provisionerEnv = env
+	return err
+}
+
+// mirrorHealth is the mirror's part of /healthz.
+func (u *upRun) mirrorHealth(ctx context.Context) error {
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, u.mirrorLocal+"/healthz", nil)
+	resp, err := u.mirrorProbe.Do(req)
 	if err != nil {
 		return err
 	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("mirror /healthz: %s", resp.Status)
+	}
+	return nil
+}
 
-	// 4. coderd with its built-in provisioners.
+// startControlPlane runs coderd with its built-in provisioners over HTTPS
+// with the appliance certificate (plain HTTP only redirects), and waits
+// until it serves. Its local client (bundled templates, the watchdog)
+// dials this host and verifies the access URL's name.
+func (u *upRun) startControlPlane(ctx context.Context) error {
+	cfg, l, rel := u.cfg, u.l, u.rel
 	tf := ""
 	tfVersion := terraform.DefaultVersion
-	if m.Components.Terraform != nil {
-		tfVersion = m.Components.Terraform.Version
-		tf = filepath.Join(rel, bundle.TerraformPath(platform))
+	if u.m.Components.Terraform != nil {
+		tfVersion = u.m.Components.Terraform.Version
+		tf = filepath.Join(rel, bundle.TerraformPath(u.platform))
 	}
-	// coderd serves HTTPS with the appliance certificate; plain HTTP only
-	// redirects. Its local client (bundled templates) dials this host and
-	// verifies the access URL's name.
-	var (
-		ready       = make(chan struct{})
-		localClient *codersdk.Client
-	)
 	srv, err := controlplane.New(controlplane.Config{
-		HTTPAddress: cfg.HTTPAddress, AccessURL: cfg.AccessURL, PostgresURL: pgURL,
+		HTTPAddress: cfg.HTTPAddress, AccessURL: cfg.AccessURL, WildcardAccessURL: cfg.WildcardAccessURL, PostgresURL: u.pgURL,
 		Prometheus:    controlplane.PrometheusConfig{Enable: cfg.PrometheusEnable, Address: cfg.PrometheusAddress},
 		AdvertiseHost: cfg.AdvertisedHost(cfg.TLSAddress),
 		TLS: controlplane.TLSConfig{
 			Enable: true, Address: cfg.TLSAddress,
-			CertFile: filepath.Join(certs.CertsDir(dir), "server.pem"), KeyFile: filepath.Join(certs.CertsDir(dir), "server-key.pem"),
+			CertFile: filepath.Join(certs.CertsDir(u.dir), "server.pem"), KeyFile: filepath.Join(certs.CertsDir(u.dir), "server-key.pem"),
 			StrictTransportSecurity: 365 * 24 * 3600,
 		},
 		ConfigDir: l.Data(), CacheDir: l.Cache(),
@@ -248,94 +405,91 @@ func Up(ctx context.Context, opts UpOptions) error {
 		Provisioner: controlplane.ProvisionerConfig{
 			Terraform:       terraform.Options{Path: tf, Version: tfVersion},
 			ProviderMirror:  filepath.Join(rel, bundle.DirProviders),
-			ModuleMirror:    mirrorLocal + mirror.ModulesPath,
-			CACertFile:      trust.CertFile(),
-			AgentCACertFile: agentCA,
+			ModuleMirror:    u.mirrorLocal + mirror.ModulesPath,
+			CACertFile:      u.trust.CertFile(),
+			AgentCACertFile: u.agentCA,
 			WorkDir:         filepath.Join(l.Cache(), "provisionerd"),
-			Environment:     provisionerEnv,
+			Environment:     u.provisionerEnv,
 			// Terraform, git and providers reach what the product's own
 			// clients may (its egress proxy goes through this guard).
-			Egress: guard,
+			Egress: u.guard,
 		},
 		AuditJournal:     l.AuditJournal(),
-		ReplicaTrustFile: trust.CertFile(),
-		Appliance:        func(ctx context.Context) (codersdk.Appliance, error) { return Overview(ctx, dir) },
+		ReplicaTrustFile: u.trust.CertFile(),
+		Appliance:        func(ctx context.Context) (codersdk.Appliance, error) { return Overview(ctx, u.dir) },
 		Telemetry:        false, UpdateCheck: false,
 		AgentBinariesDir: filepath.Join(rel, bundle.DirBin),
 		Version:          buildinfo.Version(),
-		Logger:           log.With("component", "coderd"),
-		HealthChecks: map[string]func(context.Context) error{
-			"mirror": func(ctx context.Context) error {
-				req, _ := http.NewRequestWithContext(ctx, http.MethodGet, mirrorLocal+"/healthz", nil)
-				resp, err := mirrorProbe.Do(req)
-				if err != nil {
-					return err
-				}
-				resp.Body.Close()
-				if resp.StatusCode != http.StatusOK {
-					return fmt.Errorf("mirror /healthz: %s", resp.Status)
-				}
-				return nil
-			},
-		},
+		Logger:           u.log.With("component", "coderd"),
+		RecentLogs:       u.opts.RecentLogs,
+		HealthChecks:     map[string]func(context.Context) error{"mirror": u.mirrorHealth},
+		// Runs on a context the API owns and waits for at shutdown.
 		OnFirstUser: func(ctx context.Context, username, token string) {
 			select {
-			case <-ready:
+			case <-u.apiReady:
 			case <-ctx.Done():
 				return
 			}
-			pushBundledTemplates(ctx, log, rel, m, token, localClient, registry)
+			pushBundledTemplates(ctx, u.log, rel, u.m, token, u.localClient, u.registry)
 		},
 	})
 	if err != nil {
 		return err
 	}
-	runCtx, stopRun := context.WithCancel(ctx)
-	defer stopRun()
-	srvDone := make(chan error, 1)
-	go func() { srvDone <- srv.Run(runCtx) }()
+	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	done := make(chan error, 1)
+	go func() { done <- srv.Run(runCtx) }()
+	stopped := make(chan struct{})
+	u.stop.Push("control plane", func(context.Context) error {
+		cancel()
+		<-stopped
+		return nil
+	})
+	var runErr error
 	select {
 	case <-srv.Ready():
-	case err := <-srvDone:
-		return err
+	case runErr = <-done:
+		close(stopped)
+		if runErr == nil {
+			runErr = errors.New("stopped during start-up")
+		}
+		return runErr
+	case <-ctx.Done():
+		cancel()
+		go func() { <-done; close(stopped) }()
+		return ctx.Err()
 	}
+	// From now on a control plane that stops ends Up.
+	go func() {
+		defer close(stopped)
+		err := <-done
+		if runCtx.Err() == nil {
+			if err == nil {
+				err = errors.New("stopped by itself")
+			}
+			u.failed <- fmt.Errorf("control plane: %w", err)
+		}
+	}()
+	u.srv = srv
 	_, tlsAddr := srv.ListenAddrs()
-	localURL := &url.URL{Scheme: "https", Host: loopbackAddr(tlsAddr.String())}
-	localClient = codersdk.New(localURL)
-	localClient.HTTPClient = &http.Client{Transport: guard.Wrap(localTransport(trust, srv.AccessURL().Hostname()))}
-	close(ready)
-	caFile := filepath.Join(certs.CertsDir(dir), "ca.pem")
-	if issued.CA == nil {
-		caFile = agentCA // a site certificate: its CA is among the imported ones
+	u.localClient = codersdk.New(&url.URL{Scheme: "https", Host: loopbackAddr(tlsAddr.String())})
+	u.localClient.HTTPClient = &http.Client{Transport: u.guard.Wrap(localTransport(u.trust, srv.AccessURL().Hostname()))}
+	close(u.apiReady)
+	return nil
+}
+
+// startWatchdog feeds systemd's watchdog while /healthz (the database, the
+// mirror) passes, when the unit asks for one.
+func (u *upRun) startWatchdog(ctx context.Context) error {
+	every := watchdogInterval()
+	if every <= 0 {
+		return nil
 	}
-	log.Info("the appliance is ready", "url", srv.AccessURL().String(), "mirror", mirrorURL, "ca_file", caFile,
-		"first_user", fmt.Sprintf("coder login %s --ca-file %s --first-user-username admin --first-user-email admin@example.com --first-user-password ...", srv.AccessURL(), caFile))
-	if opts.Ready != nil {
-		close(opts.Ready)
-	}
-	// systemd (Type=notify) hears READY=1 only now that every part serves.
-	if err := notifySystemd("READY=1\nSTATUS=serving " + srv.AccessURL().String()); err != nil {
-		log.Warn("tell systemd the appliance is ready", "err", err)
-	}
-	// The watchdog is fed while /healthz (the database, the mirror) passes.
-	if every := watchdogInterval(); every > 0 {
-		wdDone := make(chan struct{})
-		go func() {
-			defer close(wdDone)
-			runWatchdog(runCtx, every, func(ctx context.Context) error { return localClient.Healthz(ctx) }, log.With("component", "watchdog"))
-		}()
-		defer func() { stopRun(); <-wdDone }()
-	}
-	select {
-	case err = <-srvDone:
-	case err = <-supFailed:
-		// systemd restarts the whole appliance (Restart=on-failure).
-		log.Error("stopping the appliance: a component keeps failing", "err", err)
-		stopRun()
-		<-srvDone
-	}
-	_ = notifySystemd("STOPPING=1")
-	return err
+	u.stop.Go(ctx, "watchdog", func(ctx context.Context) error {
+		runWatchdog(ctx, every, func(ctx context.Context) error { return u.localClient.Healthz(ctx) }, u.log.With("component", "watchdog"))
+		return nil
+	})
+	return nil
 }
 
 // workspaceEnvironment is what the appliance adds to terraform's
@@ -385,6 +539,9 @@ func servedRegistry(addr net.Addr, cfg Config) string {
 // pushBundledTemplates offers the bundle's templates on first boot: they are
 // pushed as the first user as soon as it exists. Each is packed from a copy
 // whose image references point at registry (the release stays untouched).
+// A push that fails for a reason that may pass (the database restarting,
+// coderd busy) is tried again with backoff for up to two minutes; one
+// coderd refuses (a bad template) is logged and not tried again.
 func pushBundledTemplates(ctx context.Context, log *slog.Logger, rel string, m bundle.Manifest, token string, local *codersdk.Client, registry string) {
 	client := *local
 	client.SessionToken = token
@@ -398,7 +555,17 @@ func pushBundledTemplates(ctx context.Context, log *slog.Logger, rel string, m b
 			log.Error("pack bundled template", "template", t.Name, "err", err)
 			continue
 		}
-		if _, err := client.PushTemplate(ctx, codersdk.PushTemplateRequest{Name: t.Name, Tar: &buf, Message: "bundled with release " + m.Release}); err != nil {
+		_, err := backoff.Retry(ctx, func() (codersdk.PushTemplateResult, error) {
+			tpl, err := client.PushTemplate(ctx, codersdk.PushTemplateRequest{Name: t.Name, Tar: bytes.NewReader(buf.Bytes()), Message: "bundled with release " + m.Release})
+			var apiErr *codersdk.Error
+			if errors.As(err, &apiErr) && apiErr.StatusCode < http.StatusInternalServerError {
+				return tpl, backoff.Permanent(err)
+			}
+			return tpl, err
+		}, backoff.WithMaxElapsedTime(2*time.Minute), backoff.WithNotify(func(err error, next time.Duration) {
+			log.Warn("push bundled template; retrying", "template", t.Name, "err", err, "in", next)
+		}))
+		if err != nil {
 			log.Error("push bundled template", "template", t.Name, "err", err)
 			continue
 		}

@@ -377,10 +377,18 @@ func certHosts(c *x509.Certificate) []string {
 	return out
 }
 
-// uncovered returns the hosts c is not valid for.
+// uncovered returns the hosts c is not valid for. A wildcard host
+// ("*.apps.example.internal", for subdomain apps) is covered only by that
+// same wildcard name.
 func uncovered(c *x509.Certificate, hosts []string) []string {
 	var missing []string
 	for _, h := range hosts {
+		if strings.HasPrefix(h, "*.") {
+			if !slices.Contains(certHosts(c), h) {
+				missing = append(missing, h)
+			}
+			continue
+		}
 		if c.VerifyHostname(h) != nil {
 			missing = append(missing, h)
 		}

@@ -13,8 +13,8 @@ import (
 const showAgentLogLines = 20
 
 // printAgentDetails prints, for each agent of the latest build, its
-// version, listening ports, apps with their dev URLs, and the end of its
-// startup script output.
+// version, listening ports, apps with their dev URLs (and health, for apps
+// with a healthcheck), and the end of its startup script output.
 func (inv *invocation) printAgentDetails(ctx context.Context, client *codersdk.Client, w codersdk.Workspace) error {
 	base := strings.TrimSuffix(client.URL.String(), "/") + "/@" + w.OwnerName + "/" + w.Name
 	for _, r := range w.LatestBuild.Resources {
@@ -34,7 +34,11 @@ func (inv *invocation) printAgentDetails(ctx context.Context, client *codersdk.C
 				fmt.Fprintf(out, "  reach one with `coder port-forward %s --tcp LOCAL:PORT` or at %s/ports/PORT/\n", w.Name, base)
 			}
 			for _, app := range a.Apps {
-				fmt.Fprintf(out, "App %s: %s/apps/%s/\n", app.Slug, base, app.Slug)
+				fmt.Fprintf(out, "App %s: %s/apps/%s/", app.Slug, base, app.Slug)
+				if app.Health != "" && app.Health != codersdk.WorkspaceAppHealthDisabled {
+					fmt.Fprintf(out, " (%s)", app.Health)
+				}
+				fmt.Fprintln(out)
 			}
 			logs, err := client.WorkspaceAgentLogs(ctx, a.ID, 0)
 			if err != nil {

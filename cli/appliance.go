@@ -128,7 +128,8 @@ func (inv *invocation) applianceUpCmd() *cobra.Command {
 			if cmd.Flags().Changed("access-url") {
 				overrides["access-url"] = accessURL
 			}
-			opts := appliance.UpOptions{Dir: dir, Overrides: overrides, Logger: inv.loggerFor(cmd)}
+			log, recent := inv.loggerWithRecentLogs(cmd)
+			opts := appliance.UpOptions{Dir: dir, Overrides: overrides, Logger: log, RecentLogs: recent}
 			if os.Geteuid() == 0 {
 				// Root keeps only the workspace launcher; the appliance
 				// runs as the service user, with the same flags.

@@ -13,13 +13,15 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/goleak"
+
 	"airgapcoder/coderd/coderdtest"
 	"airgapcoder/internal/syncbuf"
 	"airgapcoder/internal/testbin"
 	"airgapcoder/internal/testport"
 )
 
-func TestMain(m *testing.M) { os.Exit(coderdtest.RunMain(m)) }
+func TestMain(m *testing.M) { goleak.VerifyTestMain(coderdtest.Main(m), coderdtest.LeakOptions()...) }
 
 // testVersion is linked into the test binary, so that `coder --version`,
 // `coder version` and /api/v2/buildinfo are checked against a value that only

@@ -13,6 +13,7 @@ import (
 var serverOptions = options{
 	{flag: "http-address", env: "CODER_HTTP_ADDRESS"},
 	{flag: "access-url", env: "CODER_ACCESS_URL"},
+	{flag: "wildcard-access-url", env: "CODER_WILDCARD_ACCESS_URL"},
 	{flag: "postgres-url", env: "CODER_PG_CONNECTION_URL"},
 	{flag: "provisioner-daemons", env: "CODER_PROVISIONER_DAEMONS"},
 	{flag: "provisioner-daemon-psk", env: "CODER_PROVISIONER_DAEMON_PSK"},
@@ -75,7 +76,7 @@ off by default and, when on, go only to the URLs you configure.`,
 			}
 			cfg.ConfigDir = inv.globalConfig
 			cfg.Version = buildinfo.Version()
-			cfg.Logger = inv.loggerFor(cmd)
+			cfg.Logger, cfg.RecentLogs = inv.loggerWithRecentLogs(cmd)
 			// 0 on the command line turns a limit off; coderd reads 0 as its default.
 			for _, limit := range []*int{&cfg.RateLimits.API, &cfg.RateLimits.LoginPerAccount, &cfg.RateLimits.LoginPerIP} {
 				if *limit <= 0 {
@@ -96,6 +97,7 @@ off by default and, when on, go only to the URLs you configure.`,
 	f.StringVar(&configPath, "config", "", "YAML config file; keys are flag names (CODER_CONFIG_PATH)")
 	f.StringVar(&cfg.HTTPAddress, "http-address", "127.0.0.1:3000", "HTTP bind address")
 	f.StringVar(&cfg.AccessURL, "access-url", "", "URL users and workspaces reach this deployment at (default: the listener)")
+	f.StringVar(&cfg.WildcardAccessURL, "wildcard-access-url", "", "Host name pattern of subdomain apps, e.g. \"*.apps.example.internal\" (a DNS record sends it to this server; app URLs use the access URL's port)")
 	f.StringVar(&cfg.PostgresURL, "postgres-url", "", "External PostgreSQL URL; empty runs the built-in PostgreSQL")
 	f.IntVar(&cfg.ProvisionerDaemons, "provisioner-daemons", 3, "Built-in provisioner daemons; 0 disables them")
 	f.StringVar(&cfg.ProvisionerPSK, "provisioner-daemon-psk", "", "Pre-shared key external provisioner daemons authenticate with")

@@ -24,14 +24,18 @@ func (inv *invocation) supportBundleCmd() *cobra.Command {
 	var output string
 	cmd := &cobra.Command{
 		Use:   "bundle [WORKSPACE] [--output-file FILE]",
-		Short: "Write a zip of versions, health, the appliance's overview, replicas, recent audit records and a workspace's logs",
+		Short: "Write a zip of diagnostics (health, logs, settings, PostgreSQL, audit records), without secrets",
 		Long: `Write what the deployment says about itself through the API, with your session,
-into one zip archive to carry out of the gap: versions, each component's health
-(owners), the appliance's overview (release, components, certificates without
-keys, disk), replicas, the newest audit records and, with WORKSPACE (NAME or
-OWNER/NAME), its latest build's log and its agents' logs. It holds no password,
-token, PSK or private key: the API returns none. What could not be read is
-listed in errors.txt inside.`,
+into one zip archive to carry out of the gap: versions, each component's health,
+the answering replica's recent logs (every component's, redacted), its process
+and host memory, PostgreSQL's version, settings and table sizes, the appliance's
+status, release manifest, settings (secrets redacted), certificates (no keys)
+and disk, the certificate chain the deployment served, replicas, the newest
+audit records and, with WORKSPACE (NAME or OWNER/NAME), its latest build's log
+and its agents' logs. All but the versions, the chain and the workspace need
+an owner. It holds no password, token, PSK or private key: the API returns
+none, and every file is redacted once more on its way into the archive. What
+could not be read is listed in errors.txt inside.`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) > 1 {
 				return usageErrorf("at most one WORKSPACE")

@@ -26,6 +26,7 @@ func (api *API) appliance(c *gin.Context) error {
 	if err != nil {
 		return err
 	}
+	a.Manifest = nil // GET /api/v2/debug/appliance carries it
 	if a.LastUpgrade, err = api.lastUpgrade(c); err != nil {
 		return err
 	}

@@ -216,10 +216,10 @@ func newRelayFixture(t *testing.T) relayFixture {
 }
 
 // startAgent runs a workspace agent with token in this process until the
-// test ends.
+// test ends (over HTTPS too: d.Client trusts the deployment's certificate).
 func startAgent(t *testing.T, d *coderdtest.Deployment, token string) {
 	t.Helper()
-	c := codersdk.New(d.URL)
+	c := d.Client()
 	c.SessionToken = token
 	a, err := agent.New(agent.Options{
 		Client: c, Version: "v9.9.9-test", KeepAliveInterval: time.Second, ReconnectMin: 100 * time.Millisecond, ReconnectMax: time.Second,

@@ -1,9 +1,14 @@
 package coderd
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
 	"net/http"
 	"strconv"
 	"strings"
@@ -185,12 +190,13 @@ func (api *API) recordVersion(ctx context.Context) {
 }
 
 // ingestAuditJournal copies the audit journal's new records (what the
-// appliance did while the server was down) into the audit log.
+// appliance did while the server was down, or on the host while it runs)
+// into the audit log.
 func (api *API) ingestAuditJournal(ctx context.Context) {
 	if api.opts.AuditJournal == "" {
 		return
 	}
-	n, err := auditjournal.Ingest(ctx, api.db, api.opts.AuditJournal, api.log)
+	n, err := importAuditJournal(ctx, api.db, api.opts.AuditJournal, api.log)
 	if err != nil {
 		if ctx.Err() == nil {
 			api.log.Error("copy the audit journal into the audit log", "err", err)
@@ -200,4 +206,188 @@ func (api *API) ingestAuditJournal(ctx context.Context) {
 	if n > 0 {
 		api.log.Info("copied audit journal records into the audit log", "count", n, "journal", api.opts.AuditJournal)
 	}
+}
+
+// The audit journal (package auditjournal) meets the audit_logs table
+// here, and only here: auditLogRow and journalRecord are the two
+// conversions, importAuditJournal reads the journal into the table and
+// ExportAuditLog copies the table into the journal.
+
+const (
+	// journalOffsetKey is the deployment setting holding how many bytes of
+	// the journal the database has read.
+	journalOffsetKey = "audit_journal_offset"
+	// journalNewerKey is the deployment setting holding "OFFSET VERSION"
+	// when records were skipped because a newer release wrote them in a
+	// format this one does not read: where the first of them starts, and
+	// the lowest such version. A release that reads that version reads
+	// the journal again from there (what is stored already is skipped by
+	// id), so no record is lost to a rollback.
+	journalNewerKey = "audit_journal_newer"
+)
+
+// auditLogRow is the audit_logs row of a journal record.
+func auditLogRow(r auditjournal.Record) database.AuditLog {
+	return database.AuditLog{ID: r.ID, Time: r.Time, UserID: r.UserID, Username: r.Username, IP: r.IP, UserAgent: r.UserAgent,
+		Action: r.Action, ResourceType: r.ResourceType, ResourceID: r.ResourceID, ResourceTarget: r.ResourceTarget,
+		WorkspaceOwner: r.WorkspaceOwner, WorkspaceName: r.WorkspaceName, StatusCode: r.StatusCode, Success: r.Success,
+		AdditionalFields: []byte(r.AdditionalFields), Description: r.Description}
+}
+
+// journalRecord is the journal record of an audit_logs row.
+func journalRecord(l database.AuditLog) auditjournal.Record {
+	r := auditjournal.Record{ID: l.ID, Time: l.Time, UserID: l.UserID, Username: l.Username, IP: l.IP, UserAgent: l.UserAgent,
+		Action: l.Action, ResourceType: l.ResourceType, ResourceID: l.ResourceID, ResourceTarget: l.ResourceTarget,
+		WorkspaceOwner: l.WorkspaceOwner, WorkspaceName: l.WorkspaceName, StatusCode: l.StatusCode, Success: l.Success,
+		AdditionalFields: json.RawMessage(l.AdditionalFields), Description: l.Description}
+	if t := bytes.TrimSpace(l.AdditionalFields); len(t) > 0 && t[0] != '{' {
+		// The column takes any JSON; the journal only an object.
+		r.AdditionalFields, _ = json.Marshal(map[string]json.RawMessage{"value": t})
+	}
+	return r
+}
+
+// importAuditJournal copies the records the database has not read yet from
+// the journal at path into the audit log, in one transaction with the new
+// read position. A missing journal is nothing to read. A line that is not
+// a record (a torn write) is logged and skipped; a record in a newer
+// format is logged and left for a release that reads it (journalNewerKey).
+// It returns how many records were new.
+func importAuditJournal(ctx context.Context, db *database.DB, path string, log *slog.Logger) (int, error) {
+	added := 0
+	err := db.InTx(ctx, func(tx *database.DB) error {
+		v, err := tx.LockDeploymentValue(ctx, journalOffsetKey)
+		if err != nil {
+			return err
+		}
+		offset, _ := strconv.ParseInt(v, 10, 64)
+		held, err := tx.LockDeploymentValue(ctx, journalNewerKey)
+		if err != nil {
+			return err
+		}
+		newer, newerVersion := parseJournalNewer(held)
+		if newer >= 0 && newerVersion <= auditjournal.Version {
+			// This release reads what an earlier one had to leave.
+			offset, newer, newerVersion = min(offset, newer), -1, 0
+		}
+		r, err := auditjournal.OpenReader(path, offset)
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		defer r.Close()
+		for {
+			rec, err := r.Next()
+			if err == io.EOF {
+				break
+			}
+			var lineErr *auditjournal.LineError
+			switch {
+			case errors.As(err, &lineErr) && errors.Is(err, auditjournal.ErrUnknownVersion):
+				log.Warn("audit journal: left a record written by a newer release; start a release that reads its format version to copy it into the audit log (the journal keeps it)",
+					"path", path, "offset", lineErr.Offset, "version", lineErr.Version, "reads_up_to", auditjournal.Version)
+				if newer < 0 {
+					newer, newerVersion = lineErr.Offset, lineErr.Version
+				} else {
+					newer, newerVersion = min(newer, lineErr.Offset), min(newerVersion, lineErr.Version)
+				}
+				continue
+			case errors.As(err, &lineErr):
+				log.Warn("audit journal: skipped a line that is not a record", "path", path, "offset", lineErr.Offset, "err", lineErr.Err)
+				continue
+			case err != nil:
+				return err
+			}
+			isNew, err := tx.ImportAuditLog(ctx, auditLogRow(rec))
+			if err != nil {
+				return fmt.Errorf("record %s: %w", rec.ID, err)
+			}
+			if isNew {
+				added++
+			}
+		}
+		if next := formatJournalNewer(newer, newerVersion); next != held {
+			if err := tx.SetDeploymentValue(ctx, journalNewerKey, next); err != nil {
+				return err
+			}
+		}
+		if next := strconv.FormatInt(r.Offset(), 10); next != v {
+			return tx.SetDeploymentValue(ctx, journalOffsetKey, next)
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, fmt.Errorf("audit journal %s: %w", path, err)
+	}
+	return added, nil
+}
+
+// parseJournalNewer reads journalNewerKey's value; offset is -1 when it
+// holds nothing.
+func parseJournalNewer(s string) (offset int64, version int) {
+	o, v, ok := strings.Cut(s, " ")
+	offset, oerr := strconv.ParseInt(o, 10, 64)
+	version, verr := strconv.Atoi(v)
+	if !ok || oerr != nil || verr != nil || offset < 0 {
+		return -1, 0
+	}
+	return offset, version
+}
+
+func formatJournalNewer(offset int64, version int) string {
+	if offset < 0 {
+		return ""
+	}
+	return fmt.Sprintf("%d %d", offset, version)
+}
+
+// ExportAuditLog appends every record of the audit log of the database at
+// databaseURL to the audit journal at journal, oldest first, and returns
+// how many it appended. It only reads the database; one the server never
+// started on has no audit log and nothing to append. The appliance calls
+// it before a restore replaces the database, so that the next start copies
+// back the records the backup lacks.
+func ExportAuditLog(ctx context.Context, databaseURL, journal string) (int, error) {
+	db, err := database.Open(ctx, databaseURL)
+	if err != nil {
+		return 0, err
+	}
+	defer db.Close()
+	if ok, err := db.HasAuditLog(ctx); err != nil || !ok {
+		return 0, err
+	}
+	w, err := auditjournal.Open(journal)
+	if err != nil {
+		return 0, err
+	}
+	defer w.Close()
+	var batch []auditjournal.Record
+	n := 0
+	flush := func() error {
+		if len(batch) == 0 {
+			return nil
+		}
+		if err := w.Append(batch...); err != nil {
+			return err
+		}
+		n += len(batch)
+		batch = batch[:0]
+		return nil
+	}
+	err = db.EachAuditLog(ctx, func(l database.AuditLog) error {
+		batch = append(batch, journalRecord(l))
+		if len(batch) == 1000 {
+			return flush()
+		}
+		return nil
+	})
+	if err == nil {
+		err = flush()
+	}
+	if err != nil {
+		return n, fmt.Errorf("copy the audit log to the journal: %w", err)
+	}
+	return n, nil
 }

@@ -26,11 +26,13 @@ import (
 	"github.com/gin-gonic/gin"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"airgapcoder/coderd/appurl"
 	"airgapcoder/coderd/codersdk"
 	"airgapcoder/coderd/database"
 	"airgapcoder/coderd/replicasync"
 	"airgapcoder/coderd/updatecheck"
 	"airgapcoder/internal/bodydeadline"
+	"airgapcoder/internal/logring"
 	"airgapcoder/internal/templatetar"
 )
 
@@ -41,6 +43,9 @@ type Options struct {
 	Logger *slog.Logger
 	// AccessURL is how users and workspaces reach this deployment.
 	AccessURL *url.URL
+	// WildcardAccessURL, when set, serves subdomain apps on the hosts
+	// under it (subdomainapps.go); the zero value serves none.
+	WildcardAccessURL appurl.Wildcard
 	// Version is reported by /api/v2/buildinfo.
 	Version string
 	// ProvisionerPSK, when set, lets external provisioner daemons
@@ -95,8 +100,12 @@ type Options struct {
 	// replicas (nil in tests that run one API without one).
 	Replicas *replicasync.Manager
 	// Appliance, when set, describes the installed appliance for GET
-	// /api/v2/appliance (nil: a plain coder server, which answers 404).
+	// /api/v2/appliance and /api/v2/debug/appliance (nil: a plain coder
+	// server, which answers 404).
 	Appliance func(context.Context) (codersdk.Appliance, error)
+	// RecentLogs, when set, holds this process's newest log lines, which
+	// GET /api/v2/debug/logs serves to owners (nil: it answers 404).
+	RecentLogs *logring.Ring
 	// PeerHTTPClient dials other replicas' relay addresses (its TLS trust
 	// checks their certificates); nil means http.DefaultClient.
 	PeerHTTPClient *http.Client
@@ -200,7 +209,7 @@ func New(ctx context.Context, opts Options) (*API, error) {
 	api.hooksCtx, api.stopHooks = context.WithCancel(context.WithoutCancel(ctx))
 	api.watchAuthChanges()
 	api.router = api.routes()
-	api.handler = bodydeadline.Wrap(opts.BodyReadTimeout, api.router)
+	api.handler = bodydeadline.Wrap(opts.BodyReadTimeout, api.byHost(api.router))
 	return api, nil
 }
 
@@ -297,6 +306,9 @@ func (api *API) routes() *gin.Engine {
 	v2.GET("/users/first", api.handle(api.firstUserExists))
 	v2.POST("/users/first", api.handle(api.postFirstUser))
 	v2.POST("/users/login", api.handle(api.limitLogin(api.postLogin)))
+	// Subdomain apps sign in here (appauth.go); it redirects to the login
+	// page itself.
+	v2.GET("/applications/auth-redirect", api.handle(api.appAuthRedirect))
 	// Other replicas authenticate with the replica secret (peers.go).
 	v2.GET("/replicas/relay", api.handle(api.servePeer))
 
@@ -318,11 +330,16 @@ func (api *API) routes() *gin.Engine {
 	me.POST("/logs", api.handle(api.postAgentLogs))
 	me.POST("/metadata", api.handle(api.postAgentMetadata))
 	me.POST("/ports", api.handle(api.postAgentPorts))
+	me.POST("/app-health", api.handle(api.postAgentAppHealth))
 	me.GET("/connect", api.handle(api.agentConnect))
 
 	a := v2.Group("", api.requireAuth())
 	a.GET("/updatecheck", api.handle(api.updateCheck))
 	a.GET("/debug/health", api.handle(api.debugHealth))
+	a.GET("/debug/logs", api.handle(api.debugLogs))
+	a.GET("/debug/system", api.handle(api.debugSystem))
+	a.GET("/debug/postgres", api.handle(api.debugPostgres))
+	a.GET("/debug/appliance", api.handle(api.debugAppliance))
 	a.POST("/users/logout", api.handle(api.postLogout))
 	a.GET("/users", api.handle(api.users))
 	a.POST("/users", api.handle(api.postUser))
@@ -360,6 +377,7 @@ func (api *API) routes() *gin.Engine {
 	a.GET("/templateversions/:version/logs", api.handle(api.templateVersionLogs))
 	a.PATCH("/templateversions/:version/cancel", api.handle(api.cancelTemplateVersion))
 
+	a.GET("/applications/host", api.handle(api.appHost))
 	a.GET("/workspaces", api.handle(api.workspaces))
 	a.GET("/workspaces/:workspace", api.handle(api.workspace))
 	a.POST("/workspaces/:workspace/builds", api.handle(api.postWorkspaceBuild))

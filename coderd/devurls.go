@@ -38,8 +38,9 @@ import (
 // visitor's browser with the visitor's session cookie (it could call the API
 // as them). For the same reason coder_app share levels other than "owner"
 // are not honored on these path-based URLs (Coder's default too); sharing
-// apps safely needs an origin per app (subdomain apps, not done yet). Other
-// members get 404, or 403 when they may see the workspace.
+// apps safely needs an origin per app, which subdomain apps have
+// (subdomainapps.go: they honor share levels). Other members get 404, or
+// 403 when they may see the workspace.
 
 // devURL is a parsed dev URL path.
 type devURL struct {
@@ -107,6 +108,10 @@ type devTarget struct {
 	port     uint16
 	basePath string // escaped path of an app's url
 	query    string // query of an app's url
+	// share is the coder_app's share level ("owner", "authenticated",
+	// "public"; ports are "owner"), honored on subdomain apps only
+	// (subdomainapps.go).
+	share string
 }
 
 func (api *API) serveDevURL(c *gin.Context) error {
@@ -167,6 +172,14 @@ func (api *API) serveDevURL(c *gin.Context) error {
 // resolveDevURL finds the workspace, agent and target of a dev URL. A
 // workspace user may not see is reported as missing.
 func (api *API) resolveDevURL(ctx context.Context, user database.User, d devURL) (devTarget, error) {
+	return api.findDevTarget(ctx, d, func(ownerID string) bool { return can(user, resWorkspace, actRead, ownerID) })
+}
+
+// findDevTarget finds the workspace, agent and target of d (path-based or
+// subdomain). A workspace whose owner visible refuses is reported as
+// missing. Agent names and app slugs match without regard to case (host
+// names have none).
+func (api *API) findDevTarget(ctx context.Context, d devURL, visible func(ownerID string) bool) (devTarget, error) {
 	missing := notFound(fmt.Sprintf("Workspace %q of %s", d.workspace, d.owner))
 	owner, err := api.db.UserByEmailOrUsername(ctx, "", d.owner)
 	if errors.Is(err, database.ErrNotFound) {
@@ -175,7 +188,7 @@ func (api *API) resolveDevURL(ctx context.Context, user database.User, d devURL)
 	if err != nil {
 		return devTarget{}, err
 	}
-	if !can(user, resWorkspace, actRead, owner.ID) {
+	if !visible(owner.ID) {
 		return devTarget{}, missing
 	}
 	w, err := api.db.WorkspaceByOwnerAndName(ctx, owner.ID, d.workspace)
@@ -192,7 +205,7 @@ func (api *API) resolveDevURL(ctx context.Context, user database.User, d devURL)
 	var agents []database.Agent
 	for _, r := range resources[w.LatestBuild.Job.ID] {
 		for _, a := range r.Agents {
-			if d.agent == "" || a.Name == d.agent {
+			if d.agent == "" || strings.EqualFold(a.Name, d.agent) {
 				agents = append(agents, a)
 			}
 		}
@@ -220,11 +233,11 @@ func (api *API) resolveDevURL(ctx context.Context, user database.User, d devURL)
 		if err != nil || port == 0 {
 			return devTarget{}, badRequest("%q is not a TCP port (1-65535)", d.target)
 		}
-		return devTarget{agent: wrap(agents[0]), scheme: "http", port: uint16(port)}, nil
+		return devTarget{agent: wrap(agents[0]), scheme: "http", port: uint16(port), share: "owner"}, nil
 	}
 	for _, a := range agents {
 		for _, app := range a.Apps {
-			if app.Slug != d.target {
+			if !strings.EqualFold(app.Slug, d.target) {
 				continue
 			}
 			// External apps are opened at their URL by the browser, and
@@ -236,7 +249,10 @@ func (api *API) resolveDevURL(ctx context.Context, user database.User, d devURL)
 			if app.Port == 0 && app.URL == "" {
 				return devTarget{}, badRequest("App %s runs a command (%q) in a terminal and has no URL to open", app.Slug, app.Command)
 			}
-			t := devTarget{agent: wrap(a), scheme: "http"}
+			t := devTarget{agent: wrap(a), scheme: "http", share: app.Share}
+			if t.share == "" {
+				t.share = "owner"
+			}
 			if app.Port > 0 {
 				t.port = uint16(app.Port)
 				return t, nil
@@ -271,15 +287,10 @@ type devURLCall struct {
 }
 
 func (api *API) proxyDevURL(c *gin.Context, d devURL, t devTarget, who string) {
-	targetHost := t.host
-	if targetHost == "" {
-		targetHost = "127.0.0.1"
-	}
-	hostHeader := net.JoinHostPort(targetHost, strconv.Itoa(int(t.port)))
 	addr := relayAddr(t.agent.ID, t.host, t.port)
 	rp := &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
-			pr.SetXForwarded()
+			setDevURLHeaders(pr, d.prefix)
 			pr.Out.URL.Scheme = t.scheme
 			pr.Out.URL.Host = addr
 			joined := strings.TrimSuffix(t.basePath, "/") + d.rest
@@ -293,18 +304,6 @@ func (api *API) proxyDevURL(c *gin.Context, d devURL, t devTarget, who string) {
 				pr.Out.URL.RawQuery = t.query + "&" + pr.In.URL.RawQuery
 			case t.query != "":
 				pr.Out.URL.RawQuery = t.query
-			}
-			pr.Out.Host = hostHeader
-			pr.Out.Header.Set("X-Forwarded-Prefix", d.prefix)
-			// The session token is for coderd, never for the workspace.
-			pr.Out.Header.Del(codersdk.SessionTokenHeader)
-			if cookies := pr.In.Cookies(); len(cookies) > 0 {
-				pr.Out.Header.Del("Cookie")
-				for _, ck := range cookies {
-					if ck.Name != codersdk.SessionTokenCookie {
-						pr.Out.AddCookie(ck)
-					}
-				}
 			}
 		},
 		Transport:     api.relay.devTransport(api, who),
@@ -335,6 +334,42 @@ func (api *API) proxyDevURL(c *gin.Context, d devURL, t devTarget, who string) {
 	api.log.Debug("dev URL request", "user", who, "workspace", t.agent.OwnerName+"/"+t.agent.WorkspaceName, "target", d.kind+"/"+d.target,
 		"method", r.Method, "path", d.rest)
 	rp.ServeHTTP(c.Writer, r)
+}
+
+// setDevURLHeaders sets the headers a dev URL request reaches the app with
+// (plain requests and WebSocket upgrades alike), as Coder's app proxy and
+// the reverse-proxy setups web IDEs document (code-server's nginx example:
+// proxy_set_header Host $host) do:
+//
+//   - Host stays the visitor's. Apps that compare Origin with Host (Jupyter,
+//     code-server's WebSocket check, CSRF middleware) refuse requests whose
+//     Host was rewritten to their own address. This holds for apps with an
+//     explicit url host too (docs/decisions.md).
+//   - X-Forwarded-For, -Host and -Proto say what coderd saw: the client's
+//     address, the visitor's Host, http or https. What the visitor sent in
+//     these (and Forwarded) is dropped by httputil.ReverseProxy before
+//     Rewrite runs.
+//   - X-Forwarded-Prefix is the path the app is mounted under, e.g.
+//     /@alice/dev/apps/web; none when prefix is "".
+//   - coderd's session token, in its header or its cookie, never reaches
+//     the app; the visitor's other cookies do.
+func setDevURLHeaders(pr *httputil.ProxyRequest, prefix string) {
+	pr.Out.Host = pr.In.Host
+	pr.SetXForwarded()
+	if prefix != "" {
+		pr.Out.Header.Set("X-Forwarded-Prefix", prefix)
+	} else {
+		pr.Out.Header.Del("X-Forwarded-Prefix")
+	}
+	pr.Out.Header.Del(codersdk.SessionTokenHeader)
+	if cookies := pr.In.Cookies(); len(cookies) > 0 {
+		pr.Out.Header.Del("Cookie")
+		for _, ck := range cookies {
+			if ck.Name != codersdk.SessionTokenCookie {
+				pr.Out.AddCookie(ck)
+			}
+		}
+	}
 }
 
 // relayAddr names a target inside a workspace as a transport address:

@@ -86,7 +86,10 @@ func convertProvisionedAgent(a codersdk.ProvisionedAgent) (database.Agent, error
 		dbApp := database.App{
 			Slug: app.Slug, DisplayName: app.DisplayName, URL: app.URL, Port: app.Port, Command: app.Command, Icon: app.Icon,
 			Subdomain: app.Subdomain, Share: app.Share, External: app.External, Group: app.Group, Order: app.Order,
-			Hidden: app.Hidden, OpenIn: app.OpenIn, Tooltip: app.Tooltip,
+			Hidden: app.Hidden, OpenIn: app.OpenIn, Tooltip: app.Tooltip, Health: codersdk.WorkspaceAppHealthDisabled,
+		}
+		if app.Healthcheck.Enabled() {
+			dbApp.Health = codersdk.WorkspaceAppHealthInitializing
 		}
 		if app.Healthcheck != nil {
 			if dbApp.Healthcheck, err = json.Marshal(app.Healthcheck); err != nil {

@@ -243,6 +243,7 @@ func (api *API) workspaceAgent(c *gin.Context) error {
 	if err != nil {
 		return err
 	}
+	api.setSubdomainNames([]codersdk.WorkspaceAgent{out}, a.OwnerName, a.WorkspaceName)
 	c.JSON(http.StatusOK, out)
 	return nil
 }
@@ -331,7 +332,7 @@ func convertApps(apps []database.App) []codersdk.WorkspaceApp {
 		wa := codersdk.WorkspaceApp{
 			ID: app.ID, Slug: app.Slug, DisplayName: app.DisplayName, URL: app.URL, Port: app.Port, Command: app.Command, Icon: app.Icon,
 			Subdomain: app.Subdomain, Share: app.Share, External: app.External, Group: app.Group, Order: app.Order, Hidden: app.Hidden,
-			OpenIn: app.OpenIn, Tooltip: app.Tooltip,
+			OpenIn: app.OpenIn, Tooltip: app.Tooltip, Health: app.Health,
 		}
 		if len(app.Healthcheck) > 0 {
 			var hc codersdk.AppHealthcheck

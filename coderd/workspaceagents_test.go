@@ -194,6 +194,7 @@ func TestAgentTokenScope(t *testing.T) {
 		{http.MethodPost, "/workspaceagents/me/logs"},
 		{http.MethodPost, "/workspaceagents/me/metadata"},
 		{http.MethodPost, "/workspaceagents/me/ports"},
+		{http.MethodPost, "/workspaceagents/me/app-health"},
 		{http.MethodGet, "/workspaceagents/me/connect"},
 	} {
 		for _, tok := range []struct{ name, token string }{{"user", h.alice.SessionToken}, {"owner", h.admin.SessionToken}, {"none", ""}} {

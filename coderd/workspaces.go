@@ -106,6 +106,9 @@ func (api *API) convertBuild(c *gin.Context, w database.Workspace, b database.Wo
 	if err := unmarshalList(b.RichParameterValues, &params); err != nil {
 		return codersdk.WorkspaceBuild{}, fmt.Errorf("decode parameters of build %s: %w", b.ID, err)
 	}
+	for _, r := range resources(b.Job.ID) {
+		api.setSubdomainNames(r.Agents, w.OwnerName, w.Name)
+	}
 	return codersdk.WorkspaceBuild{
 		ID: b.ID, CreatedAt: b.CreatedAt, UpdatedAt: b.UpdatedAt, WorkspaceID: w.ID, WorkspaceName: w.Name,
 		WorkspaceOwnerID: w.OwnerID, WorkspaceOwnerName: w.OwnerName, TemplateVersionID: b.TemplateVersionID,

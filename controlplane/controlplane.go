@@ -40,9 +40,11 @@ import (
 	"time"
 
 	"airgapcoder/coderd"
+	"airgapcoder/coderd/appurl"
 	"airgapcoder/coderd/codersdk"
 	"airgapcoder/internal/buildinfo"
 	"airgapcoder/internal/egress"
+	"airgapcoder/internal/logring"
 	"airgapcoder/postgres"
 	"airgapcoder/terraform"
 )
@@ -62,6 +64,10 @@ type Config struct {
 	// AccessURL is how users and workspaces reach the deployment; empty
 	// means derived from the listener (the TLS one when TLS is on).
 	AccessURL string
+	// WildcardAccessURL, e.g. "*.apps.example.internal", serves subdomain
+	// apps on the hosts under it (coderd/subdomainapps.go); empty serves
+	// none.
+	WildcardAccessURL string
 	// AdvertiseHost replaces an unspecified listen host (0.0.0.0, ::) in
 	// every URL the server derives or logs (default 127.0.0.1).
 	AdvertiseHost string
@@ -125,6 +131,10 @@ type Config struct {
 	// Appliance describes the installed appliance for the API and the
 	// dashboard (set by the appliance; nil for coder server).
 	Appliance func(context.Context) (codersdk.Appliance, error)
+	// RecentLogs holds the process's newest log lines (a ring that
+	// Logger's handler writes to), which the API serves to owners for
+	// support bundles; nil keeps none.
+	RecentLogs *logring.Ring
 	// ReplicaTrustFile is a PEM file of the CAs other replicas'
 	// certificates chain to, for relaying to an agent connected to another
 	// replica over HTTPS (the appliance's trust store); empty means the
@@ -217,6 +227,11 @@ func New(cfg Config) (*Server, error) {
 		}
 		if cfg.TLS.Enable && cfg.HTTPAddress != "" && u.Scheme != "https" {
 			return nil, fmt.Errorf("--access-url %q is http, but with --tls-enable plain HTTP only redirects to the access URL: use an https access URL, or set --http-address \"\" to serve HTTPS only", cfg.AccessURL)
+		}
+	}
+	if cfg.WildcardAccessURL != "" {
+		if _, err := appurl.ParseWildcard(cfg.WildcardAccessURL); err != nil {
+			return nil, fmt.Errorf("--wildcard-access-url: %w", err)
 		}
 	}
 	if cfg.AdvertiseHost == "" {

@@ -45,7 +45,7 @@ func (st *startup) startBuiltinPostgres(ctx context.Context) error {
 	if err := pg.Start(ctx); err != nil {
 		return fmt.Errorf("data in %s: %w", opts.DataDir, err)
 	}
-	st.stop.push("built-in postgres", func(ctx context.Context) error {
+	st.stop.Push("built-in postgres", func(ctx context.Context) error {
 		// Its own deadline: the HTTP shutdown may have used up ctx's, and
 		// Stop with an ended ctx kills PostgreSQL rather than stopping it.
 		stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
@@ -65,7 +65,7 @@ func (st *startup) openDatabase(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	st.stop.push("database pool", func(context.Context) error {
+	st.stop.Push("database pool", func(context.Context) error {
 		db.Close()
 		return nil
 	})
@@ -81,7 +81,7 @@ func (st *startup) migrate(ctx context.Context) error {
 // that the first job posted wakes a waiting daemon.
 func (st *startup) startPubsub(ctx context.Context) error {
 	ps := database.NewPubsub(st.dbURL, st.log.With("component", "pubsub"), database.Channels...)
-	st.stop.goRun(ctx, "pubsub", ps.Run)
+	st.stop.Go(ctx, "pubsub", ps.Run)
 	st.pubsub = ps
 	timeout := time.NewTimer(30 * time.Second)
 	defer timeout.Stop()

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"airgapcoder/coderd/appurl"
 	"airgapcoder/coderd/codersdk"
 	"airgapcoder/coderd/replicasync"
 	"airgapcoder/internal/bodydeadline"
@@ -28,7 +29,7 @@ func (st *startup) listen(context.Context) error {
 		if err != nil {
 			return fmt.Errorf("listen on --http-address %s: %w", s.cfg.HTTPAddress, err)
 		}
-		st.stop.push("HTTP listener", closeListener(ln))
+		st.stop.Push("HTTP listener", closeListener(ln))
 		st.httpLn = ln
 	}
 	if s.cfg.TLS.Enable {
@@ -36,7 +37,7 @@ func (st *startup) listen(context.Context) error {
 		if err != nil {
 			return fmt.Errorf("listen on --tls-address %s: %w", s.cfg.TLS.Address, err)
 		}
-		st.stop.push("HTTPS listener", closeListener(ln))
+		st.stop.Push("HTTPS listener", closeListener(ln))
 		st.tlsLn = ln
 	}
 	if s.cfg.Prometheus.Enable {
@@ -48,7 +49,7 @@ func (st *startup) listen(context.Context) error {
 		if err != nil {
 			return fmt.Errorf("listen on --prometheus-address %s: %w", addr, err)
 		}
-		st.stop.push("Prometheus listener", closeListener(ln))
+		st.stop.Push("Prometheus listener", closeListener(ln))
 		st.metricsLn = ln
 	}
 	s.mu.Lock()
@@ -126,7 +127,7 @@ func (st *startup) registerReplica(ctx context.Context) error {
 		return err
 	}
 	st.replicas = m
-	st.stop.goRun(ctx, "replica heartbeat", m.Run)
+	st.stop.Go(ctx, "replica heartbeat", m.Run)
 	return nil
 }
 
@@ -154,7 +155,7 @@ func (st *startup) serveHTTP(name string, ln net.Listener, handler http.Handler,
 			}
 		}
 	}()
-	st.stop.push(name+" server", func(ctx context.Context) error {
+	st.stop.Push(name+" server", func(ctx context.Context) error {
 		// Answer waiting job requests now rather than at their long-poll
 		// deadline.
 		st.api.Shutdown()
@@ -186,15 +187,27 @@ func newHTTPServer(handler http.Handler, tlsCfg *tls.Config, log *slog.Logger, b
 // (308, which keeps the method and body) to the same path and query under
 // target, the https access URL. /healthz is the exception: load balancers
 // and scripts probe it on either listener.
-func redirectToHTTPS(target *url.URL, health http.Handler) http.Handler {
+func redirectToHTTPS(target *url.URL, apps appurl.Wildcard, health http.Handler) http.Handler {
 	base := strings.TrimSuffix(target.String(), "/")
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/healthz" {
 			health.ServeHTTP(w, r)
 			return
 		}
+		// An app host stays itself, on the port app URLs use.
+		if sub, ok := apps.Match(r.Host); ok && !strings.EqualFold(hostOnly(r.Host), target.Hostname()) {
+			http.Redirect(w, r, "https://"+apps.Host(sub, target)+r.URL.RequestURI(), http.StatusPermanentRedirect)
+			return
+		}
 		http.Redirect(w, r, base+r.URL.RequestURI(), http.StatusPermanentRedirect)
 	})
+}
+
+func hostOnly(hostport string) string {
+	if h, _, err := net.SplitHostPort(hostport); err == nil {
+		return h
+	}
+	return hostport
 }
 
 // strictTransportSecurity adds the Strict-Transport-Security header to

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"airgapcoder/coderd/appurl"
 	"airgapcoder/internal/bodydeadline/bodydeadlinetest"
 )
 
@@ -25,7 +26,7 @@ func TestHTTPServerBodyDeadline(t *testing.T) {
 	const slack = 4 * time.Second
 	target, _ := url.Parse("https://coder.example.internal")
 	health := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "OK") })
-	srv := newHTTPServer(redirectToHTTPS(target, health), nil, slog.New(slog.DiscardHandler), deadline)
+	srv := newHTTPServer(redirectToHTTPS(target, appurl.Wildcard{}, health), nil, slog.New(slog.DiscardHandler), deadline)
 	if srv.ReadHeaderTimeout != 10*time.Second {
 		t.Errorf("ReadHeaderTimeout: got %s, want 10s", srv.ReadHeaderTimeout)
 	}

@@ -1,10 +1,11 @@
 package controlplane_test
 
 import (
-	"os"
 	"testing"
+
+	"go.uber.org/goleak"
 
 	"airgapcoder/coderd/coderdtest"
 )
 
-func TestMain(m *testing.M) { os.Exit(coderdtest.RunMain(m)) }
+func TestMain(m *testing.M) { goleak.VerifyTestMain(coderdtest.Main(m), coderdtest.LeakOptions()...) }

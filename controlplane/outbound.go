@@ -32,7 +32,7 @@ func (st *startup) startUpdateCheck(ctx context.Context) error {
 		return err
 	}
 	st.checker = checker
-	st.stop.goRun(ctx, "update check", checker.Run)
+	st.stop.Go(ctx, "update check", checker.Run)
 	return nil
 }
 
@@ -71,6 +71,6 @@ func (st *startup) startTelemetry(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	st.stop.goRun(ctx, "telemetry", rep.Run)
+	st.stop.Go(ctx, "telemetry", rep.Run)
 	return nil
 }

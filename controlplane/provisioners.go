@@ -4,11 +4,15 @@ import (
 	"context"
 	"crypto/rand"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/url"
 	"os"
 	"path/filepath"
 	"sync"
+	"time"
+
+	"github.com/cenkalti/backoff/v5"
 
 	"airgapcoder/coderd/codersdk"
 	"airgapcoder/provisionerd"
@@ -60,7 +64,7 @@ func (st *startup) startProvisioners(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("listen on loopback: %w", err)
 	}
-	st.stop.push("built-in provisioners' listener", closeListener(ln))
+	st.stop.Push("built-in provisioners' listener", closeListener(ln))
 	internalURL := &url.URL{Scheme: "http", Host: ln.Addr().String()}
 	daemons := make([]*provisionerd.Daemon, cfg.ProvisionerDaemons)
 	for i := range daemons {
@@ -85,20 +89,42 @@ func (st *startup) startProvisioners(ctx context.Context) error {
 	}
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	var wg sync.WaitGroup
-	for _, d := range daemons {
-		wg.Go(func() {
-			if err := d.Run(runCtx); err != nil {
-				st.log.Error("built-in provisioner stopped", "err", err)
-			}
-		})
+	for i, d := range daemons {
+		wg.Go(func() { runSupervised(runCtx, st.log, fmt.Sprintf("built-in-%d", i+1), d.Run) })
 	}
-	st.stop.push("built-in provisioners", func(context.Context) error {
+	st.stop.Push("built-in provisioners", func(context.Context) error {
 		cancel()
 		wg.Wait()
 		return nil
 	})
 	st.log.Info("built-in provisioners started", "count", cfg.ProvisionerDaemons, "terraform", st.terraformPath, "mirror", cfg.Provisioner.ProviderMirror)
 	return nil
+}
+
+// runSupervised runs a built-in provisioner until ctx ends, and again,
+// after a backoff (1 s doubling to 30 s), each time it stops by itself: a
+// daemon that cannot create its work folder or egress proxy now may later,
+// and a deployment must not be left without its provisioners.
+func runSupervised(ctx context.Context, log *slog.Logger, name string, run func(context.Context) error) {
+	b := backoff.NewExponentialBackOff()
+	b.InitialInterval, b.MaxInterval, b.RandomizationFactor = time.Second, 30*time.Second, 0
+	for {
+		started := time.Now()
+		err := run(ctx)
+		if ctx.Err() != nil {
+			return
+		}
+		if time.Since(started) > time.Minute {
+			b.Reset()
+		}
+		wait := b.NextBackOff()
+		log.Error("built-in provisioner stopped; restarting it", "provisioner", name, "err", err, "in", wait)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(wait):
+		}
+	}
 }
 
 // randomKey is a fresh secret for the built-in provisioners.

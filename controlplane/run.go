@@ -18,24 +18,18 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"airgapcoder/coderd"
+	"airgapcoder/coderd/appurl"
 	"airgapcoder/coderd/database"
 	"airgapcoder/coderd/replicasync"
 	"airgapcoder/coderd/updatecheck"
+	"airgapcoder/internal/lifecycle"
 )
-
-// step is one part of the start-up. run starts its part and pushes its
-// stop on st.stop before returning; an error it returns is wrapped in the
-// step's name.
-type step struct {
-	name string
-	run  func(context.Context) error
-}
 
 // startup carries what the steps have built so far to the next steps.
 type startup struct {
 	s    *Server
 	log  *slog.Logger
-	stop shutdown
+	stop lifecycle.Stack
 	// failed receives the error of a server that stopped serving by itself.
 	failed chan error
 
@@ -60,22 +54,22 @@ type startup struct {
 // binaries first, then the database, the listeners, the API and its loops,
 // serving, and the built-in provisioners last (they are clients of the
 // API). Shutdown runs in reverse.
-func (st *startup) steps() []step {
-	return []step{
-		{"load TLS certificate", st.loadTLSCertificate},
-		{"find terraform for the built-in provisioners", st.findTerraform},
-		{"start built-in postgres", st.startBuiltinPostgres},
-		{"open database", st.openDatabase},
-		{"migrate database", st.migrate},
-		{"listen for database notifications", st.startPubsub},
-		{"open listeners", st.listen},
-		{"resolve access URL", st.resolveAccessURL},
-		{"register replica", st.registerReplica},
-		{"start update check", st.startUpdateCheck},
-		{"create API", st.startAPI},
-		{"start telemetry", st.startTelemetry},
-		{"serve", st.serve},
-		{"start built-in provisioners", st.startProvisioners},
+func (st *startup) steps() []lifecycle.Step {
+	return []lifecycle.Step{
+		{Name: "load TLS certificate", Run: st.loadTLSCertificate},
+		{Name: "find terraform for the built-in provisioners", Run: st.findTerraform},
+		{Name: "start built-in postgres", Run: st.startBuiltinPostgres},
+		{Name: "open database", Run: st.openDatabase},
+		{Name: "migrate database", Run: st.migrate},
+		{Name: "listen for database notifications", Run: st.startPubsub},
+		{Name: "open listeners", Run: st.listen},
+		{Name: "resolve access URL", Run: st.resolveAccessURL},
+		{Name: "register replica", Run: st.registerReplica},
+		{Name: "start update check", Run: st.startUpdateCheck},
+		{Name: "create API", Run: st.startAPI},
+		{Name: "start telemetry", Run: st.startTelemetry},
+		{Name: "serve", Run: st.serve},
+		{Name: "start built-in provisioners", Run: st.startProvisioners},
 	}
 }
 
@@ -93,25 +87,14 @@ func (s *Server) Run(ctx context.Context) (err error) {
 	if !s.started.CompareAndSwap(false, true) {
 		return errors.New("controlplane: Run called twice")
 	}
-	st := &startup{s: s, log: s.log, stop: shutdown{log: s.log}, failed: make(chan error, 4)}
+	st := &startup{s: s, log: s.log, stop: lifecycle.Stack{Log: s.log}, failed: make(chan error, 4)}
 	defer func() {
 		stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.ShutdownTimeout)
 		defer cancel()
-		err = errors.Join(err, st.stop.run(stopCtx))
+		err = errors.Join(err, st.stop.Stop(stopCtx))
 	}()
-	for _, step := range st.steps() {
-		if ctx.Err() != nil {
-			s.log.Info("start-up interrupted", "before", step.name)
-			return nil
-		}
-		s.log.Debug("start-up", "step", step.name)
-		if err := step.run(ctx); err != nil {
-			if ctx.Err() != nil {
-				s.log.Info("start-up interrupted", "step", step.name, "err", err)
-				return nil
-			}
-			return fmt.Errorf("%s: %w", step.name, err)
-		}
+	if err := lifecycle.Start(ctx, s.log, st.steps()); err != nil || ctx.Err() != nil {
+		return err
 	}
 	s.log.Info("coder server is ready", "access_url", st.accessURL.String(), "urls", s.URLs(),
 		"telemetry", s.cfg.Telemetry, "update_check", s.cfg.UpdateCheck)
@@ -151,8 +134,9 @@ func (st *startup) startAPI(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	wildcard, _ := appurl.ParseWildcard(cfg.WildcardAccessURL) // checked by New; zero when empty
 	api, err := coderd.New(ctx, coderd.Options{
-		PeerHTTPClient: peerClient, Appliance: cfg.Appliance,
+		WildcardAccessURL: wildcard, PeerHTTPClient: peerClient, Appliance: cfg.Appliance, RecentLogs: cfg.RecentLogs,
 		DB: st.db, Pubsub: st.pubsub, Logger: st.log.With("component", "api"), AccessURL: st.accessURL, Version: cfg.Version,
 		ProvisionerPSK: cfg.ProvisionerPSK, BuiltinProvisionerKey: st.builtinKey, JobHeartbeatTimeout: cfg.JobHeartbeatTimeout,
 		Telemetry: cfg.Telemetry, UpdateCheck: cfg.UpdateCheck, UpdateChecker: st.checker, Registerer: st.registry,
@@ -163,7 +147,7 @@ func (st *startup) startAPI(ctx context.Context) error {
 		return err
 	}
 	st.api = api
-	st.stop.goRun(ctx, "API background loops", api.Run)
+	st.stop.Go(ctx, "API background loops", api.Run)
 	st.handler = api
 	return nil
 }
@@ -202,7 +186,8 @@ func (st *startup) serve(context.Context) error {
 	if st.httpLn != nil {
 		handler := st.handler
 		if st.tlsLn != nil {
-			handler = redirectToHTTPS(st.accessURL, st.handler)
+			wildcard, _ := appurl.ParseWildcard(cfg.WildcardAccessURL)
+			handler = redirectToHTTPS(st.accessURL, wildcard, st.handler)
 		}
 		st.serveHTTP("HTTP", st.httpLn, handler, nil)
 	}

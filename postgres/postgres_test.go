@@ -21,15 +21,17 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"go.uber.org/goleak"
 )
 
 func TestMain(m *testing.M) {
 	RunHelperIfRequested()
-	code := m.Run()
-	if shared.base != "" {
-		_ = os.RemoveAll(shared.base)
-	}
-	os.Exit(code)
+	goleak.VerifyTestMain(m, goleak.Cleanup(func(code int) {
+		if shared.base != "" {
+			_ = os.RemoveAll(shared.base)
+		}
+		os.Exit(code)
+	}))
 }
 
 // shared holds the archive cache and the unpacked binaries for all tests,

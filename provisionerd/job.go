@@ -6,12 +6,15 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
+	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"time"
 
+	"github.com/cenkalti/backoff/v5"
 	"github.com/hashicorp/terraform-exec/tfexec"
 
 	"airgapcoder/coderd/codersdk"
@@ -43,20 +46,50 @@ func (d *Daemon) runJob(ctx context.Context, job *codersdk.AcquiredJob) {
 	d.setJobLogs(nil)
 	logs.Close()
 
-	reportCtx, cancelReport := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-	defer cancelReport()
 	if err != nil {
 		log.Warn("job failed", "err", err, "took", time.Since(start))
-		if ferr := d.opts.Client.FailJob(reportCtx, d.ID(), job.JobID, codersdk.FailJobRequest{Error: err.Error(), State: result.State}); ferr != nil {
+		if ferr := d.report(ctx, log, "failure", func(ctx context.Context) error {
+			return d.opts.Client.FailJob(ctx, d.ID(), job.JobID, codersdk.FailJobRequest{Error: err.Error(), State: result.State})
+		}); ferr != nil {
 			log.Error("report job failure", "err", ferr)
 		}
 		return
 	}
-	if cerr := d.opts.Client.CompleteJob(reportCtx, d.ID(), job.JobID, result); cerr != nil {
+	if cerr := d.report(ctx, log, "completion", func(ctx context.Context) error {
+		return d.opts.Client.CompleteJob(ctx, d.ID(), job.JobID, result)
+	}); cerr != nil {
 		log.Error("report job completion", "err", cerr)
 		return
 	}
 	log.Info("job completed", "took", time.Since(start))
+}
+
+// reportFor bounds how long a job's end is offered to coderd: past its
+// heartbeat timeout (a minute by default) coderd fails the job itself, with
+// a message, and refuses the report.
+const reportFor = 2 * time.Minute
+
+// report sends a job's end to coderd, again with backoff while coderd
+// cannot take it (its database restarting, a replica going away): the
+// job's result, its terraform state above all, must not be lost to a
+// moment's outage. A refusal (4xx: the job is no longer this daemon's) is
+// not tried again.
+func (d *Daemon) report(ctx context.Context, log *slog.Logger, what string, send func(context.Context) error) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), reportFor)
+	defer cancel()
+	_, err := backoff.Retry(ctx, func() (struct{}, error) {
+		attempt, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		err := send(attempt)
+		var apiErr *codersdk.Error
+		if errors.As(err, &apiErr) && apiErr.StatusCode < http.StatusInternalServerError {
+			return struct{}{}, backoff.Permanent(err)
+		}
+		return struct{}{}, err
+	}, backoff.WithMaxElapsedTime(reportFor), backoff.WithNotify(func(err error, next time.Duration) {
+		log.Warn("report job "+what+"; retrying", "err", err, "in", next)
+	}))
+	return err
 }
 
 // execute prepares the work dir and runs terraform for the job.

@@ -79,6 +79,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/cenkalti/backoff/v5"
+
 	"airgapcoder/coderd/codersdk"
 	"airgapcoder/internal/egress"
 )
@@ -278,17 +280,18 @@ func (d *Daemon) Run(ctx context.Context) error {
 		return err
 	}
 	defer stopProxy()
-	backoff := time.Second
+	acquire := newBackoff()
 	for ctx.Err() == nil {
 		if d.ID() == "" {
-			if err := d.Register(ctx); err != nil {
-				if ctx.Err() != nil {
-					return nil
-				}
-				d.log.Warn("register failed; retrying", "err", err, "in", backoff)
-				sleep(ctx, backoff)
-				backoff = min(backoff*2, 30*time.Second)
-				continue
+			_, err := backoff.Retry(ctx, func() (struct{}, error) { return struct{}{}, d.Register(ctx) },
+				backoff.WithBackOff(newBackoff()),
+				backoff.WithMaxElapsedTime(0), // until ctx ends
+				backoff.WithNotify(func(err error, in time.Duration) {
+					d.log.Warn("register failed; retrying", "err", err, "in", in)
+				}),
+			)
+			if err != nil {
+				return nil // with no time limit, only the end of ctx stops Retry
 			}
 		}
 		job, err := d.opts.Client.AcquireJob(ctx, d.ID(), d.opts.AcquireWait)
@@ -301,18 +304,26 @@ func (d *Daemon) Run(ctx context.Context) error {
 				d.id = "" // coderd forgot us (database reset): register again
 				d.mu.Unlock()
 			}
-			d.log.Warn("acquire job failed; retrying", "err", err, "in", backoff)
-			sleep(ctx, backoff)
-			backoff = min(backoff*2, 30*time.Second)
+			in := acquire.NextBackOff()
+			d.log.Warn("acquire job failed; retrying", "err", err, "in", in)
+			sleep(ctx, in)
 			continue
 		}
-		backoff = time.Second
+		acquire.Reset()
 		if job == nil {
 			continue
 		}
 		d.runJob(ctx, job)
 	}
 	return nil
+}
+
+// newBackoff is the delay between attempts to reach coderd: doubling from
+// 1s to 30s.
+func newBackoff() *backoff.ExponentialBackOff {
+	b := &backoff.ExponentialBackOff{InitialInterval: time.Second, Multiplier: 2, MaxInterval: 30 * time.Second}
+	b.Reset()
+	return b
 }
 
 func sleep(ctx context.Context, d time.Duration) {

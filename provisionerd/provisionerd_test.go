@@ -11,13 +11,15 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/goleak"
+
 	"airgapcoder/coderd/coderdtest"
 	"airgapcoder/coderd/codersdk"
 	"airgapcoder/internal/testprovider"
 	"airgapcoder/provisionerd"
 )
 
-func TestMain(m *testing.M) { os.Exit(coderdtest.RunMain(m)) }
+func TestMain(m *testing.M) { goleak.VerifyTestMain(coderdtest.Main(m), coderdtest.LeakOptions()...) }
 
 // TestDependencies keeps provisionerd a network client of coderd: it must
 // never link the server's packages.

@@ -4,7 +4,10 @@
 # Go modules pinned in go.sum.
 set -euo pipefail
 
-packages=(postgresql-15 strace xz-utils curl wget openssh-client ca-certificates openssl iproute2 procps skopeo podman runc uidmap busybox-static chromium iperf3 haproxy git)
+# jupyter-notebook and python3-ipykernel: a real web app behind a path-based
+# dev URL (coderd/site's TestBrowserJupyterPathApp).
+packages=(postgresql-15 strace xz-utils curl wget openssh-client ca-certificates openssl iproute2 procps skopeo podman runc uidmap busybox-static chromium iperf3 haproxy git libnss3-tools
+  jupyter-notebook python3-ipykernel)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

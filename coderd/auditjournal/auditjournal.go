@@ -1,121 +1,145 @@
 // Package auditjournal owns the audit journal: an append-only file of
 // audit records written by tools that act while the server is down or
-// about to lose its database (the appliance's install, upgrade, rollback
-// and restore), which the server copies into the audit log each time it
-// starts.
+// about to lose its database (the appliance's install, upgrade, rollback,
+// restore and reset-password), which the server copies into its audit log.
 //
-// The journal is never rewritten or truncated; the database remembers how
-// far it has read. So a database put back to an earlier state (an upgrade
-// rolled back, a backup restored) reads again what it no longer holds, and
-// records already stored are skipped by their id. This package must not
-// decide what is audited: callers build the records.
+// # Format
+//
+// The journal is UTF-8 text: one JSON object per line, each ended by "\n",
+// in the order written. Each line is a [Record]. Its member "v" is the
+// format version the line was written in; this package writes [Version].
+// The members of a version never change: adding, renaming or removing a
+// member, or changing what one means, makes a new version, and readers
+// keep reading every version before their own. Version 1 has the members
+// of [Record]. Lines without "v" were written by releases before versions
+// existed (version 0): the members of version 1 without "v". A line of a
+// version newer than [Version] is reported ([ErrUnknownVersion]) rather
+// than guessed at, and reading goes on after it. The files under testdata
+// pin each version; they are never edited.
+//
+// A line is appended whole, under an exclusive flock(2), and synced before
+// Append returns, so records from concurrent tools never interleave and a
+// record Append returned for survives a crash. A crash mid-append leaves
+// one torn line, which readers skip; the next append starts a new line.
+//
+// The journal is never rewritten or truncated: the reader (the server)
+// keeps its own position, in its database. So a database put back to an
+// earlier state (an upgrade rolled back, a backup restored) reads again
+// what it no longer holds, and records already stored are skipped by their
+// id.
+//
+// # Trust
+//
+// The file is created 0600 in the appliance's data folder; whoever may
+// write it (root and the appliance's service user) can add audit records,
+// which the server stores as they are. Nothing in a record is executed.
+//
+// This package must not decide what is audited (callers build the
+// records) and must not know the database: it links no other part of
+// coderd, so a change to the audit_logs table cannot change this format.
+// The server converts records into rows (coderd/auditlogs.go).
 package auditjournal
 
 import (
-	"bufio"
 	"bytes"
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"log/slog"
+	"net/netip"
 	"os"
 	"path/filepath"
-	"strconv"
 	"syscall"
 	"time"
 
 	"github.com/google/uuid"
-
-	"airgapcoder/coderd/database"
 )
 
-// offsetKey is the deployment setting that holds how many bytes of the
-// journal the database has read.
-const offsetKey = "audit_journal_offset"
+// Version is the format version Append writes, and the newest one this
+// package reads.
+const Version = 1
 
-// entry is one line of the journal: an audit record in the shape of the
-// API's (codersdk.AuditLog), with the actor's and workspace's names.
-type entry struct {
-	ID               string          `json:"id"`
-	Time             time.Time       `json:"time"`
-	UserID           string          `json:"user_id,omitempty"`
-	Username         string          `json:"username,omitempty"`
-	IP               string          `json:"ip,omitempty"`
-	UserAgent        string          `json:"user_agent,omitempty"`
-	Action           string          `json:"action"`
-	ResourceType     string          `json:"resource_type"`
-	ResourceID       string          `json:"resource_id,omitempty"`
-	ResourceTarget   string          `json:"resource_target,omitempty"`
-	WorkspaceOwner   string          `json:"workspace_owner,omitempty"`
-	WorkspaceName    string          `json:"workspace_name,omitempty"`
-	StatusCode       int             `json:"status_code"`
-	Success          bool            `json:"success"`
+// Record is one line of the journal: what was done, by whom, to what, and
+// how it ended. The members are those of codersdk.AuditLog, with the
+// actor's and workspace's names.
+type Record struct {
+	// V is the format version of the line: Append writes Version whatever
+	// V holds; a record read back carries the version it was written in
+	// (0 for a line written before versions existed).
+	V int `json:"v"`
+	// ID identifies the record, a UUID: the server stores each ID once.
+	// Append fills in a new one when it is empty.
+	ID string `json:"id"`
+	// Time is when it happened; Append fills in the current time (to the
+	// microsecond, as the database keeps it) when it is zero.
+	Time time.Time `json:"time"`
+	// UserID (a UUID) and Username name the Coder user who acted; both
+	// are empty for the appliance's commands, whose actor (the OS user) is
+	// in AdditionalFields.
+	UserID   string `json:"user_id,omitempty"`
+	Username string `json:"username,omitempty"`
+	// IP is the source address of the request, an IPv4 or IPv6 address
+	// ("" when there was none).
+	IP string `json:"ip,omitempty"`
+	// UserAgent names the tool that wrote the record.
+	UserAgent string `json:"user_agent,omitempty"`
+	// Action is a codersdk.AuditAction ("install", "restore"); required.
+	Action string `json:"action"`
+	// ResourceType is a codersdk.AuditResourceType ("deployment").
+	ResourceType string `json:"resource_type"`
+	// ResourceID and ResourceTarget identify the resource acted on: its id
+	// and its name (for a deployment, the release).
+	ResourceID     string `json:"resource_id,omitempty"`
+	ResourceTarget string `json:"resource_target,omitempty"`
+	// WorkspaceOwner and WorkspaceName name the workspace acted on (""
+	// for none).
+	WorkspaceOwner string `json:"workspace_owner,omitempty"`
+	WorkspaceName  string `json:"workspace_name,omitempty"`
+	// StatusCode is the HTTP status the action would have answered (200
+	// for a success, 500 for a failure).
+	StatusCode int `json:"status_code"`
+	// Success is whether the action succeeded.
+	Success bool `json:"success"`
+	// AdditionalFields is a JSON object of details (the OS user, host,
+	// releases, the error); empty for none.
 	AdditionalFields json.RawMessage `json:"additional_fields,omitempty"`
-	Description      string          `json:"description,omitempty"`
+	// Description says what happened, in a sentence.
+	Description string `json:"description,omitempty"`
 }
 
-func toEntry(l database.AuditLog) entry {
-	e := entry{ID: l.ID, Time: l.Time, UserID: l.UserID, Username: l.Username, IP: l.IP, UserAgent: l.UserAgent,
-		Action: l.Action, ResourceType: l.ResourceType, ResourceID: l.ResourceID, ResourceTarget: l.ResourceTarget,
-		WorkspaceOwner: l.WorkspaceOwner, WorkspaceName: l.WorkspaceName, StatusCode: l.StatusCode, Success: l.Success,
-		Description: l.Description}
-	if len(l.AdditionalFields) > 0 && json.Valid(l.AdditionalFields) {
-		e.AdditionalFields = json.RawMessage(l.AdditionalFields)
-	}
-	return e
-}
-
-func (e entry) record() database.AuditLog {
-	l := database.AuditLog{ID: e.ID, Time: e.Time, UserID: e.UserID, Username: e.Username, IP: e.IP, UserAgent: e.UserAgent,
-		Action: e.Action, ResourceType: e.ResourceType, ResourceID: e.ResourceID, ResourceTarget: e.ResourceTarget,
-		WorkspaceOwner: e.WorkspaceOwner, WorkspaceName: e.WorkspaceName, StatusCode: e.StatusCode, Success: e.Success,
-		AdditionalFields: []byte(e.AdditionalFields), Description: e.Description}
-	if len(l.AdditionalFields) == 0 {
-		l.AdditionalFields = []byte("{}")
-	}
-	return l
-}
-
-// Writer appends records to a journal. Each Append is one locked,
-// synced write, so records from concurrent tools never interleave and a
-// record Append returned for survives a crash.
+// Writer appends records to a journal.
 type Writer struct {
 	f *os.File
 }
 
-// Open opens (creating it, 0600) the journal at path for appending.
+// Open opens the journal at path for appending, creating it (0600, in a
+// folder created 0700) when it does not exist.
 func Open(path string) (*Writer, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-		return nil, fmt.Errorf("audit journal: %w", err)
+		return nil, fmt.Errorf("auditjournal: %w", err)
 	}
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_APPEND, 0o600)
 	if err != nil {
-		return nil, fmt.Errorf("audit journal: %w", err)
+		return nil, fmt.Errorf("auditjournal: %w", err)
 	}
 	return &Writer{f: f}, nil
 }
 
-// Append writes records, filling in an empty ID (a new UUID) and Time
-// (now).
-func (w *Writer) Append(recs ...database.AuditLog) error {
+// Append writes records in the current Version, filling in an empty ID and
+// a zero Time, in one locked, synced write. A record the server could not
+// store (no Action, an ID or UserID that is not a UUID, an IP that is not
+// an address, AdditionalFields that is not a JSON object) is refused, and
+// then none is written.
+func (w *Writer) Append(recs ...Record) error {
 	var buf bytes.Buffer
 	for _, r := range recs {
-		if r.ID == "" {
-			r.ID = uuid.NewString()
-		}
-		if r.Time.IsZero() {
-			r.Time = time.Now().UTC().Truncate(time.Microsecond)
-		}
-		b, err := json.Marshal(toEntry(r))
+		b, err := encode(r)
 		if err != nil {
-			return fmt.Errorf("audit journal: %w", err)
+			return err
 		}
 		buf.Write(b)
 		buf.WriteByte('\n')
 	}
-	if err := lock(w.f); err != nil {
+	if err := flock(w.f, syscall.LOCK_EX); err != nil {
 		return err
 	}
 	defer unlock(w.f)
@@ -125,24 +149,72 @@ func (w *Writer) Append(recs ...database.AuditLog) error {
 		last := make([]byte, 1)
 		if _, err := w.f.ReadAt(last, st.Size()-1); err == nil && last[0] != '\n' {
 			if _, err := w.f.Write([]byte{'\n'}); err != nil {
-				return fmt.Errorf("audit journal: %w", err)
+				return fmt.Errorf("auditjournal: %w", err)
 			}
 		}
 	}
 	if _, err := w.f.Write(buf.Bytes()); err != nil {
-		return fmt.Errorf("audit journal: %w", err)
+		return fmt.Errorf("auditjournal: %w", err)
 	}
 	if err := w.f.Sync(); err != nil {
-		return fmt.Errorf("audit journal: %w", err)
+		return fmt.Errorf("auditjournal: %w", err)
 	}
 	return nil
+}
+
+// encode returns r's line, without its newline.
+func encode(r Record) ([]byte, error) {
+	r.V = Version
+	if r.ID == "" {
+		r.ID = uuid.NewString()
+	}
+	if r.Time.IsZero() {
+		r.Time = time.Now().UTC().Truncate(time.Microsecond)
+	}
+	if err := check(r); err != nil {
+		return nil, fmt.Errorf("auditjournal: %w", err)
+	}
+	b, err := json.Marshal(r)
+	if err != nil {
+		return nil, fmt.Errorf("auditjournal: %w", err)
+	}
+	return b, nil
+}
+
+// check reports what in r the server could not store. Records are
+// checked on both sides: a writer learns at once, and a reader skips the
+// line rather than fail on it every time it reads the journal.
+func check(r Record) error {
+	if r.ID == "" || r.Time.IsZero() || r.Action == "" {
+		return errors.New("a record needs an id, a time and an action")
+	}
+	if !isUUID(r.ID) {
+		return fmt.Errorf("id %q is not a UUID", r.ID)
+	}
+	if r.UserID != "" && !isUUID(r.UserID) {
+		return fmt.Errorf("user_id %q is not a UUID", r.UserID)
+	}
+	if _, err := netip.ParseAddr(r.IP); r.IP != "" && err != nil {
+		return fmt.Errorf("ip %q is not an IP address", r.IP)
+	}
+	var fields map[string]json.RawMessage
+	if len(r.AdditionalFields) > 0 && (json.Unmarshal(r.AdditionalFields, &fields) != nil || fields == nil) {
+		return fmt.Errorf("additional_fields is not a JSON object: %s", r.AdditionalFields)
+	}
+	return nil
+}
+
+// isUUID reports whether s is a UUID in its usual form (36 characters).
+func isUUID(s string) bool {
+	_, err := uuid.Parse(s)
+	return err == nil && len(s) == 36
 }
 
 // Close closes the journal.
 func (w *Writer) Close() error { return w.f.Close() }
 
 // Append opens the journal at path, appends records and closes it.
-func Append(path string, recs ...database.AuditLog) error {
+func Append(path string, recs ...Record) error {
 	w, err := Open(path)
 	if err != nil {
 		return err
@@ -154,86 +226,9 @@ func Append(path string, recs ...database.AuditLog) error {
 	return w.Close()
 }
 
-// Ingest copies the records the database has not read yet from the
-// journal at path into the audit log, in one transaction with the new read
-// offset. A missing journal is nothing to read. Unreadable lines (a torn
-// write) are logged and skipped. It returns how many records were new.
-func Ingest(ctx context.Context, db *database.DB, path string, log *slog.Logger) (int, error) {
-	f, err := os.Open(path)
-	if errors.Is(err, os.ErrNotExist) {
-		return 0, nil
-	}
-	if err != nil {
-		return 0, fmt.Errorf("audit journal: %w", err)
-	}
-	defer f.Close()
-	// A shared lock: appends wait until this read is done, so none lands
-	// half-read.
-	if err := lockShared(f); err != nil {
-		return 0, err
-	}
-	defer unlock(f)
-	added := 0
-	err = db.InTx(ctx, func(tx *database.DB) error {
-		added = 0
-		v, err := tx.LockDeploymentValue(ctx, offsetKey)
-		if err != nil {
-			return err
-		}
-		offset, _ := strconv.ParseInt(v, 10, 64)
-		st, err := f.Stat()
-		if err != nil {
-			return err
-		}
-		if offset < 0 || offset > st.Size() {
-			// Not this journal (replaced, or a database from elsewhere):
-			// read it all; what is stored already is skipped.
-			offset = 0
-		}
-		if _, err := f.Seek(offset, io.SeekStart); err != nil {
-			return err
-		}
-		r := bufio.NewReader(f)
-		for {
-			line, err := r.ReadBytes('\n')
-			if err == io.EOF {
-				break // a line without its newline is still being written, or torn
-			}
-			if err != nil {
-				return err
-			}
-			offset += int64(len(line))
-			var e entry
-			if err := json.Unmarshal(line, &e); err != nil || e.ID == "" || e.Action == "" {
-				log.Warn("audit journal: skipped an unreadable record", "path", path, "offset", offset-int64(len(line)), "err", err)
-				continue
-			}
-			isNew, err := tx.ImportAuditLog(ctx, e.record())
-			if err != nil {
-				return fmt.Errorf("record %s: %w", e.ID, err)
-			}
-			if isNew {
-				added++
-			}
-		}
-		return tx.SetDeploymentValue(ctx, offsetKey, strconv.FormatInt(offset, 10))
-	})
-	if err != nil {
-		return 0, fmt.Errorf("audit journal %s: %w", path, err)
-	}
-	return added, nil
-}
-
-func lock(f *os.File) error {
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
-		return fmt.Errorf("audit journal: lock %s: %w", f.Name(), err)
-	}
-	return nil
-}
-
-func lockShared(f *os.File) error {
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_SH); err != nil {
-		return fmt.Errorf("audit journal: lock %s: %w", f.Name(), err)
+func flock(f *os.File, how int) error {
+	if err := syscall.Flock(int(f.Fd()), how); err != nil {
+		return fmt.Errorf("auditjournal: lock %s: %w", f.Name(), err)
 	}
 	return nil
 }

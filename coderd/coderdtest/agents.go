@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"net"
+	"sync"
 	"testing"
 	"time"
 
@@ -79,25 +80,55 @@ func BannerEchoServer(t testing.TB, banner string) int {
 
 // ServeTCP listens on a loopback port until the test ends and runs serve
 // on a goroutine of its own for every connection, closing the connection
-// when serve returns. It returns the port.
+// when serve returns. It returns the port. When the test ends, the
+// connections still open are closed and ServeTCP's goroutines waited for:
+// serve must return once its connection is closed.
 func ServeTCP(t testing.TB, serve func(net.Conn)) int {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = ln.Close() })
-	go func() {
+	var (
+		wg     sync.WaitGroup
+		mu     sync.Mutex
+		open   = map[net.Conn]struct{}{}
+		closed bool
+	)
+	t.Cleanup(func() {
+		_ = ln.Close()
+		mu.Lock()
+		closed = true
+		for c := range open {
+			_ = c.Close()
+		}
+		mu.Unlock()
+		wg.Wait()
+	})
+	wg.Go(func() {
 		for {
 			c, err := ln.Accept()
 			if err != nil {
 				return
 			}
-			go func() {
-				defer c.Close()
+			mu.Lock()
+			if closed {
+				mu.Unlock()
+				_ = c.Close()
+				return
+			}
+			open[c] = struct{}{}
+			mu.Unlock()
+			wg.Go(func() {
+				defer func() {
+					mu.Lock()
+					delete(open, c)
+					mu.Unlock()
+					_ = c.Close()
+				}()
 				serve(c)
-			}()
+			})
 		}
-	}()
+	})
 	return ln.Addr().(*net.TCPAddr).Port
 }

@@ -11,6 +11,7 @@ package coderdtest
 import (
 	"context"
 	"crypto/rand"
+	"crypto/tls"
 	"encoding/hex"
 	"encoding/pem"
 	"fmt"
@@ -30,6 +31,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"airgapcoder/coderd"
+	"airgapcoder/coderd/appurl"
 	"airgapcoder/coderd/codersdk"
 	"airgapcoder/coderd/database"
 	"airgapcoder/coderd/replicasync"
@@ -163,6 +165,9 @@ type Options struct {
 	// TLS serves HTTPS (the appliance's default) with a certificate for
 	// 127.0.0.1 that Deployment.CAFile holds and Client trusts.
 	TLS bool
+	// TLSCertificate, with TLS, is served instead of that certificate (its
+	// leaf is then what CAFile holds and Client trusts).
+	TLSCertificate *tls.Certificate
 	// Appliance, when set, answers GET /api/v2/appliance (the appliance's
 	// own overview is tested against a real appliance in package
 	// appliance; the dashboard's page only needs the data).
@@ -172,6 +177,10 @@ type Options struct {
 	// BodyReadTimeout is coderd's request body deadline (coderd's default
 	// when zero).
 	BodyReadTimeout time.Duration
+	// WildcardAccessURL serves subdomain apps (e.g. "*.apps.test"; app URLs
+	// take the deployment's port). A test's client dials the deployment's
+	// address for those hosts itself.
+	WildcardAccessURL string
 }
 
 // Deployment is a running API.
@@ -242,6 +251,12 @@ func New(t testing.TB, opts Options) *Deployment {
 	if limits.API == 0 {
 		limits.API = -1
 	}
+	var wildcard appurl.Wildcard
+	if opts.WildcardAccessURL != "" {
+		if wildcard, err = appurl.ParseWildcard(opts.WildcardAccessURL); err != nil {
+			t.Fatal(err)
+		}
+	}
 	replicas, err := replicasync.New(ctx, db, ps, replicasync.Options{
 		Hostname: "coderdtest", RelayAddress: u.String(), Version: "v0.0.0-test", Logger: log,
 	})
@@ -255,7 +270,7 @@ func New(t testing.TB, opts Options) *Deployment {
 		ProvisionerPSK: opts.ProvisionerPSK, JobHeartbeatTimeout: opts.JobHeartbeatTimeout, AgentBinariesDir: opts.AgentBinariesDir,
 		AgentHeartbeatInterval: opts.AgentHeartbeatInterval, AgentKeepAliveInterval: opts.AgentKeepAliveInterval,
 		RateLimits: limits, OnFirstUser: opts.OnFirstUser, HealthChecks: opts.HealthChecks, Now: opts.Now, Appliance: opts.Appliance, Registerer: opts.Registerer,
-		BodyReadTimeout: opts.BodyReadTimeout,
+		BodyReadTimeout: opts.BodyReadTimeout, WildcardAccessURL: wildcard,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -264,6 +279,9 @@ func New(t testing.TB, opts Options) *Deployment {
 	var caFile string
 	var httpClient *http.Client
 	if opts.TLS {
+		if opts.TLSCertificate != nil {
+			srv.TLS = &tls.Config{Certificates: []tls.Certificate{*opts.TLSCertificate}}
+		}
 		srv.Listener = codersdk.BatchingListener(srv.Listener) // as controlplane serves HTTPS
 		srv.StartTLS()
 		caFile = filepath.Join(t.TempDir(), "ca.pem")

@@ -26,6 +26,7 @@ import (
 //	POST /api/v2/workspaceagents/me/logs       script output
 //	POST /api/v2/workspaceagents/me/metadata   metadata script results
 //	POST /api/v2/workspaceagents/me/ports      the TCP ports listening in the workspace
+//	POST /api/v2/workspaceagents/me/app-health changes of its apps' health (PostWorkspaceAppHealthsRequest)
 //	GET  /api/v2/workspaceagents/me/connect    WebSocket carrying a yamux session
 //
 // Over the connect WebSocket coderd is the yamux client: it opens one stream
@@ -217,6 +218,15 @@ type PostAgentPortsRequest struct {
 	Ports []AgentListeningPort `json:"ports"`
 }
 
+// PostWorkspaceAppHealthsRequest reports the health of some of the calling
+// agent's apps, as in Coder: Healths maps an app's ID to its new health
+// (initializing, healthy or unhealthy). coderd refuses the whole request
+// (404) when an ID is not an app of the calling agent, and (400) when the
+// app has no healthcheck or the value is not one of those three.
+type PostWorkspaceAppHealthsRequest struct {
+	Healths map[string]string `json:"healths"`
+}
+
 // Relay stream kinds.
 const (
 	// RelayKindSSH hands the stream to the agent's SSH server.
@@ -319,6 +329,11 @@ func (c *Client) PostAgentMetadata(ctx context.Context, req PostAgentMetadataReq
 // PostAgentPorts reports the ports listening in the workspace.
 func (c *Client) PostAgentPorts(ctx context.Context, req PostAgentPortsRequest) error {
 	return c.do(ctx, http.MethodPost, "/api/v2/workspaceagents/me/ports", req, nil)
+}
+
+// PostWorkspaceAppHealth reports changes of the calling agent's app health.
+func (c *Client) PostWorkspaceAppHealth(ctx context.Context, req PostWorkspaceAppHealthsRequest) error {
+	return c.do(ctx, http.MethodPost, "/api/v2/workspaceagents/me/app-health", req, nil)
 }
 
 // ConnectAgent opens the calling agent's relay connection to coderd (see

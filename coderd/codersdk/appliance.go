@@ -2,6 +2,7 @@ package codersdk
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
 	"time"
 )
@@ -24,8 +25,22 @@ type Appliance struct {
 	Images       []ApplianceImage       `json:"images"`
 	Templates    []string               `json:"templates"`
 	Certificates []ApplianceCertificate `json:"certificates"`
-	DiskUsed     int64                  `json:"disk_used_bytes"`
-	DiskFree     int64                  `json:"disk_free_bytes"`
+	// Dir is the appliance's folder on its host.
+	Dir string `json:"dir,omitempty"`
+	// DiskUsed is what the files under Dir take; DiskFree and DiskTotal
+	// are the free space (for an unprivileged user) and the size of the
+	// filesystem that holds Dir.
+	DiskUsed  int64 `json:"disk_used_bytes"`
+	DiskFree  int64 `json:"disk_free_bytes"`
+	DiskTotal int64 `json:"disk_total_bytes,omitempty"`
+	// Config is the appliance's settings (appliance.yaml over the
+	// defaults, by their yaml names), secrets redacted: the password of
+	// postgres-url and anything named like a secret.
+	Config map[string]any `json:"config,omitempty"`
+	// Manifest is the installed release's manifest as the bundle carried
+	// it (URLs' passwords redacted). Only GET /api/v2/debug/appliance
+	// returns it; it is empty in GET /api/v2/appliance.
+	Manifest json.RawMessage `json:"manifest,omitempty"`
 	// LastUpgrade is the newest upgrade in the audit log (nil: none).
 	LastUpgrade *ApplianceUpgrade `json:"last_upgrade,omitempty"`
 }
@@ -73,6 +88,8 @@ type ApplianceCertificate struct {
 	// ExpiresSoon is true within 30 days of NotAfter, and after it.
 	ExpiresSoon bool   `json:"expires_soon"`
 	SHA256      string `json:"sha256"`
+	// PEM is the certificate (never its key).
+	PEM string `json:"pem,omitempty"`
 }
 
 // ApplianceUpgrade is how the newest upgrade ended.

@@ -177,9 +177,21 @@ type ProvisionedApp struct {
 
 // AppHealthcheck is a coder_app's healthcheck block.
 type AppHealthcheck struct {
-	URL       string `json:"url"`
-	Interval  int32  `json:"interval"`
-	Threshold int32  `json:"threshold"`
+	// URL is fetched (GET) from inside the workspace by its agent.
+	URL string `json:"url"`
+	// Interval is the number of seconds between checks, and how long one
+	// check may take.
+	Interval int32 `json:"interval"`
+	// Threshold is how many failed checks in a row make the app unhealthy.
+	Threshold int32 `json:"threshold"`
+}
+
+// Enabled reports whether h is a healthcheck the agent runs: a URL, and an
+// interval and threshold above zero (the provider requires the three but
+// does not check their values). An app whose healthcheck is not enabled
+// has health "disabled".
+func (h *AppHealthcheck) Enabled() bool {
+	return h != nil && h.URL != "" && h.Interval > 0 && h.Threshold > 0
 }
 
 // DisplayApps is a coder_agent's display_apps block: which built-in apps

@@ -134,9 +134,13 @@ func (c *Client) WaitJob(ctx context.Context, job ProvisionerJob,
 		if pendingAfter <= 0 {
 			pendingAfter = 2 * time.Second
 		}
+		// The watch is cancelled and waited for on return, so pending is
+		// never called after WaitJob has returned.
 		watchCtx, stop := context.WithCancel(ctx)
-		defer stop()
+		watched := make(chan struct{})
+		defer func() { stop(); <-watched }()
 		go func() {
+			defer close(watched)
 			select {
 			case <-watchCtx.Done():
 				return

@@ -162,23 +162,43 @@ type WorkspaceAgent struct {
 
 // WorkspaceApp is a coder_app of an agent.
 type WorkspaceApp struct {
-	ID          string          `json:"id"`
-	Slug        string          `json:"slug"`
-	DisplayName string          `json:"display_name"`
-	URL         string          `json:"url,omitempty"`
-	Port        int32           `json:"port,omitempty"`
-	Command     string          `json:"command,omitempty"`
-	Icon        string          `json:"icon,omitempty"`
-	Subdomain   bool            `json:"subdomain"`
-	Share       string          `json:"sharing_level"`
-	External    bool            `json:"external"`
-	Healthcheck *AppHealthcheck `json:"healthcheck,omitempty"`
-	Group       string          `json:"group,omitempty"`
-	Order       int32           `json:"order,omitempty"`
-	Hidden      bool            `json:"hidden"`
-	OpenIn      string          `json:"open_in,omitempty"`
-	Tooltip     string          `json:"tooltip,omitempty"`
+	ID          string `json:"id"`
+	Slug        string `json:"slug"`
+	DisplayName string `json:"display_name"`
+	URL         string `json:"url,omitempty"`
+	Port        int32  `json:"port,omitempty"`
+	Command     string `json:"command,omitempty"`
+	Icon        string `json:"icon,omitempty"`
+	Subdomain   bool   `json:"subdomain"`
+	// SubdomainName is a subdomain app's host without the wildcard's
+	// suffix ("<slug>--<agent>--<workspace>--<owner>", as Coder's); ""
+	// when the deployment has no wildcard access URL (GET
+	// /api/v2/applications/host) or the app is path-based.
+	SubdomainName string          `json:"subdomain_name,omitempty"`
+	Share         string          `json:"sharing_level"`
+	External      bool            `json:"external"`
+	Healthcheck   *AppHealthcheck `json:"healthcheck,omitempty"`
+	// Health is one of the WorkspaceAppHealth values: "disabled" when the
+	// app has no usable healthcheck, else what its agent last reported.
+	Health  string `json:"health"`
+	Group   string `json:"group,omitempty"`
+	Order   int32  `json:"order,omitempty"`
+	Hidden  bool   `json:"hidden"`
+	OpenIn  string `json:"open_in,omitempty"`
+	Tooltip string `json:"tooltip,omitempty"`
 }
+
+// App health values (WorkspaceApp.Health), as in Coder. An app with a
+// healthcheck starts initializing; its agent checks it every interval and
+// reports healthy after a check that passes (an HTTP answer below 500
+// within the interval) and unhealthy after threshold checks in a row that
+// fail.
+const (
+	WorkspaceAppHealthDisabled     = "disabled"
+	WorkspaceAppHealthInitializing = "initializing"
+	WorkspaceAppHealthHealthy      = "healthy"
+	WorkspaceAppHealthUnhealthy    = "unhealthy"
+)
 
 // CreateWorkspace creates a workspace for user.
 func (c *Client) CreateWorkspace(ctx context.Context, user string, req CreateWorkspaceRequest) (Workspace, error) {

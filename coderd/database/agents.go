@@ -96,6 +96,24 @@ func (db *DB) AgentAppsByAgentID(ctx context.Context, agentID string) ([]App, er
 	return apps[agentID], err
 }
 
+// UpdateAppHealths sets the health of apps of an agent, keyed by app id,
+// in one transaction. An id that is not an app of agentID changes nothing
+// and makes it return ErrNotFound (and change nothing at all).
+func (db *DB) UpdateAppHealths(ctx context.Context, agentID string, healths map[string]string) error {
+	return db.InTx(ctx, func(tx *DB) error {
+		for id, health := range healths {
+			tag, err := tx.q().Exec(ctx, `UPDATE workspace_apps SET health = $3 WHERE id = $1 AND agent_id = $2`, id, agentID, health)
+			if err != nil {
+				return mapErr(err)
+			}
+			if tag.RowsAffected() == 0 {
+				return ErrNotFound
+			}
+		}
+		return nil
+	})
+}
+
 // AgentRuntimes returns what the given agents reported, keyed by agent id.
 func (db *DB) AgentRuntimes(ctx context.Context, ids []string) (map[string]AgentRuntime, error) {
 	out := map[string]AgentRuntime{}

@@ -10,12 +10,13 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"go.uber.org/goleak"
 
 	"airgapcoder/coderd/coderdtest"
 	"airgapcoder/coderd/database"
 )
 
-func TestMain(m *testing.M) { os.Exit(coderdtest.RunMain(m)) }
+func TestMain(m *testing.M) { goleak.VerifyTestMain(coderdtest.Main(m), coderdtest.LeakOptions()...) }
 
 // TestMigrateConvertsStartupScripts upgrades a database written at schema
 // version 2 and checks that an agent's startup_script became its "Startup

@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/cenkalti/backoff/v5"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -88,19 +89,23 @@ func (p *Pubsub) publishLocal(channel, payload string) {
 
 // Run listens until ctx is done, reconnecting with backoff.
 func (p *Pubsub) Run(ctx context.Context) error {
-	backoff := 100 * time.Millisecond
+	// Doubling from 100ms to 5s, without jitter: one connection per replica.
+	b := &backoff.ExponentialBackOff{InitialInterval: 100 * time.Millisecond, Multiplier: 2, MaxInterval: 5 * time.Second}
+	b.Reset()
 	for {
 		err := p.listen(ctx)
 		if ctx.Err() != nil {
 			return nil
 		}
-		p.log.Warn("database notifications lost; reconnecting", "err", err, "in", backoff)
+		in := b.NextBackOff()
+		p.log.Warn("database notifications lost; reconnecting", "err", err, "in", in)
+		t := time.NewTimer(in)
 		select {
 		case <-ctx.Done():
+			t.Stop()
 			return nil
-		case <-time.After(backoff):
+		case <-t.C:
 		}
-		backoff = min(backoff*2, 5*time.Second)
 	}
 }
 

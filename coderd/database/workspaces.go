@@ -332,11 +332,14 @@ type App struct {
 	External    bool
 	// Healthcheck is a JSON codersdk.AppHealthcheck, nil for none.
 	Healthcheck []byte
-	Group       string
-	Order       int32
-	Hidden      bool
-	OpenIn      string
-	Tooltip     string
+	// Health is a codersdk.WorkspaceAppHealth value ("" inserts
+	// "disabled"); UpdateAppHealths changes it.
+	Health  string
+	Group   string
+	Order   int32
+	Hidden  bool
+	OpenIn  string
+	Tooltip string
 }
 
 // agentColumns are the workspace_agents columns an Agent holds, for a
@@ -399,11 +402,14 @@ func (db *DB) InsertResource(ctx context.Context, r Resource) error {
 			if len(app.Healthcheck) > 0 {
 				healthcheck = app.Healthcheck
 			}
+			if app.Health == "" {
+				app.Health = "disabled"
+			}
 			if _, err := db.q().Exec(ctx, `INSERT INTO workspace_apps (id, agent_id, slug, display_name, url, port, command, icon, subdomain,
-					share, external, healthcheck, app_group, display_order, hidden, open_in, tooltip, created_at)
-				VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18)`,
+					share, external, healthcheck, health, app_group, display_order, hidden, open_in, tooltip, created_at)
+				VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19)`,
 				uuid.NewString(), a.ID, app.Slug, app.DisplayName, app.URL, app.Port, app.Command, app.Icon, app.Subdomain,
-				app.Share, app.External, healthcheck, app.Group, app.Order, app.Hidden, app.OpenIn, app.Tooltip, now); err != nil {
+				app.Share, app.External, healthcheck, app.Health, app.Group, app.Order, app.Hidden, app.OpenIn, app.Tooltip, now); err != nil {
 				return fmt.Errorf("insert app %s of agent %s: %w", app.Slug, a.Name, mapErr(err))
 			}
 		}
@@ -474,7 +480,7 @@ func (db *DB) appsByAgentIDs(ctx context.Context, agentIDs []string) (map[string
 		return out, nil
 	}
 	rows, err := db.q().Query(ctx, `SELECT id, agent_id, slug, display_name, url, port, command, icon, subdomain, share, external,
-			healthcheck, app_group, display_order, hidden, open_in, tooltip
+			healthcheck, health, app_group, display_order, hidden, open_in, tooltip
 		FROM workspace_apps WHERE agent_id = ANY($1::uuid[]) ORDER BY display_order, slug`, agentIDs)
 	if err != nil {
 		return nil, err
@@ -482,7 +488,7 @@ func (db *DB) appsByAgentIDs(ctx context.Context, agentIDs []string) (map[string
 	apps, err := collect(rows, func(r pgx.Row) (App, error) {
 		var a App
 		err := r.Scan(&a.ID, &a.AgentID, &a.Slug, &a.DisplayName, &a.URL, &a.Port, &a.Command, &a.Icon, &a.Subdomain, &a.Share, &a.External,
-			&a.Healthcheck, &a.Group, &a.Order, &a.Hidden, &a.OpenIn, &a.Tooltip)
+			&a.Healthcheck, &a.Health, &a.Group, &a.Order, &a.Hidden, &a.OpenIn, &a.Tooltip)
 		return a, err
 	})
 	for _, a := range apps {

@@ -220,7 +220,8 @@ func (h *Handler) workspace(w http.ResponseWriter, r *http.Request, s session) e
 		return err
 	}
 	h.render(w, http.StatusOK, "workspace", page{Title: ws.OwnerName + "/" + ws.Name, User: &s.user, Error: r.URL.Query().Get("error"),
-		Data: map[string]any{"W": ws, "Base": "/@" + url.PathEscape(ws.OwnerName) + "/" + url.PathEscape(ws.Name), "Can": actionsFor(ws)}})
+		Data: map[string]any{"W": ws, "Base": "/@" + url.PathEscape(ws.OwnerName) + "/" + url.PathEscape(ws.Name), "Can": actionsFor(ws),
+			"AppBase": appBase(r, s.client), "NoWildcard": noWildcardReason}})
 	return nil
 }
 

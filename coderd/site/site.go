@@ -51,6 +51,11 @@ type Options struct {
 	API http.Handler
 	// Logger receives errors that are not the visitor's (nil discards).
 	Logger *slog.Logger
+	// AppHosts is the CSP source of subdomain app hosts
+	// ("https://*.apps.example.internal:3443"), "" for none: the login
+	// form's redirect may end on an app host (coderd's appauth.go), which
+	// the form-action directive must allow.
+	AppHosts string
 }
 
 // Handler serves the dashboard's pages and assets.
@@ -59,6 +64,8 @@ type Handler struct {
 	log    *slog.Logger
 	pages  map[string]*template.Template
 	static http.Handler
+	// appHosts is Options.AppHosts.
+	appHosts string
 }
 
 // New parses the embedded templates. It starts no goroutines.
@@ -70,7 +77,7 @@ func New(opts Options) (*Handler, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	h := &Handler{api: opts.API, log: log, pages: map[string]*template.Template{}}
+	h := &Handler{api: opts.API, log: log, pages: map[string]*template.Template{}, appHosts: opts.AppHosts}
 	names, err := fs.Glob(templateFS, "templates/*.html")
 	if err != nil {
 		return nil, err
@@ -138,7 +145,11 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("X-Frame-Options", "DENY")
 	w.Header().Set("Cache-Control", "no-store")
-	w.Header().Set("Content-Security-Policy", contentSecurityPolicy(r.URL.Path))
+	csp := contentSecurityPolicy(r.URL.Path)
+	if h.appHosts != "" {
+		csp = strings.Replace(csp, "form-action 'self'", "form-action 'self' "+h.appHosts, 1)
+	}
+	w.Header().Set("Content-Security-Policy", csp)
 	if r.Method == http.MethodPost && !sameOrigin(r) {
 		http.Error(w, "Cross-site form posts are refused", http.StatusForbidden)
 		return
@@ -372,14 +383,14 @@ func (h *Handler) renderError(w http.ResponseWriter, r *http.Request, err error)
 	h.render(w, status, "error", page{Title: http.StatusText(status), Error: apiMessage(err)})
 }
 
-// statusClassOf colours a status (of a workspace, build, agent, user,
-// daemon, audit outcome, component): "ok", "bad", "idle" (at rest:
+// statusClassOf colours a status (of a workspace, build, agent, app's
+// health, user, daemon, audit outcome, component): "ok", "bad", "idle" (at rest:
 // stopped, off); anything not listed is "busy" (on its way somewhere).
 var statusClassOf = map[string]string{
-	"running": "ok", "connected": "ok", "ready": "ok", "succeeded": "ok", "active": "ok", "idle": "ok", "success": "ok", "ok": "ok",
+	"running": "ok", "connected": "ok", "ready": "ok", "succeeded": "ok", "active": "ok", "idle": "ok", "success": "ok", "ok": "ok", "healthy": "ok",
 	"failed": "bad", "canceled": "bad", "timeout": "bad", "start_error": "bad", "start_timeout": "bad", "disconnected": "bad",
-	"suspended": "bad", "offline": "bad", "failure": "bad", "down": "bad", "rolled back": "bad",
-	"stopped": "idle", "off": "idle", "deleted": "idle", "created": "idle",
+	"suspended": "bad", "offline": "bad", "failure": "bad", "down": "bad", "rolled back": "bad", "unhealthy": "bad",
+	"stopped": "idle", "off": "idle", "deleted": "idle", "created": "idle", "disabled": "idle",
 }
 
 func statusClass(s any) string {
@@ -397,6 +408,8 @@ var funcs = template.FuncMap{
 		return time.Since(t).Round(time.Second).String() + " ago"
 	},
 	"pathEscape": url.PathEscape,
+	// appHref and appUnavailable link workspace apps (apps.go).
+	"appHref": appHref, "appUnavailable": appUnavailable,
 	// when is a time (or *time.Time) in UTC, "" for none.
 	"when": func(v any) string {
 		var t time.Time

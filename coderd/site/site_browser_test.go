@@ -47,7 +47,7 @@ type browser struct {
 	ignore   func(url string) bool // log entries of these URLs are not the dashboard's
 }
 
-func newBrowser(t *testing.T, base *url.URL) *browser {
+func newBrowser(t *testing.T, base *url.URL, extra ...chromedp.ExecAllocatorOption) *browser {
 	t.Helper()
 	if _, err := os.Stat(chromiumPath); err != nil {
 		t.Fatalf("the browser tests need Debian's chromium at %s (scripts/install-deps.sh installs it): %v", chromiumPath, err)
@@ -55,6 +55,7 @@ func newBrowser(t *testing.T, base *url.URL) *browser {
 	opts := append(chromedp.DefaultExecAllocatorOptions[:],
 		chromedp.ExecPath(chromiumPath), chromedp.NoSandbox, chromedp.DisableGPU,
 		chromedp.WindowSize(1280, 900), chromedp.UserDataDir(t.TempDir()))
+	opts = append(opts, extra...)
 	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
 	ctx, cancel := chromedp.NewContext(actx)
 	t.Cleanup(func() { cancel(); cancelAlloc() })
@@ -573,9 +574,16 @@ func call[P, R any](ctx context.Context, cmd cdp.Command[P, R], params P) error 
 // (a template admin's variable).
 func pushProcessTemplate(t *testing.T, c *codersdk.Client, base string) {
 	t.Helper()
+	pushTemplate(t, c, "process", coderdtest.TemplateFiles(t, "../../examples/templates/process"),
+		[]codersdk.VariableValue{{Name: "base_dir", Value: base}})
+}
+
+// pushTemplate imports files with the template admin's variables vars and
+// creates the template name from them.
+func pushTemplate(t *testing.T, c *codersdk.Client, name string, files map[string]string, vars []codersdk.VariableValue) codersdk.Template {
+	t.Helper()
 	ctx := context.Background()
-	v := coderdtest.UploadVersionRequest(t, c, coderdtest.TemplateFiles(t, "../../examples/templates/process"),
-		codersdk.CreateTemplateVersionRequest{UserVariableValues: []codersdk.VariableValue{{Name: "base_dir", Value: base}}})
+	v := coderdtest.UploadVersionRequest(t, c, files, codersdk.CreateTemplateVersionRequest{UserVariableValues: vars})
 	deadline := time.Now().Add(2 * time.Minute)
 	for {
 		tv, err := c.TemplateVersion(ctx, v.ID)
@@ -593,9 +601,11 @@ func pushProcessTemplate(t *testing.T, c *codersdk.Client, base string) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	if _, err := c.CreateTemplate(ctx, "default", codersdk.CreateTemplateRequest{Name: "process", TemplateVersionID: v.ID}); err != nil {
+	tpl, err := c.CreateTemplate(ctx, "default", codersdk.CreateTemplateRequest{Name: name, TemplateVersionID: v.ID})
+	if err != nil {
 		t.Fatal(err)
 	}
+	return tpl
 }
 
 func freePort(t *testing.T) int {

@@ -111,6 +111,10 @@ func TestWorkspacePage(t *testing.T) {
 		{Type: "terraform_data", Name: "box", Agents: []codersdk.ProvisionedAgent{{
 			Name: "main", Token: agentToken, OperatingSystem: "linux", Architecture: "amd64",
 			Metadata: []codersdk.AgentMetadataDescription{{Key: "load", DisplayName: "Load average", Script: "true", IntervalSeconds: 10, TimeoutSeconds: 1}},
+			Apps: []codersdk.ProvisionedApp{
+				{Slug: "web", URL: "http://localhost:8080", Healthcheck: &codersdk.AppHealthcheck{URL: "http://localhost:8080/healthz", Interval: 5, Threshold: 6}},
+				{Slug: "docs", URL: "http://localhost:8081"},
+			},
 		}},
 			Metadata: []codersdk.WorkspaceResourceMetadata{{Key: "image", Value: "ubuntu:24.04"}, {Key: "password", Value: "hunter2", Sensitive: true}}},
 	}})
@@ -121,14 +125,28 @@ func TestWorkspacePage(t *testing.T) {
 	}}); err != nil {
 		t.Fatal(err)
 	}
+	if w, err = admin.Workspace(ctx, w.ID); err != nil {
+		t.Fatal(err)
+	}
+	for _, app := range coderdtest.WorkspaceAgent(t, w).Apps {
+		if app.Slug == "web" {
+			if err := agent.PostWorkspaceAppHealth(ctx, codersdk.PostWorkspaceAppHealthsRequest{Healths: map[string]string{app.ID: codersdk.WorkspaceAppHealthUnhealthy}}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
 	html := buttons("running", map[string]string{"start": "disabled", "stop": "enabled", "cancel": "hidden", "update": "hidden"})
-	for _, want := range []string{"terraform_data.box", "<dt>image</dt><dd>ubuntu:24.04</dd>", "<dt>Load average</dt><dd data-metadata-key=\"load\">0.42</dd>"} {
+	for _, want := range []string{"terraform_data.box", "<dt>image</dt><dd>ubuntu:24.04</dd>", "<dt>Load average</dt><dd data-metadata-key=\"load\">0.42</dd>",
+		`<span class="status bad" data-app-health="web">unhealthy</span>`} {
 		if !strings.Contains(html, want) {
 			t.Errorf("running: the page lacks %q", want)
 		}
 	}
 	if strings.Contains(html, "hunter2") {
 		t.Error("running: the page shows a sensitive coder_metadata value")
+	}
+	if strings.Contains(html, `data-app-health="docs"`) {
+		t.Error("running: the page shows a health for an app without a healthcheck")
 	}
 
 	// A newer active version: Update builds on it.

@@ -87,6 +87,11 @@
   const page = document.querySelector("[data-live=workspace]");
   if (!page) return;
   const base = page.dataset.base;
+  // Apps open at their path, or a subdomain app at its own host (site/apps.go
+  // does the same for the first render).
+  const appBase = page.dataset.appBase || "";
+  const appUnavailable = (x) => !x.subdomain || (x.subdomain_name && appBase) ? "" : appBase ? "a subdomain app whose names cannot make a host name (owner, workspace and agent names must not contain \"--\")" : page.dataset.noWildcard;
+  const appHref = (x) => x.subdomain && x.subdomain_name && appBase ? appBase.replace("*", x.subdomain_name) + "/" : `${base}/apps/${encodeURIComponent(x.slug)}/`;
   const logEl = document.getElementById("build-log");
   let following = null;
   function follow(buildID) {
@@ -107,13 +112,24 @@
         p.append(st, ", lifecycle ", lc);
         if (a.version) p.append(", version " + a.version);
         card.append(p);
+        // links is a line of links, each with an optional status after it
+        // (an app's health; "disabled" apps have none to show).
         const links = (label, items) => {
           if (!items.length) return;
           const q = el("p", label + ": ");
-          for (const [text, href] of items) q.append(el("a", text, { href, target: "_blank", rel: "noopener" }), " ");
+          for (const [text, href, status] of items) {
+            q.append(href ? el("a", text, { href, target: "_blank", rel: "noopener" }) : el("span", text, { class: "app-unavailable", "data-app-unavailable": status.unavailable }));
+            if (status && status.value && status.value !== "disabled") {
+              const s = el("span", "", status.attrs); setStatus(s, status.value);
+              q.append(" ", s);
+            }
+            q.append(" ");
+          }
           card.append(q);
         };
-        links("Apps", (a.apps || []).map((x) => [x.display_name || x.slug, `${base}/apps/${encodeURIComponent(x.slug)}/`]));
+        links("Apps", (a.apps || []).map((x) => appUnavailable(x)
+          ? [`${x.display_name || x.slug} (unavailable: ${appUnavailable(x)})`, null, { unavailable: x.slug }]
+          : [x.display_name || x.slug, appHref(x), { value: x.health, attrs: { "data-app-health": x.slug } }]));
         if ((a.metadata || []).length) card.append(facts(a.metadata.map((m) => {
           const dd = el("dd", m.result.error ? "" : m.result.value, { "data-metadata-key": m.description.key });
           if (m.result.error) dd.append(el("span", m.result.error, { class: "error-text" }));
