@@ -4,9 +4,12 @@ import (
 	"archive/zip"
 	"bufio"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"net/url"
 	"os"
 	"os/exec"
@@ -46,7 +49,7 @@ func postmaster(t *testing.T, dir string) int {
 // naming it, so that systemd restarts the appliance.
 func TestPostgresCrashRecovers(t *testing.T) {
 	http, tls := freePort(t), freePort(t)
-	e := newUpgradeEnv(t, fmt.Sprintf("tls-address: %s\nhttp-address: %s\nmirror-address: %s\nprovisioner-daemons: 1\n", tls, http, freePort(t)))
+	e := newUpgradeEnv(t, fmt.Sprintf("tls-address: %s\nhttp-address: %s\nmirror-address: %s\nprovisioner-daemons: 1\nwildcard-access-url: \"*.apps.test\"\n", tls, http, freePort(t)))
 	e.http, e.tls = http, tls
 	work := e.work
 	if out, err := e.coder("appliance", "install", e.bundleFor("2026.11.1", "{binary: self}"), "--dir", e.dir, "--public-key", filepath.Join(e.keys, "bundle.pub")); err != nil {
@@ -117,6 +120,7 @@ func TestPostgresCrashRecovers(t *testing.T) {
 	}
 	sshOK("before")
 	checkSupportBundle(t, e, work, mustCoder)
+	checkAppHost(t, e.dir, access, "web--main--dev--admin.apps.test")
 
 	// When PostgreSQL dies: an open ssh session, and a build in progress
 	// (a template whose apply takes a while).
@@ -338,6 +342,42 @@ func checkSupportBundle(t *testing.T, e *upgradeEnv, work string, coder func(...
 		if strings.Contains(all.String(), secret) {
 			t.Errorf("the support bundle holds the %s", name)
 		}
+	}
+}
+
+// checkAppHost: with wildcard-access-url set, the appliance's serving
+// certificate covers an app host (verified with the appliance CA as that
+// name) and a request there is sent to sign in on the access URL (the
+// session cookie of the access URL never reaches the app's origin).
+func checkAppHost(t *testing.T, dir, access, host string) {
+	t.Helper()
+	u, _ := url.Parse(access)
+	pem, err := os.ReadFile(caFile(dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(pem)
+	client := &http.Client{
+		Timeout: 10 * time.Second,
+		Transport: &http.Transport{
+			TLSClientConfig: &tls.Config{RootCAs: pool, ServerName: host},
+			// The site's wildcard DNS record, here: every app host is
+			// this appliance.
+			DialContext: func(ctx context.Context, network, _ string) (net.Conn, error) {
+				var d net.Dialer
+				return d.DialContext(ctx, network, u.Host)
+			},
+		},
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	}
+	resp, err := client.Get("https://" + net.JoinHostPort(host, u.Port()) + "/")
+	if err != nil {
+		t.Fatalf("an app host on the appliance: %v", err)
+	}
+	resp.Body.Close()
+	if loc := resp.Header.Get("Location"); resp.StatusCode != http.StatusTemporaryRedirect || !strings.HasPrefix(loc, access+"/api/v2/applications/auth-redirect?") {
+		t.Errorf("GET an app host without its cookie: %s to %q, want 307 to %s/api/v2/applications/auth-redirect", resp.Status, loc, access)
 	}
 }
 

@@ -215,18 +215,36 @@ func (e *upgradeEnv) up() func() {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-	if msg := readNotify(e.t, notify); !strings.HasPrefix(msg, "READY=1\n") {
-		e.t.Fatalf("systemd heard %q, want READY=1", msg)
+	// What it is doing (systemctl status shows STATUS=), then READY=1.
+	before := readNotifyUntil(e.t, notify, "READY=1\n")
+	if !slices.Contains(before, "STATUS=starting: start postgres") || !slices.Contains(before, "STATUS=starting: start control plane") {
+		e.t.Errorf("systemd heard %q before READY=1, want the start-up's steps as STATUS= lines", before)
 	}
 	return func() {
 		_ = cmd.Process.Signal(syscall.SIGTERM)
 		if err := cmd.Wait(); err != nil {
 			e.t.Fatalf("appliance exit: %v", err)
 		}
-		if msg := readNotify(e.t, notify); msg != "STOPPING=1" {
-			e.t.Fatalf("systemd heard %q on stop, want STOPPING=1", msg)
-		}
+		readNotifyUntil(e.t, notify, "STOPPING=1")
 		notify.Close()
+	}
+}
+
+// readNotifyUntil reads what systemd hears until a message that starts
+// with prefix, and returns the messages before it; only STATUS= lines may
+// come first.
+func readNotifyUntil(t *testing.T, c *net.UnixConn, prefix string) []string {
+	t.Helper()
+	var before []string
+	for {
+		msg := readNotify(t, c)
+		if strings.HasPrefix(msg, prefix) {
+			return before
+		}
+		if !strings.HasPrefix(msg, "STATUS=") {
+			t.Fatalf("systemd heard %q (after %q), want %q", msg, before, prefix)
+		}
+		before = append(before, msg)
 	}
 }
 

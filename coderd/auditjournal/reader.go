@@ -8,7 +8,6 @@ import (
 	"io"
 	"os"
 	"syscall"
-	"time"
 )
 
 // ErrUnknownVersion reports a line in a format version newer than
@@ -121,55 +120,25 @@ func decode(line []byte) (Record, int, error) {
 	if err := json.Unmarshal(line, &probe); err != nil {
 		return Record{}, 0, err
 	}
-	var rec Record
+	v := 0 // no "v": written before versions existed
+	if probe.V != nil {
+		v = *probe.V
+	}
 	switch {
-	case probe.V == nil:
-		var old recordV0
-		if err := json.Unmarshal(line, &old); err != nil {
-			return Record{}, 0, err
-		}
-		rec = old.record()
-	case *probe.V == 1:
-		// Record is version 1. When Version moves on, version 1 gets a
-		// type of its own here, frozen as recordV0 is.
-		if err := json.Unmarshal(line, &rec); err != nil {
-			return Record{}, 1, err
-		}
-	case *probe.V > Version:
-		return Record{}, *probe.V, ErrUnknownVersion
-	default:
-		return Record{}, *probe.V, fmt.Errorf("there is no format version %d", *probe.V)
+	case v > Version:
+		return Record{}, v, ErrUnknownVersion
+	case probe.V != nil && v != 1:
+		return Record{}, v, fmt.Errorf("there is no format version %d", v)
+	}
+	// Record is version 1, and version 0 is version 1 without "v" (V stays
+	// 0), so one type reads both. When Version moves on, version 1 gets a
+	// type of its own here, frozen, and it reads versions 0 and 1.
+	var rec Record
+	if err := json.Unmarshal(line, &rec); err != nil {
+		return Record{}, v, err
 	}
 	if err := check(rec); err != nil {
-		return Record{}, rec.V, err
+		return Record{}, v, err
 	}
-	return rec, rec.V, nil
-}
-
-// recordV0 is a line written before versions existed (releases up to
-// issue 30). Frozen: it reads files already written.
-type recordV0 struct {
-	ID               string          `json:"id"`
-	Time             time.Time       `json:"time"`
-	UserID           string          `json:"user_id,omitempty"`
-	Username         string          `json:"username,omitempty"`
-	IP               string          `json:"ip,omitempty"`
-	UserAgent        string          `json:"user_agent,omitempty"`
-	Action           string          `json:"action"`
-	ResourceType     string          `json:"resource_type"`
-	ResourceID       string          `json:"resource_id,omitempty"`
-	ResourceTarget   string          `json:"resource_target,omitempty"`
-	WorkspaceOwner   string          `json:"workspace_owner,omitempty"`
-	WorkspaceName    string          `json:"workspace_name,omitempty"`
-	StatusCode       int             `json:"status_code"`
-	Success          bool            `json:"success"`
-	AdditionalFields json.RawMessage `json:"additional_fields,omitempty"`
-	Description      string          `json:"description,omitempty"`
-}
-
-func (o recordV0) record() Record {
-	return Record{V: 0, ID: o.ID, Time: o.Time, UserID: o.UserID, Username: o.Username, IP: o.IP, UserAgent: o.UserAgent,
-		Action: o.Action, ResourceType: o.ResourceType, ResourceID: o.ResourceID, ResourceTarget: o.ResourceTarget,
-		WorkspaceOwner: o.WorkspaceOwner, WorkspaceName: o.WorkspaceName, StatusCode: o.StatusCode, Success: o.Success,
-		AdditionalFields: o.AdditionalFields, Description: o.Description}
+	return rec, v, nil
 }

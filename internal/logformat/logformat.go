@@ -12,7 +12,10 @@
 // logger's "component" attributes (joined with dots when loggers nest)
 // before the message, then key=value pairs, values quoted when they hold
 // spaces, quotes, '=' or control characters. Attributes in groups are
-// written as group.key=value.
+// written as group.key=value. With TextOptions.UTC the time is UTC and one
+// field, 2026-11-23T16:00:00.123Z, for lines read away from the machine
+// (package logring keeps such lines); TextOptions.ReplaceAttr rewrites or
+// drops attributes as slog's handlers do (logring redacts with it).
 package logformat
 
 import (
@@ -76,41 +79,69 @@ func (f *Format) Type() string { return "text|json" }
 
 // NewHandler returns the handler for f writing to w. tty says whether w is
 // a terminal, which is what Auto decides by. opts may be nil; the text
-// handler honours only its Level.
+// handler honours its Level, and its ReplaceAttr for attributes (see
+// TextOptions).
 func NewHandler(w io.Writer, f Format, tty bool, opts *slog.HandlerOptions) slog.Handler {
 	if f == Text || (f != JSON && tty) {
-		return NewTextHandler(w, opts)
+		var topts TextOptions
+		if opts != nil {
+			topts = TextOptions{Level: opts.Level, ReplaceAttr: opts.ReplaceAttr}
+		}
+		return NewTextHandler(w, &topts)
 	}
 	return slog.NewJSONHandler(w, opts)
 }
 
+// TextOptions configure a TextHandler. The zero value writes records from
+// Info on, with local times.
+type TextOptions struct {
+	// Level is the lowest level written (nil: Info).
+	Level slog.Leveler
+	// ReplaceAttr, when not nil, is called as slog.HandlerOptions'
+	// ReplaceAttr is: for each attribute that is not a group, its value
+	// resolved, with the groups it is in; what it returns is written
+	// instead, and an empty Attr is dropped. It is not called for the
+	// record's time, level and message, which have fixed places in the
+	// line. A top-level "component" attribute is told after it returns.
+	ReplaceAttr func(groups []string, a slog.Attr) slog.Attr
+	// UTC writes times in UTC: the record's as 2006-01-02T15:04:05.000Z,
+	// one field, and time values as RFC 3339 in UTC. False writes the
+	// record's time in local time as 2006-01-02 15:04:05.000 and time
+	// values in their own zone.
+	UTC bool
+}
+
 // TextHandler writes records as readable lines (see the package comment).
-// It is safe for concurrent use; each record is one Write.
+// It is safe for concurrent use; each record is one Write of one line,
+// ended by "\n".
 type TextHandler struct {
-	w     io.Writer
-	mu    *sync.Mutex
-	level slog.Leveler
+	w    io.Writer
+	mu   *sync.Mutex
+	opts TextOptions
 	// component is the loggers' "component" attributes, joined by dots.
 	component string
 	// attrs are the loggers' other attributes, already formatted.
 	attrs []byte
-	// prefix qualifies keys with the open groups ("g1.g2.").
-	prefix string
+	// groups are the open groups, outermost first.
+	groups []string
 }
 
-// NewTextHandler returns a TextHandler writing to w. opts may be nil (level
-// Info).
-func NewTextHandler(w io.Writer, opts *slog.HandlerOptions) *TextHandler {
-	var level slog.Leveler = slog.LevelInfo
-	if opts != nil && opts.Level != nil {
-		level = opts.Level
+// NewTextHandler returns a TextHandler writing to w. opts may be nil (the
+// zero TextOptions).
+func NewTextHandler(w io.Writer, opts *TextOptions) *TextHandler {
+	h := &TextHandler{w: w, mu: &sync.Mutex{}}
+	if opts != nil {
+		h.opts = *opts
 	}
-	return &TextHandler{w: w, mu: &sync.Mutex{}, level: level}
+	if h.opts.Level == nil {
+		h.opts.Level = slog.LevelInfo
+	}
+	return h
 }
 
 // Enabled reports whether records of level l are written.
 func (h *TextHandler) Enabled(_ context.Context, l slog.Level) bool {
-	return l >= h.level.Level()
+	return l >= h.opts.Level.Level()
 }
 
 // WithAttrs returns a handler that writes attrs with every record.
@@ -118,11 +149,7 @@ func (h *TextHandler) WithAttrs(attrs []slog.Attr) slog.Handler {
 	h2 := *h
 	h2.attrs = slices.Clip(h.attrs)
 	for _, a := range attrs {
-		if c, ok := h.componentOf(a); ok {
-			h2.component = joinComponent(h2.component, c)
-			continue
-		}
-		h2.attrs = appendAttr(h2.attrs, h.prefix, a)
+		h2.attrs = h.appendAttr(h2.attrs, &h2.component, h.groups, a)
 	}
 	return &h2
 }
@@ -133,7 +160,7 @@ func (h *TextHandler) WithGroup(name string) slog.Handler {
 		return h
 	}
 	h2 := *h
-	h2.prefix += name + "."
+	h2.groups = append(slices.Clip(h.groups), name)
 	return &h2
 }
 
@@ -141,7 +168,11 @@ func (h *TextHandler) WithGroup(name string) slog.Handler {
 func (h *TextHandler) Handle(_ context.Context, r slog.Record) error {
 	buf := make([]byte, 0, 256)
 	if !r.Time.IsZero() {
-		buf = r.Time.Local().AppendFormat(buf, "2006-01-02 15:04:05.000")
+		if h.opts.UTC {
+			buf = r.Time.UTC().AppendFormat(buf, "2006-01-02T15:04:05.000Z")
+		} else {
+			buf = r.Time.Local().AppendFormat(buf, "2006-01-02 15:04:05.000")
+		}
 		buf = append(buf, ' ')
 	}
 	level := r.Level.String()
@@ -153,11 +184,7 @@ func (h *TextHandler) Handle(_ context.Context, r slog.Record) error {
 	component := h.component
 	var attrs []byte
 	r.Attrs(func(a slog.Attr) bool {
-		if c, ok := h.componentOf(a); ok {
-			component = joinComponent(component, c)
-		} else {
-			attrs = appendAttr(attrs, h.prefix, a)
-		}
+		attrs = h.appendAttr(attrs, &component, h.groups, a)
 		return true
 	})
 	if component != "" {
@@ -174,16 +201,40 @@ func (h *TextHandler) Handle(_ context.Context, r slog.Record) error {
 	return err
 }
 
-// componentOf returns the value of a top-level "component" attribute.
-func (h *TextHandler) componentOf(a slog.Attr) (string, bool) {
-	if h.prefix != "" || a.Key != "component" {
-		return "", false
+// appendAttr appends " key=value" for a after ReplaceAttr (groups
+// flattened into dotted keys). When component is not nil (a is a
+// logger's or record's own attribute) and no group is open, a string
+// "component" attribute is joined to *component instead.
+func (h *TextHandler) appendAttr(buf []byte, component *string, groups []string, a slog.Attr) []byte {
+	a.Value = a.Value.Resolve()
+	if h.opts.ReplaceAttr != nil && a.Value.Kind() != slog.KindGroup {
+		a = h.opts.ReplaceAttr(groups, a)
+		a.Value = a.Value.Resolve()
 	}
-	v := a.Value.Resolve()
-	if v.Kind() != slog.KindString || v.String() == "" {
-		return "", false
+	if a.Equal(slog.Attr{}) {
+		return buf
 	}
-	return v.String(), true
+	if a.Value.Kind() == slog.KindGroup {
+		if a.Key != "" {
+			groups = append(slices.Clip(groups), a.Key)
+		}
+		for _, g := range a.Value.Group() {
+			buf = h.appendAttr(buf, nil, groups, g)
+		}
+		return buf
+	}
+	if component != nil && len(groups) == 0 && a.Key == "component" && a.Value.Kind() == slog.KindString && a.Value.String() != "" {
+		*component = joinComponent(*component, a.Value.String())
+		return buf
+	}
+	buf = append(buf, ' ')
+	for _, g := range groups {
+		buf = append(buf, g...)
+		buf = append(buf, '.')
+	}
+	buf = append(buf, a.Key...)
+	buf = append(buf, '=')
+	return h.appendValue(buf, a.Value)
 }
 
 func joinComponent(outer, inner string) string {
@@ -193,29 +244,7 @@ func joinComponent(outer, inner string) string {
 	return outer + "." + inner
 }
 
-// appendAttr appends " key=value" (groups flattened into dotted keys).
-func appendAttr(buf []byte, prefix string, a slog.Attr) []byte {
-	a.Value = a.Value.Resolve()
-	if a.Equal(slog.Attr{}) {
-		return buf
-	}
-	if a.Value.Kind() == slog.KindGroup {
-		if a.Key != "" {
-			prefix += a.Key + "."
-		}
-		for _, g := range a.Value.Group() {
-			buf = appendAttr(buf, prefix, g)
-		}
-		return buf
-	}
-	buf = append(buf, ' ')
-	buf = append(buf, prefix...)
-	buf = append(buf, a.Key...)
-	buf = append(buf, '=')
-	return appendValue(buf, a.Value)
-}
-
-func appendValue(buf []byte, v slog.Value) []byte {
+func (h *TextHandler) appendValue(buf []byte, v slog.Value) []byte {
 	switch v.Kind() {
 	case slog.KindString:
 		return appendString(buf, v.String())
@@ -230,7 +259,11 @@ func appendValue(buf []byte, v slog.Value) []byte {
 	case slog.KindDuration:
 		return append(buf, v.Duration().String()...)
 	case slog.KindTime:
-		return v.Time().AppendFormat(buf, time.RFC3339Nano)
+		t := v.Time()
+		if h.opts.UTC {
+			t = t.UTC()
+		}
+		return t.AppendFormat(buf, time.RFC3339Nano)
 	}
 	// fmt uses Error and String methods and survives their panics.
 	return appendString(buf, fmt.Sprint(v.Any()))

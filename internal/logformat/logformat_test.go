@@ -7,6 +7,7 @@ import (
 	"errors"
 	"log/slog"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -133,5 +134,37 @@ func TestTextHandlerConcurrentLines(t *testing.T) {
 		if !strings.Contains(line, " INFO  x: line i=") {
 			t.Errorf("torn line %q", line)
 		}
+	}
+}
+
+// TestTextHandlerOptions: UTC writes the record's time as one UTC field and
+// time values in UTC; ReplaceAttr sees each attribute with its groups
+// (the logger's when they are added, the record's when it is written),
+// rewrites or drops it, and is not called for groups themselves.
+func TestTextHandlerOptions(t *testing.T) {
+	t.Parallel()
+	at := time.Date(2026, 11, 23, 17, 0, 0, 123e6, time.FixedZone("CET", 3600))
+	var seen []string
+	opts := &logformat.TextOptions{UTC: true, ReplaceAttr: func(groups []string, a slog.Attr) slog.Attr {
+		seen = append(seen, strings.Join(append(slices.Clone(groups), a.Key), "."))
+		switch a.Key {
+		case "drop":
+			return slog.Attr{}
+		case "secret":
+			return slog.String(a.Key, "[redacted]")
+		}
+		return a
+	}}
+	var buf bytes.Buffer
+	l := slog.New(fixedTime{logformat.NewTextHandler(&buf, opts), at})
+	l.With("component", "coderd", "secret", "s1").WithGroup("req").
+		Info("served", "drop", 1, "at", at, slog.Group("resp", "status", 200, "secret", "s2"))
+	want := `2026-11-23T16:00:00.123Z INFO  coderd: served secret=[redacted] req.at=2026-11-23T16:00:00.123Z req.resp.status=200 req.resp.secret=[redacted]` + "\n"
+	if got := buf.String(); got != want {
+		t.Errorf("got  %q\nwant %q", got, want)
+	}
+	wantSeen := []string{"component", "secret", "req.drop", "req.at", "req.resp.status", "req.resp.secret"}
+	if !slices.Equal(seen, wantSeen) {
+		t.Errorf("ReplaceAttr saw %q, want %q", seen, wantSeen)
 	}
 }

@@ -6,7 +6,7 @@
 // above the ring's level becomes one line in a Ring of fixed size, the
 // oldest dropped first.
 //
-// A line is
+// A line is package logformat's text line with its time in UTC:
 //
 //	2026-11-23T16:00:00.123Z INFO  coderd.api: first user created username=admin
 //
@@ -15,12 +15,14 @@
 // message, then key=value pairs (groups as group.key=value), values quoted
 // when they hold spaces, quotes, '=' or control characters.
 //
-// The copy is redacted (package redact) before it is formatted: the value
-// of an attribute whose name says secret (password, token, psk, key, …)
-// becomes "[redacted]", and the message and every other value lose URL
-// passwords, secret=value pairs, credentials and private keys. The ring
-// must never hold what the journal would not show an owner, and less.
-// It does not read or write files and starts no goroutines.
+// The copy is redacted (package redact) twice: each attribute's value
+// before it is quoted (the whole value, "[redacted]", when the attribute's
+// name says secret: password, token, psk, key, …; URL passwords,
+// secret=value pairs, credentials and private keys in any other text
+// value), then the whole line, for the message and the keys. Numbers,
+// booleans, durations and times are kept. The ring must never hold what
+// the journal would not show an owner, and less. It does not read or
+// write files and starts no goroutines.
 package logring
 
 import (
@@ -28,11 +30,10 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
-	"strconv"
+	"strings"
 	"sync"
-	"time"
-	"unicode"
 
+	"airgapcoder/internal/logformat"
 	"airgapcoder/internal/redact"
 )
 
@@ -101,29 +102,21 @@ func (r *Ring) Lines() (lines []string, dropped uint64) {
 // Handler passes every record to the handler it wraps and keeps a
 // redacted line of each at or above its level in a Ring.
 type Handler struct {
-	next  slog.Handler
-	ring  *Ring
-	level slog.Leveler
-	// component is the loggers' "component" attributes, joined by dots.
-	component string
-	// attrs are the loggers' other attributes, redacted and formatted.
-	attrs []byte
-	// prefix qualifies keys with the open groups ("g1.g2.").
-	prefix string
+	next slog.Handler
+	// text is a logformat.TextHandler writing to the ring.
+	text slog.Handler
 }
 
 // NewHandler wraps next (which gets every record it is enabled for, as
 // before) so that records at level or above (nil: Info) are kept in ring.
 func NewHandler(next slog.Handler, ring *Ring, level slog.Leveler) *Handler {
-	if level == nil {
-		level = slog.LevelInfo
-	}
-	return &Handler{next: next, ring: ring, level: level}
+	text := logformat.NewTextHandler(ringWriter{ring}, &logformat.TextOptions{Level: level, ReplaceAttr: redactAttr, UTC: true})
+	return &Handler{next: next, text: text}
 }
 
 // Enabled reports whether next or the ring wants records of level l.
 func (h *Handler) Enabled(ctx context.Context, l slog.Level) bool {
-	return l >= h.level.Level() || h.next.Enabled(ctx, l)
+	return h.text.Enabled(ctx, l) || h.next.Enabled(ctx, l)
 }
 
 // Handle passes r to next (when next is enabled for its level) and keeps a
@@ -133,25 +126,15 @@ func (h *Handler) Handle(ctx context.Context, r slog.Record) error {
 	if h.next.Enabled(ctx, r.Level) {
 		err = h.next.Handle(ctx, r)
 	}
-	if r.Level >= h.level.Level() {
-		h.ring.Add(h.format(r))
+	if h.text.Enabled(ctx, r.Level) {
+		_ = h.text.Handle(ctx, r) // ringWriter does not fail
 	}
 	return err
 }
 
 // WithAttrs returns a handler that adds attrs to every record.
 func (h *Handler) WithAttrs(attrs []slog.Attr) slog.Handler {
-	h2 := *h
-	h2.next = h.next.WithAttrs(attrs)
-	h2.attrs = slices.Clip(h.attrs)
-	for _, a := range attrs {
-		if c, ok := h.componentOf(a); ok {
-			h2.component = joinComponent(h2.component, c)
-			continue
-		}
-		h2.attrs = appendAttr(h2.attrs, h.prefix, a)
-	}
-	return &h2
+	return &Handler{next: h.next.WithAttrs(attrs), text: h.text.WithAttrs(attrs)}
 }
 
 // WithGroup returns a handler that qualifies later keys with name.
@@ -159,129 +142,37 @@ func (h *Handler) WithGroup(name string) slog.Handler {
 	if name == "" {
 		return h
 	}
-	h2 := *h
-	h2.next = h.next.WithGroup(name)
-	h2.prefix += name + "."
-	return &h2
+	return &Handler{next: h.next.WithGroup(name), text: h.text.WithGroup(name)}
 }
 
-// format is r as one line (see the package comment), without a newline.
-func (h *Handler) format(r slog.Record) string {
-	buf := make([]byte, 0, 256)
-	t := r.Time
-	if t.IsZero() {
-		t = time.Now()
-	}
-	buf = t.UTC().AppendFormat(buf, "2006-01-02T15:04:05.000Z")
-	buf = append(buf, ' ')
-	level := r.Level.String()
-	buf = append(buf, level...)
-	for i := len(level); i < 5; i++ {
-		buf = append(buf, ' ')
-	}
-	buf = append(buf, ' ')
-	component := h.component
-	var attrs []byte
-	r.Attrs(func(a slog.Attr) bool {
-		if c, ok := h.componentOf(a); ok {
-			component = joinComponent(component, c)
-		} else {
-			attrs = appendAttr(attrs, h.prefix, a)
-		}
-		return true
-	})
-	if component != "" {
-		buf = append(buf, component...)
-		buf = append(buf, ": "...)
-	}
-	buf = append(buf, redact.String(r.Message)...)
-	buf = append(buf, h.attrs...)
-	buf = append(buf, attrs...)
-	return string(buf)
-}
-
-// componentOf returns the value of a top-level "component" attribute.
-func (h *Handler) componentOf(a slog.Attr) (string, bool) {
-	if h.prefix != "" || a.Key != "component" {
-		return "", false
-	}
-	v := a.Value.Resolve()
-	if v.Kind() != slog.KindString || v.String() == "" {
-		return "", false
-	}
-	return redact.String(v.String()), true
-}
-
-func joinComponent(outer, inner string) string {
-	if outer == "" {
-		return inner
-	}
-	return outer + "." + inner
-}
-
-// appendAttr appends " key=value", redacted (groups flattened into dotted
-// keys).
-func appendAttr(buf []byte, prefix string, a slog.Attr) []byte {
-	a.Value = a.Value.Resolve()
-	if a.Equal(slog.Attr{}) {
-		return buf
-	}
-	if a.Value.Kind() == slog.KindGroup {
-		if a.Key != "" {
-			prefix += a.Key + "."
-		}
-		for _, g := range a.Value.Group() {
-			buf = appendAttr(buf, prefix, g)
-		}
-		return buf
-	}
-	key := prefix + a.Key
-	buf = append(buf, ' ')
-	buf = append(buf, redact.String(key)...)
-	buf = append(buf, '=')
-	return appendValue(buf, key, a.Value)
-}
-
-// appendValue appends v. Strings and other values printed as text are
-// redacted: wholly when key names a secret; numbers, booleans, durations
-// and times never are.
-func appendValue(buf []byte, key string, v slog.Value) []byte {
-	switch v.Kind() {
+// redactAttr is the text handler's ReplaceAttr: a string or other textual
+// value becomes redact.Value of it under its dotted name (groups
+// included), so secrets go before the value is quoted; numbers, booleans,
+// durations and times are kept.
+func redactAttr(groups []string, a slog.Attr) slog.Attr {
+	var s string
+	switch a.Value.Kind() {
 	case slog.KindString:
-		return appendString(buf, redact.Value(key, v.String()))
-	case slog.KindInt64:
-		return strconv.AppendInt(buf, v.Int64(), 10)
-	case slog.KindUint64:
-		return strconv.AppendUint(buf, v.Uint64(), 10)
-	case slog.KindFloat64:
-		return strconv.AppendFloat(buf, v.Float64(), 'g', -1, 64)
-	case slog.KindBool:
-		return strconv.AppendBool(buf, v.Bool())
-	case slog.KindDuration:
-		return append(buf, v.Duration().String()...)
-	case slog.KindTime:
-		return v.Time().UTC().AppendFormat(buf, time.RFC3339Nano)
+		s = a.Value.String()
+	case slog.KindAny:
+		// fmt uses Error and String methods and survives their panics.
+		s = fmt.Sprint(a.Value.Any())
+	default:
+		return a
 	}
-	// fmt uses Error and String methods and survives their panics.
-	return appendString(buf, redact.Value(key, fmt.Sprint(v.Any())))
+	name := a.Key
+	if len(groups) > 0 {
+		name = strings.Join(groups, ".") + "." + a.Key
+	}
+	return slog.String(a.Key, redact.Value(name, s))
 }
 
-// appendString appends s, quoted when it would not read as one value.
-func appendString(buf []byte, s string) []byte {
-	if needsQuote(s) {
-		return strconv.AppendQuote(buf, s)
-	}
-	return append(buf, s...)
-}
+// ringWriter keeps each line the text handler writes (one Write a line)
+// in the ring, redacted as a whole for what redactAttr does not see: the
+// message and the keys.
+type ringWriter struct{ ring *Ring }
 
-func needsQuote(s string) bool {
-	if s == "" {
-		return true
-	}
-	for _, r := range s {
-		if r == '"' || r == '=' || r == '\\' || unicode.IsSpace(r) || !unicode.IsPrint(r) {
-			return true
-		}
-	}
-	return false
+func (w ringWriter) Write(p []byte) (int, error) {
+	w.ring.Add(redact.String(strings.TrimSuffix(string(p), "\n")))
+	return len(p), nil
 }

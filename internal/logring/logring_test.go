@@ -73,6 +73,7 @@ func TestHandlerRedacts(t *testing.T) {
 	log.Info("login", "session_token", token, "Cookie", cookie, slog.Group("db", "password", password, "host", "db.internal"))
 	log.Info("a token in free text: " + token)
 	log.Info("conninfo", "dsn", "host=db.internal user=coder password="+password+" dbname=coder")
+	log.Info("request", "body", `{"user":"admin","password":"`+password+`"}`)
 	log.Debug("not kept at info", "x", 1)
 
 	lines, _ := ring.Lines()
@@ -82,8 +83,8 @@ func TestHandlerRedacts(t *testing.T) {
 			t.Errorf("the ring holds the %s:\n%s", name, all)
 		}
 	}
-	if len(lines) != 6 {
-		t.Fatalf("got %d lines, want 6 (debug not kept):\n%s", len(lines), all)
+	if len(lines) != 7 {
+		t.Fatalf("got %d lines, want 7 (debug not kept):\n%s", len(lines), all)
 	}
 	for i, want := range []string{
 		"INFO  coderd.api: provisioner daemon registered psk=[redacted] name=pd-1",
@@ -92,6 +93,8 @@ func TestHandlerRedacts(t *testing.T) {
 		`INFO  login session_token=[redacted] Cookie=[redacted] db.password=[redacted] db.host=db.internal`,
 		`INFO  a token in free text: [redacted]`,
 		`INFO  conninfo dsn="host=db.internal user=coder password=[redacted] dbname=coder"`,
+		// Redacted before it is quoted: in the line, the JSON's quotes are escaped.
+		`INFO  request body="{\"user\":\"admin\",\"password\":\"[redacted]\"}"`,
 	} {
 		if _, rest, _ := strings.Cut(lines[i], " "); rest != want {
 			t.Errorf("line %d: got %q, want %q", i, rest, want)
