@@ -70,6 +70,38 @@ type Config struct {
 	PrometheusEnable  bool   `koanf:"prometheus-enable"`
 	PrometheusAddress string `koanf:"prometheus-address"`
 
+	// OIDC is OpenID Connect sign-in, with coder server's --oidc-* names
+	// (oidc-issuer-url, …; docs/oidc.md). The issuer's host is added to
+	// egress-allow by itself: naming the identity provider allows it.
+	OIDCIssuerURL string `koanf:"oidc-issuer-url"`
+	OIDCClientID  string `koanf:"oidc-client-id"`
+	// OIDCClientSecret, or better OIDCClientSecretFile (a file only root
+	// and the service user read), is the client's secret.
+	OIDCClientSecret        string   `koanf:"oidc-client-secret"`
+	OIDCClientSecretFile    string   `koanf:"oidc-client-secret-file"`
+	OIDCEmailDomain         []string `koanf:"oidc-email-domain"`
+	OIDCScopes              []string `koanf:"oidc-scopes"`
+	OIDCAllowSignups        bool     `koanf:"oidc-allow-signups"`
+	OIDCUsernameField       string   `koanf:"oidc-username-field"`
+	OIDCEmailField          string   `koanf:"oidc-email-field"`
+	OIDCIgnoreEmailVerified bool     `koanf:"oidc-ignore-email-verified"`
+	OIDCSignInText          string   `koanf:"oidc-sign-in-text"`
+	OIDCIconURL             string   `koanf:"oidc-icon-url"`
+	// The group and role sync (docs/oidc.md): OIDCGroupField and
+	// OIDCUserRoleField name the claims and turn each sync on; the
+	// mappings are JSON objects in a string, as the flags and Coder's
+	// environment variables take them.
+	OIDCGroupField       string   `koanf:"oidc-group-field"`
+	OIDCGroupMapping     string   `koanf:"oidc-group-mapping"`
+	OIDCGroupAutoCreate  bool     `koanf:"oidc-group-auto-create"`
+	OIDCGroupRegexFilter string   `koanf:"oidc-group-regex-filter"`
+	OIDCAllowedGroups    []string `koanf:"oidc-allowed-groups"`
+	OIDCUserRoleField    string   `koanf:"oidc-user-role-field"`
+	OIDCUserRoleMapping  string   `koanf:"oidc-user-role-mapping"`
+	// DisablePasswordAuth refuses password sign-in but an owner's
+	// (disable-password-auth).
+	DisablePasswordAuth bool `koanf:"disable-password-auth"`
+
 	// The air-gap switches exist so that a config carried over from a
 	// connected deployment is refused with a clear message rather than
 	// silently ignored. They must stay at these values.
@@ -87,6 +119,11 @@ func DefaultConfig() Config {
 		ProvisionerDaemons:     3,
 		ServiceUser:            "coder",
 		BlockDirectConnections: true,
+		OIDCScopes:             []string{"openid", "profile", "email"},
+		OIDCAllowSignups:       true,
+		OIDCUsernameField:      "preferred_username",
+		OIDCEmailField:         "email",
+		OIDCSignInText:         "OpenID Connect",
 	}
 }
 
@@ -94,6 +131,11 @@ var knownKeys = map[string]bool{
 	"tls-address": true, "http-address": true, "access-url": true, "wildcard-access-url": true, "mirror-address": true, "hosts": true, "provisioner-daemons": true,
 	"service-user": true, "postgres-url": true, "egress-allow": true, "telemetry": true, "update-check": true, "block-direct-connections": true,
 	"prometheus-enable": true, "prometheus-address": true,
+	"oidc-issuer-url": true, "oidc-client-id": true, "oidc-client-secret": true, "oidc-client-secret-file": true, "oidc-email-domain": true,
+	"oidc-scopes": true, "oidc-allow-signups": true, "oidc-username-field": true, "oidc-email-field": true, "oidc-ignore-email-verified": true,
+	"oidc-sign-in-text": true, "oidc-icon-url": true, "disable-password-auth": true,
+	"oidc-group-field": true, "oidc-group-mapping": true, "oidc-group-auto-create": true, "oidc-group-regex-filter": true,
+	"oidc-allowed-groups": true, "oidc-user-role-field": true, "oidc-user-role-mapping": true,
 }
 
 // LoadConfig reads DIR/appliance.yaml over the defaults and applies
@@ -105,6 +147,8 @@ func LoadConfig(dir string, overrides map[string]any) (Config, error) {
 	if err := k.Load(confmap.Provider(map[string]any{
 		"tls-address": def.TLSAddress, "http-address": def.HTTPAddress, "mirror-address": def.MirrorAddress, "provisioner-daemons": def.ProvisionerDaemons,
 		"service-user": def.ServiceUser, "block-direct-connections": def.BlockDirectConnections,
+		"oidc-scopes": def.OIDCScopes, "oidc-allow-signups": def.OIDCAllowSignups, "oidc-username-field": def.OIDCUsernameField,
+		"oidc-email-field": def.OIDCEmailField, "oidc-sign-in-text": def.OIDCSignInText,
 	}, "."), nil); err != nil {
 		return Config{}, err
 	}
@@ -134,7 +178,11 @@ func LoadConfig(dir string, overrides map[string]any) (Config, error) {
 	if err := k.Unmarshal("", &c); err != nil {
 		return Config{}, fmt.Errorf("%s: %w", path, err)
 	}
-	return c, c.Validate(path)
+	if err := c.Validate(path); err != nil {
+		return c, err
+	}
+	c.EgressAllow = c.allowIssuer(c.EgressAllow)
+	return c, nil
 }
 
 // Validate checks addresses and refuses settings that would break the air
@@ -168,6 +216,9 @@ func (c Config) Validate(source string) error {
 	}
 	if _, err := egress.New(c.EgressAllow, nil); err != nil {
 		errs = append(errs, fmt.Errorf("egress-allow: %w", err))
+	}
+	if err := c.validateOIDC(); err != nil {
+		errs = append(errs, err)
 	}
 	if c.ProvisionerDaemons < 0 {
 		errs = append(errs, fmt.Errorf("provisioner-daemons: %d is negative", c.ProvisionerDaemons))
@@ -245,6 +296,26 @@ service-user: %q
 # hosts above and the hosts of http-address, mirror-address and access-url:
 # host names, "*.suffix", IPs or CIDRs. Anything else is refused and logged.
 # egress-allow: ["git.example.internal", "*.corp.example", "10.0.0.0/8"]
+
+# Sign-in with the site's OpenID Connect identity provider (docs/oidc.md),
+# as coder server's --oidc-* flags. Register
+# <access-url>/api/v2/users/oidc/callback at the provider; import its CA with
+# coder certs import. Its host is added to egress-allow by itself.
+# oidc-issuer-url: https://idp.example.internal/realms/corp
+# oidc-client-id: coder
+# oidc-client-secret-file: /etc/coder/oidc-client-secret
+# oidc-email-domain: ["example.internal"]
+# oidc-allow-signups: true
+# oidc-sign-in-text: Corp SSO
+# Groups and roles from the IdP's claims, at every sign-in:
+# oidc-group-field: groups
+# oidc-group-mapping: '{"idp-developers": "developers"}'
+# oidc-group-auto-create: false
+# oidc-group-regex-filter: "^corp-"
+# oidc-allowed-groups: ["coder-users"]
+# oidc-user-role-field: roles
+# oidc-user-role-mapping: '{"idp-admins": ["template-admin"]}'
+# disable-password-auth: false
 
 # Prometheus metrics at http://prometheus-address/metrics (off by default;
 # never on the dashboard's listeners).

@@ -418,6 +418,7 @@ func (u *upRun) startControlPlane(ctx context.Context) error {
 		ReplicaTrustFile: u.trust.CertFile(),
 		Appliance:        func(ctx context.Context) (codersdk.Appliance, error) { return Overview(ctx, u.dir) },
 		Telemetry:        false, UpdateCheck: false,
+		OIDC: cfg.oidc(u.trust.CertFile(), u.guard), DisablePasswordAuth: cfg.DisablePasswordAuth,
 		AgentBinariesDir: filepath.Join(rel, bundle.DirBin),
 		Version:          buildinfo.Version(),
 		Logger:           u.log.With("component", "coderd"),

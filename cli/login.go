@@ -66,15 +66,23 @@ func (inv *invocation) loginCmd() *cobra.Command {
 					email, password = first.Email, first.Password
 				}
 				if email == "" || password == "" {
-					if email, password, err = inv.promptCredentials(); err != nil {
+					// On a single sign-on deployment the browser signs in
+					// and /cli-auth shows a token to paste (as Coder's CLI).
+					if m, err := client.AuthMethods(ctx); err == nil && !m.Password.Enabled {
+						if token, err = inv.promptToken(u.JoinPath(codersdk.CLIAuthPath).String(), m); err != nil {
+							return err
+						}
+					} else if email, password, err = inv.promptCredentials(); err != nil {
 						return err
 					}
 				}
-				resp, err := client.LoginWithPassword(ctx, codersdk.LoginWithPasswordRequest{Email: email, Password: password})
-				if err != nil {
-					return fmt.Errorf("log in: %w", err)
+				if token == "" {
+					resp, err := client.LoginWithPassword(ctx, codersdk.LoginWithPasswordRequest{Email: email, Password: password})
+					if err != nil {
+						return fmt.Errorf("log in: %w", err)
+					}
+					token = resp.SessionToken
 				}
-				token = resp.SessionToken
 			}
 			client.SessionToken = token
 			me, err := client.User(ctx, codersdk.Me)
@@ -105,6 +113,25 @@ func (inv *invocation) loginCmd() *cobra.Command {
 	pf.StringVar(&inv.token, "token", "", "Log in with this session token instead of a password (CODER_SESSION_TOKEN)")
 	pf.StringVar(&inv.caFile, "ca-file", "", "PEM CA certificates to trust for the deployment besides the system's, kept for later commands (CODER_CA_FILE)")
 	return cmd
+}
+
+// promptToken asks for the session token the dashboard's /cli-auth page
+// shows once the user signed in there, and reads it from stdin.
+func (inv *invocation) promptToken(cliAuthURL string, m codersdk.AuthMethods) (string, error) {
+	how := "sign in"
+	if m.OIDC.Enabled {
+		how = "sign in with " + m.OIDC.SignInText
+	}
+	fmt.Fprintf(inv.stderr, "Password sign-in is disabled on this deployment. Open this page in a browser, %s, and create a session token:\n\n  %s\n\nPaste the token here: ", how, cliAuthURL)
+	token, err := bufio.NewReader(inv.stdin).ReadString('\n')
+	token = strings.TrimSpace(token)
+	if token == "" {
+		if err == nil {
+			err = errors.New("empty")
+		}
+		return "", usageErrorf("no session token (%v): open %s in a browser, or pass --token", err, cliAuthURL)
+	}
+	return token, nil
 }
 
 // promptCredentials reads email and password from stdin, one per line.

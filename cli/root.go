@@ -133,6 +133,7 @@ func (inv *invocation) root() *cobra.Command {
 		inv.loginCmd(), // its own --token and --ca-file: the URL is its argument
 		client(inv.logoutCmd()),
 		client(inv.usersCmd()),
+		client(inv.groupsCmd()),
 		client(inv.tokensCmd()),
 		client(inv.templatesCmd()),
 		client(inv.createCmd()),

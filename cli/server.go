@@ -44,6 +44,26 @@ var serverOptions = options{
 	{flag: "audit-retention", env: "CODER_AUDIT_RETENTION"},
 	{flag: "prometheus-enable", env: "CODER_PROMETHEUS_ENABLE"},
 	{flag: "prometheus-address", env: "CODER_PROMETHEUS_ADDRESS"},
+	{flag: "oidc-issuer-url", env: "CODER_OIDC_ISSUER_URL"},
+	{flag: "oidc-client-id", env: "CODER_OIDC_CLIENT_ID"},
+	{flag: "oidc-client-secret", env: "CODER_OIDC_CLIENT_SECRET"},
+	{flag: "oidc-client-secret-file", env: "CODER_OIDC_CLIENT_SECRET_FILE"},
+	{flag: "oidc-email-domain", env: "CODER_OIDC_EMAIL_DOMAIN"},
+	{flag: "oidc-scopes", env: "CODER_OIDC_SCOPES"},
+	{flag: "oidc-allow-signups", env: "CODER_OIDC_ALLOW_SIGNUPS"},
+	{flag: "oidc-username-field", env: "CODER_OIDC_USERNAME_FIELD"},
+	{flag: "oidc-email-field", env: "CODER_OIDC_EMAIL_FIELD"},
+	{flag: "oidc-ignore-email-verified", env: "CODER_OIDC_IGNORE_EMAIL_VERIFIED"},
+	{flag: "oidc-sign-in-text", env: "CODER_OIDC_SIGN_IN_TEXT"},
+	{flag: "oidc-icon-url", env: "CODER_OIDC_ICON_URL"},
+	{flag: "oidc-group-field", env: "CODER_OIDC_GROUP_FIELD"},
+	{flag: "oidc-group-mapping", env: "CODER_OIDC_GROUP_MAPPING"},
+	{flag: "oidc-group-auto-create", env: "CODER_OIDC_GROUP_AUTO_CREATE"},
+	{flag: "oidc-group-regex-filter", env: "CODER_OIDC_GROUP_REGEX_FILTER"},
+	{flag: "oidc-allowed-groups", env: "CODER_OIDC_ALLOWED_GROUPS"},
+	{flag: "oidc-user-role-field", env: "CODER_OIDC_USER_ROLE_FIELD"},
+	{flag: "oidc-user-role-mapping", env: "CODER_OIDC_USER_ROLE_MAPPING"},
+	{flag: "disable-password-auth", env: "CODER_DISABLE_PASSWORD_AUTH"},
 }
 
 func defaultCacheDir() string {
@@ -126,5 +146,32 @@ off by default and, when on, go only to the URLs you configure.`,
 	f.DurationVar(&cfg.AuditRetention, "audit-retention", 0, "Delete audit log records older than this, hourly (e.g. 2160h); 0 keeps them forever")
 	f.BoolVar(&cfg.Prometheus.Enable, "prometheus-enable", false, "Serve Prometheus metrics at /metrics on --prometheus-address (never on the public listeners)")
 	f.StringVar(&cfg.Prometheus.Address, "prometheus-address", controlplane.DefaultPrometheusAddress, "Bind address of the Prometheus metrics listener")
+	oidcFlags(cmd, &cfg.OIDC)
+	f.BoolVar(&cfg.DisablePasswordAuth, "disable-password-auth", false, "Refuse password sign-in; owners may still sign in with a password so that they cannot be locked out")
 	return cmd
+}
+
+// oidcFlags declares OpenID Connect sign-in's flags (docs/oidc.md), with
+// Coder's names and defaults.
+func oidcFlags(cmd *cobra.Command, c *controlplane.OIDCConfig) {
+	f := cmd.Flags()
+	f.StringVar(&c.IssuerURL, "oidc-issuer-url", "", "Issuer URL of the OpenID Connect identity provider; turns OIDC sign-in on. Register <access URL>/api/v2/users/oidc/callback as its redirect URI")
+	f.StringVar(&c.ClientID, "oidc-client-id", "", "Client ID registered at the identity provider")
+	f.StringVar(&c.ClientSecret, "oidc-client-secret", "", "Client secret registered at the identity provider")
+	f.StringVar(&c.ClientSecretFile, "oidc-client-secret-file", "", "File holding the client secret (wins over --oidc-client-secret)")
+	f.StringSliceVar(&c.EmailDomain, "oidc-email-domain", nil, "Email domains allowed to sign in, comma separated; empty allows any")
+	f.StringSliceVar(&c.Scopes, "oidc-scopes", []string{"openid", "profile", "email"}, "Scopes requested from the identity provider")
+	f.BoolVar(&c.AllowSignups, "oidc-allow-signups", true, "Create a user at the first OIDC sign-in of an unknown email")
+	f.StringVar(&c.UsernameField, "oidc-username-field", "preferred_username", "Claim that holds the username (else the email's local part)")
+	f.StringVar(&c.EmailField, "oidc-email-field", "email", "Claim that holds the email")
+	f.BoolVar(&c.IgnoreEmailVerified, "oidc-ignore-email-verified", false, "Accept emails whose email_verified claim is false")
+	f.StringVar(&c.SignInText, "oidc-sign-in-text", "OpenID Connect", "Text of the login page's \"Sign in with ...\" button")
+	f.StringVar(&c.IconURL, "oidc-icon-url", "", "Icon of the login page's OIDC button")
+	f.StringVar(&c.GroupField, "oidc-group-field", "", "Claim that lists the user's groups (e.g. groups); turns group sync and --oidc-allowed-groups on. Empty: no group sync")
+	f.StringVar(&c.GroupMappingJSON, "oidc-group-mapping", "{}", "JSON object of IdP group to Coder group name, e.g. {\"idp-devs\":\"developers\"}; unmapped groups keep their name")
+	f.BoolVar(&c.GroupAutoCreate, "oidc-group-auto-create", false, "Create the Coder groups the group claim names that do not exist yet")
+	f.StringVar(&c.GroupRegexFilter, "oidc-group-regex-filter", ".*", "Ignore the groups (after the mapping) whose name this regular expression does not match")
+	f.StringSliceVar(&c.AllowedGroups, "oidc-allowed-groups", nil, "IdP groups allowed to sign in, comma separated; a user in none of them is refused. Empty allows any")
+	f.StringVar(&c.UserRoleField, "oidc-user-role-field", "", "Claim that lists the user's roles; turns role sync on: every sign-in sets the user's roles from it. Empty: no role sync")
+	f.StringVar(&c.UserRoleMappingJSON, "oidc-user-role-mapping", "{}", "JSON object of IdP role to a list of Coder roles (owner, template-admin), e.g. {\"idp-admins\":[\"template-admin\"]}; unmapped values that name a role are taken as is")
 }

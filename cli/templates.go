@@ -18,7 +18,8 @@ import (
 
 func (inv *invocation) templatesCmd() *cobra.Command {
 	cmd := &cobra.Command{Use: "templates", Aliases: []string{"template"}, Short: "Manage templates"}
-	cmd.AddCommand(inv.templatePushCmd("create", true), inv.templatePushCmd("push", false), inv.templatesListCmd())
+	cmd.AddCommand(inv.templatePushCmd("create", true), inv.templatePushCmd("push", false), inv.templatesListCmd(),
+		inv.templatesPermissionsCmd())
 	return cmd
 }
 

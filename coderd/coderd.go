@@ -112,6 +112,12 @@ type Options struct {
 	// RateLimits bound logins and API requests, in this replica's memory
 	// (ratelimit.go); the zero value means the defaults.
 	RateLimits RateLimits
+	// OIDC is OpenID Connect sign-in (oidc.go); the zero value is off.
+	OIDC OIDCConfig
+	// DisablePasswordAuth refuses password logins except an owner's (as
+	// Coder's --disable-password-auth, so that owners cannot lock
+	// themselves out).
+	DisablePasswordAuth bool
 	// BodyReadTimeout is how long a request has to send its body
 	// (package bodydeadline); 0 means bodydeadline.Default, a negative value
 	// sets no deadline.
@@ -132,6 +138,8 @@ type API struct {
 	// (bodydeadline.go).
 	handler http.Handler
 
+	// oidc is the OpenID Connect provider (oidc.go), nil when off.
+	oidc *oidcProvider
 	// relay holds this replica's agent connections (relay.go); peers its
 	// sessions to other replicas, which authenticate with replicaSecret
 	// (peers.go).
@@ -204,6 +212,12 @@ func New(ctx context.Context, opts Options) (*API, error) {
 	}
 	if api.replicaSecret, err = loadReplicaSecret(ctx, opts.DB); err != nil {
 		return nil, err
+	}
+	if opts.OIDC.Enabled() {
+		api.opts.OIDC.setDefaults()
+		api.oidc = &oidcProvider{cfg: api.opts.OIDC, secret: func(ctx context.Context) (string, error) {
+			return opts.DB.DeploymentValue(ctx, "oidc_state_secret", randomString(48))
+		}}
 	}
 	api.limits = newRateLimiters(opts.RateLimits, opts.Now)
 	api.hooksCtx, api.stopHooks = context.WithCancel(context.WithoutCancel(ctx))
@@ -306,6 +320,9 @@ func (api *API) routes() *gin.Engine {
 	v2.GET("/users/first", api.handle(api.firstUserExists))
 	v2.POST("/users/first", api.handle(api.postFirstUser))
 	v2.POST("/users/login", api.handle(api.limitLogin(api.postLogin)))
+	// How to sign in, and the OpenID Connect sign-in (oidc.go).
+	v2.GET("/users/authmethods", api.handle(api.authMethods))
+	v2.GET("/users/oidc/callback", api.handle(api.oidcCallback))
 	// Subdomain apps sign in here (appauth.go); it redirects to the login
 	// page itself.
 	v2.GET("/applications/auth-redirect", api.handle(api.appAuthRedirect))
@@ -362,6 +379,12 @@ func (api *API) routes() *gin.Engine {
 	a.GET("/organizations/:org/templates", api.handle(api.templates))
 	a.GET("/organizations/:org/templates/:name", api.handle(api.templateByName))
 	a.GET("/organizations/:org/provisionerdaemons", api.handle(api.provisionerDaemons))
+	a.GET("/organizations/:org/groups", api.handle(api.groups))
+	a.POST("/organizations/:org/groups", api.handle(api.postGroup))
+	a.GET("/organizations/:org/groups/:name", api.handle(api.groupByName))
+	a.GET("/groups/:group", api.handle(api.group))
+	a.PATCH("/groups/:group", api.handle(api.patchGroup))
+	a.DELETE("/groups/:group", api.handle(api.deleteGroup))
 	a.GET("/provisionerdaemons", api.handle(api.provisionerDaemons))
 	a.GET("/replicas", api.handle(api.replicas))
 	a.GET("/appliance", api.handle(api.appliance))
@@ -373,6 +396,8 @@ func (api *API) routes() *gin.Engine {
 	a.DELETE("/templates/:template", api.handle(api.deleteTemplate))
 	a.GET("/templates/:template/versions", api.handle(api.templateVersions))
 	a.PATCH("/templates/:template/versions", api.handle(api.patchActiveVersion))
+	a.GET("/templates/:template/acl", api.handle(api.templateACL))
+	a.PATCH("/templates/:template/acl", api.handle(api.patchTemplateACL))
 	a.GET("/templateversions/:version", api.handle(api.templateVersion))
 	a.GET("/templateversions/:version/logs", api.handle(api.templateVersionLogs))
 	a.PATCH("/templateversions/:version/cancel", api.handle(api.cancelTemplateVersion))

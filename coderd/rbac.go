@@ -26,6 +26,7 @@ const (
 	resAuditLog        resource = "audit_log"
 	resReplica         resource = "replica"
 	resAppliance       resource = "appliance"
+	resGroup           resource = "group"
 )
 
 type action string
@@ -56,6 +57,10 @@ var policy = map[resource]map[action][]string{
 	resAuditLog:        {actRead: ownerOnly},
 	resReplica:         {actRead: ownerOnly},
 	resAppliance:       {actRead: ownerOnly},
+	// Groups: owners manage them (this deployment has no user-admin role);
+	// template admins read them to share templates; a member reads only
+	// the groups it is in (groups.go).
+	resGroup: {actRead: adminRoles, actCreate: ownerOnly, actUpdate: ownerOnly, actDelete: ownerOnly},
 }
 
 // selfActions are what every user may do on objects they own.

@@ -374,7 +374,7 @@ func (api *API) templateVersions(c *gin.Context) error {
 
 func (api *API) patchActiveVersion(c *gin.Context) error {
 	e := api.audit(c, codersdk.AuditActionWrite, codersdk.AuditResourceTemplate).resource(c.Param("template"), "")
-	t, err := api.templateParam(c, actUpdate)
+	t, err := api.templateAdminParam(c)
 	e.resource(t.ID, t.Name)
 	if err != nil {
 		return err

@@ -147,6 +147,15 @@ func (api *API) postLogin(c *gin.Context) error {
 	if bcrypt.CompareHashAndPassword(user.HashedPassword, []byte(req.Password)) != nil {
 		return wrong
 	}
+	// With password logins disabled only owners may still use one (as
+	// Coder's --disable-password-auth: no lock-out when the identity
+	// provider is down).
+	if api.opts.DisablePasswordAuth && !slices.Contains(user.Roles, codersdk.RoleOwner) {
+		if api.opts.OIDC.Enabled() {
+			return errorf(http.StatusForbidden, "", "Password sign-in is disabled on this deployment; sign in with %s", api.opts.OIDC.SignInText)
+		}
+		return errorf(http.StatusForbidden, "", "Password sign-in is disabled on this deployment; only owners may sign in with a password")
+	}
 	// Only now, with the password right, may the answer say the account
 	// is suspended.
 	if user.Status != database.UserStatusActive {

@@ -218,6 +218,10 @@ func (api *API) postWorkspace(c *gin.Context) error {
 	default:
 		return validation("template_id", "is required")
 	}
+	e.field("template", template.Name)
+	if err := api.requireTemplateRole(c, template, codersdk.TemplateRoleUse); err != nil {
+		return err
+	}
 	v, err := api.importedVersion(c, "template_version_id", versionID, template.ID)
 	if err != nil {
 		return err
@@ -430,6 +434,17 @@ func (api *API) postWorkspaceBuild(c *gin.Context) error {
 		return conflict("Build #%d of workspace %s is still %s; wait for it or cancel it", latest.BuildNumber, w.Name, latest.Job.Status())
 	}
 	ctx := c.Request.Context()
+	if req.Transition == codersdk.WorkspaceTransitionStart {
+		// Starting builds with the template; stopping and deleting stay
+		// possible for a user the template is no longer shared with.
+		t, err := api.db.TemplateByID(ctx, w.TemplateID)
+		if err != nil {
+			return err
+		}
+		if err := api.requireTemplateRole(c, t, codersdk.TemplateRoleUse); err != nil {
+			return err
+		}
+	}
 	versionID := latest.TemplateVersionID
 	if req.TemplateVersionID != "" {
 		versionID = req.TemplateVersionID

@@ -140,6 +140,11 @@ type Config struct {
 	// replica over HTTPS (the appliance's trust store); empty means the
 	// system's roots.
 	ReplicaTrustFile string
+	// OIDC is OpenID Connect sign-in (off in the zero value).
+	OIDC OIDCConfig
+	// DisablePasswordAuth refuses password logins but an owner's
+	// (--disable-password-auth).
+	DisablePasswordAuth bool
 	// ReplicaHeartbeatInterval is how often this replica says it is alive
 	// in the database (default replicasync.DefaultInterval); one silent
 	// for three intervals drops out of GET /api/v2/replicas.
@@ -233,6 +238,9 @@ func New(cfg Config) (*Server, error) {
 		if _, err := appurl.ParseWildcard(cfg.WildcardAccessURL); err != nil {
 			return nil, fmt.Errorf("--wildcard-access-url: %w", err)
 		}
+	}
+	if err := cfg.OIDC.check(); err != nil {
+		return nil, err
 	}
 	if cfg.AdvertiseHost == "" {
 		cfg.AdvertiseHost = "127.0.0.1"

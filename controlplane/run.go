@@ -135,6 +135,10 @@ func (st *startup) startAPI(ctx context.Context) error {
 		return err
 	}
 	wildcard, _ := appurl.ParseWildcard(cfg.WildcardAccessURL) // checked by New; zero when empty
+	oidcCfg, err := cfg.OIDC.coderd()
+	if err != nil {
+		return err
+	}
 	api, err := coderd.New(ctx, coderd.Options{
 		WildcardAccessURL: wildcard, PeerHTTPClient: peerClient, Appliance: cfg.Appliance, RecentLogs: cfg.RecentLogs,
 		DB: st.db, Pubsub: st.pubsub, Logger: st.log.With("component", "api"), AccessURL: st.accessURL, Version: cfg.Version,
@@ -142,6 +146,7 @@ func (st *startup) startAPI(ctx context.Context) error {
 		Telemetry: cfg.Telemetry, UpdateCheck: cfg.UpdateCheck, UpdateChecker: st.checker, Registerer: st.registry,
 		AuditRetention: cfg.AuditRetention, AuditJournal: cfg.AuditJournal,
 		AgentBinariesDir: cfg.AgentBinariesDir, Replicas: st.replicas, HealthChecks: cfg.HealthChecks, OnFirstUser: cfg.OnFirstUser, RateLimits: cfg.RateLimits,
+		OIDC: oidcCfg, DisablePasswordAuth: cfg.DisablePasswordAuth,
 	})
 	if err != nil {
 		return err

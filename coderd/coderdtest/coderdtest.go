@@ -181,6 +181,9 @@ type Options struct {
 	// take the deployment's port). A test's client dials the deployment's
 	// address for those hosts itself.
 	WildcardAccessURL string
+	// OIDC and DisablePasswordAuth are coderd's sign-in options.
+	OIDC                coderd.OIDCConfig
+	DisablePasswordAuth bool
 }
 
 // Deployment is a running API.
@@ -271,6 +274,7 @@ func New(t testing.TB, opts Options) *Deployment {
 		AgentHeartbeatInterval: opts.AgentHeartbeatInterval, AgentKeepAliveInterval: opts.AgentKeepAliveInterval,
 		RateLimits: limits, OnFirstUser: opts.OnFirstUser, HealthChecks: opts.HealthChecks, Now: opts.Now, Appliance: opts.Appliance, Registerer: opts.Registerer,
 		BodyReadTimeout: opts.BodyReadTimeout, WildcardAccessURL: wildcard,
+		OIDC: opts.OIDC, DisablePasswordAuth: opts.DisablePasswordAuth,
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -55,6 +55,9 @@ const (
 	// AuditResourceWorkspaceAgent is the target of relayed connections.
 	AuditResourceWorkspaceAgent AuditResourceType = "workspace_agent"
 	AuditResourceDeployment     AuditResourceType = "deployment"
+	// AuditResourceGroup is a group: its creation, changes, deletion and
+	// memberships (the OIDC group sync's too).
+	AuditResourceGroup AuditResourceType = "group"
 )
 
 // Audit outcomes.

@@ -31,12 +31,14 @@ func scanTemplate(row pgx.Row) (Template, error) {
 	return t, mapErr(err)
 }
 
-// InsertTemplate creates a template and attaches its first version.
+// InsertTemplate creates a template and attaches its first version. As in
+// Coder, the organization's Everyone group (whose id is the
+// organization's) may use a new template.
 func (db *DB) InsertTemplate(ctx context.Context, t Template) (Template, error) {
 	now := db.now()
 	t.ID = uuid.NewString()
-	_, err := db.q().Exec(ctx, `INSERT INTO templates (id, organization_id, name, display_name, description, active_version_id, created_by, created_at, updated_at)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $8)`, t.ID, t.OrganizationID, t.Name, t.DisplayName, t.Description, t.ActiveVersionID, t.CreatedBy, now)
+	_, err := db.q().Exec(ctx, `INSERT INTO templates (id, organization_id, name, display_name, description, active_version_id, created_by, created_at, updated_at, group_acl)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $8, jsonb_build_object($2::uuid::text, 'use'))`, t.ID, t.OrganizationID, t.Name, t.DisplayName, t.Description, t.ActiveVersionID, t.CreatedBy, now)
 	if err != nil {
 		return Template{}, mapErr(err)
 	}

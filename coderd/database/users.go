@@ -103,6 +103,21 @@ func (db *DB) UpdateUserRoles(ctx context.Context, id string, roles []string) (U
 		id, roles, db.now()))
 }
 
+// LockActiveOwners returns the ids of the active owners, locking their
+// rows until the transaction ends, so that two transactions that each
+// demote an owner cannot both believe another one remains.
+func (db *DB) LockActiveOwners(ctx context.Context) ([]string, error) {
+	rows, err := db.q().Query(ctx, `SELECT id FROM users WHERE 'owner' = ANY(roles) AND status = 'active' AND NOT deleted ORDER BY id FOR UPDATE`)
+	if err != nil {
+		return nil, mapErr(err)
+	}
+	return collect(rows, func(row pgx.Row) (string, error) {
+		var id string
+		err := row.Scan(&id)
+		return id, err
+	})
+}
+
 // UpdateUserProfile changes a user's username and full name.
 func (db *DB) UpdateUserProfile(ctx context.Context, id, username, name string) (User, error) {
 	return scanUser(db.q().QueryRow(ctx, `UPDATE users SET username = $2, name = $3, updated_at = $4 WHERE id = $1 AND NOT deleted RETURNING `+userColumns,

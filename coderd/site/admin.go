@@ -215,7 +215,7 @@ func (h *Handler) adminAudit(w http.ResponseWriter, r *http.Request, s session) 
 		"ResourceTypes": []codersdk.AuditResourceType{
 			codersdk.AuditResourceUser, codersdk.AuditResourceAPIKey, codersdk.AuditResourceTemplate,
 			codersdk.AuditResourceTemplateVersion, codersdk.AuditResourceWorkspace, codersdk.AuditResourceWorkspaceBuild,
-			codersdk.AuditResourceWorkspaceAgent, codersdk.AuditResourceDeployment,
+			codersdk.AuditResourceWorkspaceAgent, codersdk.AuditResourceDeployment, codersdk.AuditResourceGroup,
 		},
 	}
 	res, err := s.client.AuditLogs(r.Context(), codersdk.AuditLogsRequest{SearchQuery: query, Limit: limit, Offset: offset})

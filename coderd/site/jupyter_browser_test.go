@@ -3,7 +3,9 @@ package site_test
 import (
 	"bufio"
 	"context"
+	"fmt"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -12,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/chromedp"
 
 	"airgapcoder/coderd/coderdtest"
@@ -36,16 +39,88 @@ const checkNotebook = `{"cells": [{"cell_type": "code", "execution_count": null,
 // accepts only when the Origin's host is the request's Host.
 func TestBrowserJupyterPathApp(t *testing.T) {
 	t.Parallel()
+	d := coderdtest.NewWithProvisioners(t, coderBinary(t))
+	admin, _ := d.CreateFirstUser(t)
+	j := newJupyterWorkspace(t, admin, false)
+
+	b := newBrowser(t, d.URL)
+	b.mu.Lock()
+	b.ignore = func(u string) bool { return strings.Contains(u, "/apps/jupyter/") }
+	b.mu.Unlock()
+	app := b.url("/@admin/dev/apps/jupyter/")
+	j.openFromWorkspacePage(b, app)
+	j.runCheckNotebook(b, app)
+	b.check()
+}
+
+// TestBrowserJupyterSubdomainApp is the same through a subdomain app (issue
+// 31's second acceptance test with the real application): Jupyter at the
+// root of its own origin (coder_app subdomain = true, base_url "/", Coder's
+// jupyter-notebook module's setup) over HTTPS on the wildcard certificate
+// from the appliance CA, which Chromium trusts through its NSS database.
+// The owner opens it from the workspace page through the app host's
+// sign-in redirects; Jupyter's default origin and XSRF checks then see the
+// app host as both Origin and Host, the kernel's WebSocket goes to the app
+// host, and the browser holds no coderd session cookie for the app's
+// origin.
+func TestBrowserJupyterSubdomainApp(t *testing.T) {
+	t.Parallel()
+	cert, browserOpts := wildcardTLS(t)
+	d := coderdtest.NewWithProvisionersOptions(t, coderBinary(t), coderdtest.Options{TLS: true, TLSCertificate: &cert, WildcardAccessURL: appsWildcard})
+	admin, _ := d.CreateFirstUser(t)
+	j := newJupyterWorkspace(t, admin, true)
+
+	b := newBrowser(t, d.URL, browserOpts...)
+	b.mu.Lock()
+	b.ignore = func(u string) bool { return strings.Contains(u, ".apps.test") }
+	b.mu.Unlock()
+	origin := appOrigin(d, "jupyter")
+	j.openFromWorkspacePage(b, origin+"/")
+	if loc := b.location(); !strings.HasPrefix(loc, origin+"/") || strings.Contains(loc, codersdk.SubdomainAppSessionTokenParam) {
+		t.Errorf("Jupyter's file list is at %s, want it on %s without the sign-in token", loc, origin)
+	}
+	j.runCheckNotebook(b, origin+"/")
+
+	cookies, err := chromedp.Call(b.ctx, network.GetCookies, network.GetCookiesParams{URLs: []string{origin + "/"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, c := range cookies.Cookies {
+		names = append(names, c.Name)
+		if c.Name == codersdk.SessionTokenCookie {
+			t.Errorf("Chromium would send the %s cookie to %s (domain %q)", c.Name, origin, c.Domain)
+		}
+	}
+	t.Logf("cookies Chromium sends to %s: %v", origin, names)
+	u, _ := url.Parse(origin)
+	b.check(u.Host)
+}
+
+// jupyterWorkspace is admin's workspace "dev" from the process template
+// with testdata/jupyter.tf: its start runs Jupyter Notebook, the coder_app
+// "jupyter".
+type jupyterWorkspace struct {
+	t       *testing.T
+	home    string // the workspace's folder, Jupyter's notebook dir: check.ipynb, jupyter.log, the pid files
+	port    int    // where Jupyter listens, on loopback
+	baseURL string // Jupyter's base_url: the app's path, or "/" for a subdomain app
+}
+
+// newJupyterWorkspace pushes the template (Jupyter as a subdomain app or
+// under the app's path) and creates the workspace. When the test ends,
+// neither the agent nor Jupyter (and its kernel) outlive it.
+func newJupyterWorkspace(t *testing.T, admin *codersdk.Client, subdomain bool) *jupyterWorkspace {
+	t.Helper()
 	if _, err := os.Stat(jupyterPath); err != nil {
 		t.Fatalf("this test needs Debian's jupyter-notebook at %s (scripts/install-deps.sh installs it): %v", jupyterPath, err)
 	}
 	ctx := context.Background()
-	d := coderdtest.NewWithProvisioners(t, coderBinary(t))
-	admin, _ := d.CreateFirstUser(t)
-
-	// The process template with Jupyter as a path-based app.
 	base := t.TempDir()
-	port := freePort(t)
+	j := &jupyterWorkspace{t: t, home: filepath.Join(base, "admin", "dev"), port: freePort(t), baseURL: "/@admin/dev/apps/jupyter/"}
+	if subdomain {
+		j.baseURL = "/"
+	}
 	files := coderdtest.TemplateFiles(t, "../../examples/templates/process")
 	jupyterTF, err := os.ReadFile("testdata/jupyter.tf")
 	if err != nil {
@@ -53,13 +128,13 @@ func TestBrowserJupyterPathApp(t *testing.T) {
 	}
 	files["jupyter.tf"] = string(jupyterTF)
 	tpl := pushTemplate(t, admin, "jupyter", files, []codersdk.VariableValue{
-		{Name: "base_dir", Value: base}, {Name: "jupyter_port", Value: strconv.Itoa(port)},
+		{Name: "base_dir", Value: base}, {Name: "jupyter_port", Value: strconv.Itoa(j.port)},
+		{Name: "jupyter_subdomain", Value: strconv.FormatBool(subdomain)},
 	})
-	home := filepath.Join(base, "admin", "dev")
-	if err := os.MkdirAll(home, 0o755); err != nil {
+	if err := os.MkdirAll(j.home, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(home, "check.ipynb"), []byte(checkNotebook), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(j.home, "check.ipynb"), []byte(checkNotebook), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	w, err := admin.CreateWorkspace(ctx, codersdk.Me, codersdk.CreateWorkspaceRequest{TemplateID: tpl.ID, Name: "dev"})
@@ -67,9 +142,8 @@ func TestBrowserJupyterPathApp(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		// Neither the agent nor Jupyter (and its kernel) may outlive the
-		// test: the stop build's destroy ends the agent; whatever a failed
-		// test left running is stopped by its pid.
+		// The stop build's destroy ends the agent; whatever a failed test
+		// left running is stopped by its pid.
 		ctx := context.Background()
 		if _, err := admin.CreateWorkspaceBuild(ctx, "dev", codersdk.CreateWorkspaceBuildRequest{Transition: codersdk.WorkspaceTransitionStop}); err == nil {
 			for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(250 * time.Millisecond) {
@@ -79,42 +153,56 @@ func TestBrowserJupyterPathApp(t *testing.T) {
 				}
 			}
 		}
-		stopPIDFile(filepath.Join(home, "jupyter.pid"))
-		stopPIDFile(filepath.Join(home, ".coder-agent.pid"))
+		stopPIDFile(filepath.Join(j.home, "jupyter.pid"))
+		stopPIDFile(filepath.Join(j.home, ".coder-agent.pid"))
 	})
+	return j
+}
 
-	b := newBrowser(t, d.URL)
+// openFromWorkspacePage signs the admin in, waits on the workspace page for
+// the agent, checks that the page links Jupyter at app (an absolute URL)
+// and opens it there: Jupyter's file list.
+func (j *jupyterWorkspace) openFromWorkspacePage(b *browser, app string) {
+	j.t.Helper()
 	b.do("login page", chromedp.Navigate(b.url("/login")))
 	b.signIn("admin@example.com", coderdtest.FirstUserPassword)
 	b.do("workspace page", chromedp.Navigate(b.url("/@admin/dev")), chromedp.WaitVisible(chromedp.CSS("#workspace")))
 	b.waitText("workspace reaches running", "#workspace [data-field=status]", "running", 3*time.Minute)
 	b.waitText("agent becomes ready", "#workspace [data-field=agents]", "lifecycle ready", 2*time.Minute)
-	const appLink = `#workspace a[href$="/apps/jupyter/"]`
-	href := get(b, "read the app's link", chromedp.AttributeValue(chromedp.CSS(appLink), "href")).Value
-	if href != "/@admin/dev/apps/jupyter/" {
-		t.Fatalf("the workspace page links Jupyter at %q, want the path-based /@admin/dev/apps/jupyter/", href)
+	href := get(b, "read the app's link", chromedp.Evaluate[string](`(() => {
+		const a = [...document.querySelectorAll('#workspace a')].find((a) => a.textContent === 'Jupyter Notebook');
+		return a ? a.href : ""; })()`))
+	if href != app {
+		j.t.Fatalf("the workspace page links Jupyter at %q, want %s", href, app)
 	}
-	waitJupyter(t, d, admin.SessionToken, href, filepath.Join(home, "jupyter.log"))
-
-	// Jupyter's file list (its / redirects to tree under base_url).
-	b.mu.Lock()
-	b.ignore = func(u string) bool { return strings.Contains(u, "/apps/jupyter/") }
-	b.mu.Unlock()
-	b.do("open Jupyter from the workspace page", chromedp.Navigate(b.url(href)), chromedp.WaitVisible(chromedp.CSS("#notebook_list")))
+	j.wait()
+	// Jupyter's / redirects to its file list, tree.
+	ctx, cancel := context.WithTimeout(b.ctx, 60*time.Second)
+	err := chromedp.Do(ctx, chromedp.Navigate(href), chromedp.WaitVisible(chromedp.CSS("#notebook_list")))
+	cancel()
+	if err != nil {
+		b.screenshot("jupyter-no-tree")
+		j.t.Fatalf("open Jupyter from the workspace page: %v (page %s); Jupyter says:\n%s", err, b.location(), jupyterRefusals(filepath.Join(j.home, "jupyter.log")))
+	}
 	b.waitText("Jupyter lists the notebook", "#notebook_list", "check.ipynb", 30*time.Second)
 	b.screenshot("jupyter-tree")
+}
 
-	// The notebook: starting its kernel is a POST that Jupyter checks
-	// (Origin against Host, XSRF cookie), then the kernel's channels are a
-	// WebSocket it checks the same way.
-	b.do("open the notebook", chromedp.Navigate(b.url(href+"notebooks/check.ipynb")), chromedp.WaitVisible(chromedp.CSS("#notebook-container .cell")))
+// runCheckNotebook opens check.ipynb from Jupyter at app, runs its cell
+// and reads 42 from the page: starting the kernel is a POST that Jupyter
+// checks (Origin against Host, XSRF cookie), then the kernel's channels are
+// a WebSocket it checks the same way, which must have gone to app's host.
+func (j *jupyterWorkspace) runCheckNotebook(b *browser, app string) {
+	t := j.t
+	t.Helper()
+	b.do("open the notebook", chromedp.Navigate(app+"notebooks/check.ipynb"), chromedp.WaitVisible(chromedp.CSS("#notebook-container .cell")))
 	const connected = `(() => { const n = window.Jupyter && window.Jupyter.notebook;
 		return !!(n && n.kernel && n.kernel.is_connected() && n.kernel_busy === false); })()`
 	deadline := time.Now().Add(60 * time.Second)
 	for !get(b, "kernel state", chromedp.Evaluate[bool](connected)) {
 		if time.Now().After(deadline) {
 			b.screenshot("jupyter-no-kernel")
-			t.Fatalf("the notebook's kernel did not connect within 60s; Jupyter says:\n%s", jupyterRefusals(filepath.Join(home, "jupyter.log")))
+			t.Fatalf("the notebook's kernel did not connect within 60s; Jupyter says:\n%s", jupyterRefusals(filepath.Join(j.home, "jupyter.log")))
 		}
 		time.Sleep(250 * time.Millisecond)
 	}
@@ -127,11 +215,12 @@ func TestBrowserJupyterPathApp(t *testing.T) {
 	}
 	b.screenshot("jupyter-notebook")
 
-	// The round trip went over the kernel's WebSocket, through the dev URL.
+	// The round trip went over the kernel's WebSocket, through the app's URL.
+	channels := "ws" + strings.TrimPrefix(app, "http") + "api/kernels/"
 	var sawChannels bool
 	b.mu.Lock()
 	for _, u := range b.requests {
-		if strings.HasPrefix(u, "ws://"+d.URL.Host+href+"api/kernels/") && strings.Contains(u, "/channels") {
+		if strings.HasPrefix(u, channels) && strings.Contains(u, "/channels") {
 			sawChannels = true
 		}
 	}
@@ -144,23 +233,29 @@ func TestBrowserJupyterPathApp(t *testing.T) {
 	b.errors = nil
 	b.mu.Unlock()
 	if !sawChannels {
-		t.Errorf("the page opened no kernel channels WebSocket under ws://%s%s", d.URL.Host, href)
+		t.Errorf("the page opened no kernel channels WebSocket under %s", channels)
 	}
-	b.check()
 }
 
-// waitJupyter waits until Jupyter answers through the dev URL at href.
-func waitJupyter(t *testing.T, d *coderdtest.Deployment, token, href, logFile string) {
-	t.Helper()
+// wait waits until Jupyter answers on its port (its coder_script starts
+// it once the agent runs).
+func (j *jupyterWorkspace) wait() {
+	j.t.Helper()
+	status := "http://127.0.0.1:" + strconv.Itoa(j.port) + j.baseURL + "api/status"
+	c := &http.Client{Timeout: 5 * time.Second}
 	deadline := time.Now().Add(60 * time.Second)
 	for {
-		status, body := coderdtest.Do(t, http.MethodGet, d.URL.String()+href+"api/status", token, nil, "")
-		if status == http.StatusOK {
-			return
+		resp, err := c.Get(status)
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return
+			}
+			err = fmt.Errorf("status %s", resp.Status)
 		}
 		if time.Now().After(deadline) {
-			log, _ := os.ReadFile(logFile)
-			t.Fatalf("Jupyter did not answer through %s within 60s: %s\njupyter.log:\n%s", href, coderdtest.String(status, body), log)
+			log, _ := os.ReadFile(filepath.Join(j.home, "jupyter.log"))
+			j.t.Fatalf("Jupyter did not answer at %s within 60s: %v\njupyter.log:\n%s", status, err, log)
 		}
 		time.Sleep(250 * time.Millisecond)
 	}

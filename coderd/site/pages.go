@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"time"
 
 	"airgapcoder/coderd/codersdk"
 )
@@ -21,7 +22,10 @@ func (h *Handler) setup(w http.ResponseWriter, r *http.Request) error {
 		http.Redirect(w, r, "/login", http.StatusSeeOther)
 		return nil
 	}
-	form := map[string]string{"Email": r.FormValue("email"), "Username": r.FormValue("username")}
+	form := map[string]any{"Email": r.FormValue("email"), "Username": r.FormValue("username"), "PasswordEnabled": true}
+	if m, err := c.AuthMethods(r.Context()); err == nil {
+		form["PasswordEnabled"] = m.Password.Enabled
+	}
 	if r.Method != http.MethodPost {
 		h.render(w, http.StatusOK, "setup", page{Title: "Set up", Data: form})
 		return nil
@@ -37,7 +41,15 @@ func (h *Handler) setup(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (h *Handler) login(w http.ResponseWriter, r *http.Request) error {
-	form := map[string]string{"Email": r.FormValue("email"), "Redirect": r.FormValue("redirect"), "Message": r.URL.Query().Get("message")}
+	form := map[string]any{"Email": r.FormValue("email"), "Redirect": r.FormValue("redirect"), "Message": r.URL.Query().Get("message"), "Password": true}
+	if m, err := h.client(r, "").AuthMethods(r.Context()); err == nil {
+		form["Password"] = m.Password.Enabled
+		if m.OIDC.Enabled {
+			// The callback checks the redirect again (site.LocalRedirect).
+			q := url.Values{"redirect": {LocalRedirect(r.FormValue("redirect"))}}
+			form["OIDC"] = map[string]string{"Text": m.OIDC.SignInText, "URL": codersdk.OIDCCallbackPath + "?" + q.Encode()}
+		}
+	}
 	if r.Method != http.MethodPost {
 		if exists, err := h.client(r, "").HasFirstUser(r.Context()); err == nil && !exists {
 			http.Redirect(w, r, "/setup", http.StatusSeeOther)
@@ -49,8 +61,24 @@ func (h *Handler) login(w http.ResponseWriter, r *http.Request) error {
 	return h.signIn(w, r, r.FormValue("email"), r.FormValue("password"), r.FormValue("redirect"), "login", form)
 }
 
+// cliAuth shows a signed-in user a new session token for `coder login`
+// (Coder's /cli-auth). The token is created by a POST, so a page a
+// visitor is lured to cannot mint one.
+func (h *Handler) cliAuth(w http.ResponseWriter, r *http.Request, s session) error {
+	data := map[string]string{}
+	if r.Method == http.MethodPost {
+		res, err := s.client.CreateToken(r.Context(), codersdk.Me, codersdk.CreateTokenRequest{TokenName: "cli-" + strconv.FormatInt(time.Now().UnixNano(), 36)})
+		if err != nil {
+			return err
+		}
+		data["Token"] = res.Key
+	}
+	h.render(w, http.StatusOK, "cliauth", page{Title: "CLI sign-in", User: &s.user, Data: data})
+	return nil
+}
+
 // signIn logs in through the API's login and passes its session cookie on.
-func (h *Handler) signIn(w http.ResponseWriter, r *http.Request, email, password, redirect, tmpl string, form map[string]string) error {
+func (h *Handler) signIn(w http.ResponseWriter, r *http.Request, email, password, redirect, tmpl string, form map[string]any) error {
 	res, err := h.client(r, "").Request(r.Context(), http.MethodPost, "/api/v2/users/login",
 		codersdk.LoginWithPasswordRequest{Email: email, Password: password})
 	if err != nil {

@@ -105,7 +105,7 @@ func New(opts Options) (*Handler, error) {
 // /healthz, /bin, dev URLs under /@owner/workspace/apps|ports/) is coderd's.
 func Owns(path string) bool {
 	switch path {
-	case "/", "/setup", "/login", "/logout", "/workspaces", "/workspaces/new", "/templates", "/favicon.ico",
+	case "/", "/setup", "/login", "/logout", "/cli-auth", "/workspaces", "/workspaces/new", "/templates", "/favicon.ico",
 		"/admin/users", "/admin/provisioners", "/admin/audit", "/admin/replicas", "/admin/appliance":
 		return true
 	}
@@ -176,6 +176,8 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		err = h.login(w, r)
 	case p == "/logout":
 		err = h.logout(w, r)
+	case p == "/cli-auth":
+		err = h.authed(h.cliAuth)(w, r)
 	case p == "/workspaces":
 		err = h.authed(h.workspaces)(w, r)
 	case p == "/workspaces/new":

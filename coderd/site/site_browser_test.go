@@ -148,8 +148,9 @@ func (b *browser) js() float64 {
 	return b.jsBytes
 }
 
-// check fails on console errors so far and on requests to other hosts.
-func (b *browser) check() {
+// check fails on console errors so far and on requests to hosts other
+// than the deployment's and also (host:port, e.g. a subdomain app's).
+func (b *browser) check(also ...string) {
 	b.t.Helper()
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -167,7 +168,7 @@ func (b *browser) check() {
 		case "data", "about", "blob":
 			continue
 		}
-		if u.Host != b.base.Host {
+		if u.Host != b.base.Host && !slices.Contains(also, u.Host) {
 			b.t.Errorf("request to another host: %s (the deployment is %s)", raw, b.base.Host)
 		}
 	}

@@ -1,28 +1,42 @@
-# Jupyter Notebook from Debian's jupyter-notebook package as a path-based
-# coder_app, added to the process template (examples/templates/process) by
-# TestBrowserJupyterPathApp. It is set up as Coder's Jupyter modules set up
-# a path-based app (subdomain = false): Jupyter's base_url is the app's
-# path and the coder_app's url ends in the same path (coderd strips the
-# /@owner/workspace/apps/jupyter prefix and joins the rest to the url's
-# path); Jupyter's token is off, since coderd authenticates the visitor.
+# Jupyter Notebook from Debian's jupyter-notebook package as a coder_app,
+# added to the process template (examples/templates/process) by the
+# TestBrowserJupyter* tests. It is set up as Coder's Jupyter modules set it
+# up, with the token off, since coderd authenticates the visitor:
+#
+#   - path-based (jupyter_subdomain = false, as the modules' subdomain =
+#     false): Jupyter's base_url is the app's path and the coder_app's url
+#     ends in the same path (coderd strips the /@owner/workspace/apps/jupyter
+#     prefix and joins the rest to the url's path);
+#   - subdomain (jupyter_subdomain = true, the modules' default): the app
+#     owns the root of its own origin, so base_url and the url's path are
+#     "/".
+#
 # Jupyter's own checks keep their defaults: Origin must match Host (HTTP
 # API and kernel WebSockets) and state-changing requests need its XSRF
 # cookie.
 #
-# It listens on loopback only. A deployment reached by a host name rather
-# than a loopback address would also need
-# --NotebookApp.allow_remote_access=True (Coder's module gets the same by
-# listening on 0.0.0.0): the app sees the visitor's Host, and Jupyter
-# refuses non-local Host names when it listens on loopback.
-
-locals {
-  jupyter_base_path = "/@${local.owner}/${local.workspace}/apps/jupyter"
-}
+# It listens on loopback only, and Jupyter listening on loopback refuses a
+# Host that is not a local name unless allow_remote_access is on (Coder's
+# module gets the same by listening on 0.0.0.0). The app sees the visitor's
+# Host: on a subdomain app that is the app host
+# (jupyter--main--dev--admin.apps.test), so the subdomain app allows remote
+# access; the path-based app is reached at 127.0.0.1 here, and a deployment
+# reached by a host name would need the same setting.
 
 variable "jupyter_port" {
   type        = number
   default     = 19999
   description = "Port Jupyter Notebook listens on inside the workspace."
+}
+
+variable "jupyter_subdomain" {
+  type        = bool
+  default     = false
+  description = "Serve Jupyter as a subdomain app (an origin of its own under the wildcard access URL) instead of under the app's path."
+}
+
+locals {
+  jupyter_base_url = var.jupyter_subdomain ? "/" : "/@${local.owner}/${local.workspace}/apps/jupyter/"
 }
 
 resource "coder_script" "jupyter" {
@@ -37,8 +51,9 @@ resource "coder_script" "jupyter" {
     [ "$(id -u)" != 0 ] || as_root=--allow-root
     jupyter-notebook --no-browser $as_root --ip=127.0.0.1 --port=${var.jupyter_port} \
       --notebook-dir="$HOME" \
-      --NotebookApp.base_url=${local.jupyter_base_path}/ \
+      --NotebookApp.base_url=${local.jupyter_base_url} \
       --NotebookApp.token='' --NotebookApp.password='' \
+      ${var.jupyter_subdomain ? "--NotebookApp.allow_remote_access=True" : ""} \
       </dev/null >"$HOME/jupyter.log" 2>&1 &
     echo $! >"$HOME/jupyter.pid"
   EOT
@@ -48,7 +63,7 @@ resource "coder_app" "jupyter" {
   agent_id     = coder_agent.main.id
   slug         = "jupyter"
   display_name = "Jupyter Notebook"
-  url          = "http://localhost:${var.jupyter_port}${local.jupyter_base_path}/"
-  subdomain    = false
+  url          = "http://localhost:${var.jupyter_port}${local.jupyter_base_url}"
+  subdomain    = var.jupyter_subdomain
   share        = "owner"
 }

@@ -1,0 +1,180 @@
+package cli
+
+import (
+	"fmt"
+	"net/url"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"airgapcoder/coderd/codersdk"
+)
+
+// `coder groups`: Coder's list, create, edit and delete, plus add and
+// remove (shorthands for edit --add-users / --rm-users that CONTRACT.md
+// promises).
+
+func (inv *invocation) groupsCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use: "groups", Aliases: []string{"group"}, Short: "Manage groups",
+		Long: `Manage groups. Owners create, edit and delete groups; template admins read them all;
+members read the groups they are in. The implicit "Everyone" group holds every user and
+cannot be edited. Share a template with a group with "coder templates permissions".`,
+	}
+	cmd.AddCommand(inv.groupsListCmd(), inv.groupsCreateCmd(), inv.groupsEditCmd(), inv.groupsDeleteCmd(),
+		inv.groupsMembersCmd("add", "Add users to a group (owners only)", true),
+		inv.groupsMembersCmd("remove", "Remove users from a group (owners only)", false))
+	return cmd
+}
+
+func memberList(g codersdk.Group) string {
+	names := []string{}
+	for _, m := range g.Members {
+		names = append(names, m.Username)
+	}
+	return strings.Join(names, ",")
+}
+
+func (inv *invocation) groupsListCmd() *cobra.Command {
+	cmd := &cobra.Command{Use: "list", Aliases: []string{"ls"}, Short: "List groups with their members (-o json: every member's details)"}
+	out := outputFlag(cmd)
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		client, err := inv.client()
+		if err != nil {
+			return err
+		}
+		gs, err := client.Groups(cmd.Context(), "default")
+		if err != nil {
+			return err
+		}
+		return render(inv.stdout, *out, gs, []string{"NAME", "DISPLAY NAME", "SOURCE", "MEMBERS", "ORGANIZATION ID"}, func() [][]string {
+			rows := [][]string{}
+			for _, g := range gs {
+				rows = append(rows, []string{g.Name, g.DisplayName, string(g.Source), memberList(g), g.OrganizationID})
+			}
+			return rows
+		})
+	}
+	return cmd
+}
+
+func (inv *invocation) groupsCreateCmd() *cobra.Command {
+	var req codersdk.CreateGroupRequest
+	cmd := &cobra.Command{
+		Use:   "create NAME",
+		Short: "Create a group (owners only)",
+		Args:  exactArgs(1, "NAME"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			client, err := inv.client()
+			if err != nil {
+				return err
+			}
+			req.Name = args[0]
+			g, err := client.CreateGroup(cmd.Context(), "default", req)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(inv.stdout, "Successfully created group %s!\n", g.Name)
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&req.DisplayName, "display-name", "", "Display name of the group")
+	return cmd
+}
+
+// groupByName finds the default organization's group named name.
+// groupByName is the signed-in client and the group called name.
+func (inv *invocation) groupByName(cmd *cobra.Command, name string) (*codersdk.Client, codersdk.Group, error) {
+	client, err := inv.client()
+	if err != nil {
+		return nil, codersdk.Group{}, err
+	}
+	g, err := client.GroupByName(cmd.Context(), "default", url.PathEscape(name))
+	if err != nil {
+		return nil, g, fmt.Errorf("find group %s: %w", name, err)
+	}
+	return client, g, nil
+}
+
+func (inv *invocation) groupsEditCmd() *cobra.Command {
+	var name, displayName string
+	var add, remove []string
+	cmd := &cobra.Command{
+		Use:   "edit NAME",
+		Short: "Rename a group or change its members (owners only)",
+		Long: `Rename a group or change its members (owners only).
+Users are named by username, email or id, e.g.
+  coder groups edit devs --add-users alice,bob --rm-users carol`,
+		Args: exactArgs(1, "NAME"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			client, g, err := inv.groupByName(cmd, args[0])
+			if err != nil {
+				return err
+			}
+			req := codersdk.PatchGroupRequest{Name: name, AddUsers: add, RemoveUsers: remove}
+			if cmd.Flags().Changed("display-name") {
+				req.DisplayName = &displayName
+			}
+			if _, err := client.PatchGroup(cmd.Context(), g.ID, req); err != nil {
+				return err
+			}
+			fmt.Fprintf(inv.stdout, "Successfully patched group %s!\n", g.Name)
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVarP(&name, "name", "n", "", "New name of the group")
+	f.StringVar(&displayName, "display-name", "", "New display name of the group")
+	f.StringSliceVarP(&add, "add-users", "a", nil, "Users to add (comma-separated usernames, emails or ids)")
+	f.StringSliceVarP(&remove, "rm-users", "r", nil, "Users to remove (comma-separated usernames, emails or ids)")
+	return cmd
+}
+
+func (inv *invocation) groupsMembersCmd(verb, short string, add bool) *cobra.Command {
+	return &cobra.Command{
+		Use:   verb + " GROUP USER...",
+		Short: short,
+		Long:  short + ".\nUsers are named by username, email or id. The same as coder groups edit GROUP --add-users / --rm-users.",
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) < 2 {
+				return usageErrorf("%s needs a group and at least one user: GROUP USER... (see --help)", cmd.CommandPath())
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			client, g, err := inv.groupByName(cmd, args[0])
+			if err != nil {
+				return err
+			}
+			req := codersdk.PatchGroupRequest{RemoveUsers: args[1:]}
+			if add {
+				req = codersdk.PatchGroupRequest{AddUsers: args[1:]}
+			}
+			if g, err = client.PatchGroup(cmd.Context(), g.ID, req); err != nil {
+				return err
+			}
+			fmt.Fprintf(inv.stdout, "Group %s: %s\n", g.Name, memberList(g))
+			return nil
+		},
+	}
+}
+
+func (inv *invocation) groupsDeleteCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:     "delete NAME",
+		Aliases: []string{"rm"},
+		Short:   "Delete a group (owners only); templates shared with it lose that entry",
+		Args:    exactArgs(1, "NAME"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			client, g, err := inv.groupByName(cmd, args[0])
+			if err != nil {
+				return err
+			}
+			if err := client.DeleteGroup(cmd.Context(), g.ID); err != nil {
+				return err
+			}
+			fmt.Fprintf(inv.stdout, "Successfully deleted group %s!\n", g.Name)
+			return nil
+		},
+	}
+}

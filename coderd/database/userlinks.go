@@ -1,0 +1,63 @@
+package database
+
+import (
+	"context"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// UserLink links a user to an identity provider's account (user_links).
+type UserLink struct {
+	UserID string
+	// LoginType is how the user signs in through the link ("oidc").
+	LoginType string
+	// Issuer and Subject are the ID token's "iss" and "sub".
+	Issuer    string
+	Subject   string
+	CreatedAt time.Time
+	UpdatedAt time.Time
+}
+
+const userLinkColumns = `user_id, login_type, issuer, subject, created_at, updated_at`
+
+func scanUserLink(row pgx.Row) (UserLink, error) {
+	var l UserLink
+	err := row.Scan(&l.UserID, &l.LoginType, &l.Issuer, &l.Subject, &l.CreatedAt, &l.UpdatedAt)
+	return l, mapErr(err)
+}
+
+// UserLinkBySubject returns the link of an identity provider's account
+// (ErrNotFound when none).
+func (db *DB) UserLinkBySubject(ctx context.Context, issuer, subject string) (UserLink, error) {
+	return scanUserLink(db.q().QueryRow(ctx, `SELECT `+userLinkColumns+` FROM user_links WHERE issuer = $1 AND subject = $2`, issuer, subject))
+}
+
+// UserLinkByUser returns a user's link (ErrNotFound when none).
+func (db *DB) UserLinkByUser(ctx context.Context, userID string) (UserLink, error) {
+	return scanUserLink(db.q().QueryRow(ctx, `SELECT `+userLinkColumns+` FROM user_links WHERE user_id = $1`, userID))
+}
+
+// UpsertUserLink links a user to an account (replacing the user's previous
+// link) and sets the user's login type to the link's. An account linked to
+// another user is ErrConflict.
+func (db *DB) UpsertUserLink(ctx context.Context, l UserLink) (UserLink, error) {
+	now := db.now()
+	out, err := scanUserLink(db.q().QueryRow(ctx, `INSERT INTO user_links (user_id, login_type, issuer, subject, created_at, updated_at)
+		VALUES ($1, $2, $3, $4, $5, $5)
+		ON CONFLICT (user_id) DO UPDATE SET login_type = $2, issuer = $3, subject = $4, updated_at = $5
+		RETURNING `+userLinkColumns, l.UserID, l.LoginType, l.Issuer, l.Subject, now))
+	if err != nil {
+		return out, err
+	}
+	_, err = db.q().Exec(ctx, `UPDATE users SET login_type = $2, updated_at = $3 WHERE id = $1`, l.UserID, l.LoginType, now)
+	return out, mapErr(err)
+}
+
+// UserLoginType returns how a user signs in ("password" unless a link
+// changed it).
+func (db *DB) UserLoginType(ctx context.Context, userID string) (string, error) {
+	var t string
+	err := db.q().QueryRow(ctx, `SELECT login_type FROM users WHERE id = $1`, userID).Scan(&t)
+	return t, mapErr(err)
+}
