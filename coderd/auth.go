@@ -118,6 +118,10 @@ func (api *API) authenticate(ctx context.Context, token string) (database.User, 
 	if user.Status != database.UserStatusActive {
 		return database.User{}, database.APIKey{}, unauthorized("User %s is %s: its sessions and API tokens are refused until an owner activates it", user.Username, user.Status)
 	}
+	// A session from the IdP ends with the IdP's (oidcrefresh.go).
+	if err := api.checkOIDCSession(ctx, user, key); err != nil {
+		return database.User{}, database.APIKey{}, err
+	}
 	// Record use at most once a minute to spare the database.
 	if now.Sub(key.LastUsed) > time.Minute {
 		_ = api.db.TouchAPIKey(ctx, key.ID, now)
@@ -153,7 +157,8 @@ func (api *API) authOnce(c *gin.Context) authResult {
 		return v.(authResult)
 	}
 	a := authResult{epoch: api.authEpoch.Load()}
-	a.user, a.key, a.err = api.authenticate(c.Request.Context(), tokenFromRequest(c.Request))
+	ctx := context.WithValue(c.Request.Context(), requestOriginKey{}, requestOrigin{ip: sourceIP(c.Request), userAgent: c.Request.UserAgent()})
+	a.user, a.key, a.err = api.authenticate(ctx, tokenFromRequest(c.Request))
 	var ae *apiError
 	if a.err == nil || errors.As(a.err, &ae) {
 		c.Set(ctxAuth, a)

@@ -369,6 +369,7 @@ func (api *API) routes() *gin.Engine {
 	a.POST("/users/:user/keys/tokens", api.handle(api.postToken))
 	a.GET("/users/:user/keys/tokens", api.handle(api.tokens))
 	a.DELETE("/users/:user/keys/:key", api.handle(api.deleteAPIKey))
+	a.POST("/users/:user/logout-all", api.handle(api.postLogoutAll))
 	a.POST("/users/:user/workspaces", api.handle(api.postWorkspace))
 	a.GET("/users/:user/workspace/:name", api.handle(api.workspaceByOwnerAndName))
 

@@ -2,6 +2,7 @@ package coderd
 
 import (
 	"context"
+	"crypto/cipher"
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
@@ -17,6 +18,7 @@ import (
 	"github.com/coreos/go-oidc/v3/oidc"
 	"github.com/gin-gonic/gin"
 	"golang.org/x/oauth2"
+	"golang.org/x/sync/singleflight"
 
 	"airgapcoder/coderd/codersdk"
 	"airgapcoder/coderd/database"
@@ -129,6 +131,17 @@ type oidcProvider struct {
 	provider *oidc.Provider
 	verifier *oidc.IDTokenVerifier
 	sealer   *oidcSealer
+	// tokens seals the IdP's refresh tokens at rest (oidcrefresh.go).
+	tokens cipher.AEAD
+
+	// refreshes runs one IdP refresh per user at a time; fresh holds, per
+	// user id, the expiry (time.Time) of an IdP token known unexpired, so
+	// requests before it ask neither the database nor the IdP.
+	refreshes singleflight.Group
+	fresh     sync.Map
+
+	confMu sync.Mutex
+	conf   *oauth2.Config
 }
 
 func (p *oidcProvider) ctx(ctx context.Context) context.Context {
@@ -150,22 +163,35 @@ func (p *oidcProvider) discover(ctx context.Context) (*oidc.Provider, *oidc.IDTo
 	if err != nil {
 		return nil, nil, nil, err
 	}
+	tokens, err := deploymentAEAD(secret, oidcTokenPurpose)
+	if err != nil {
+		return nil, nil, nil, err
+	}
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	provider, err := oidc.NewProvider(p.ctx(ctx), p.cfg.IssuerURL)
 	if err != nil {
 		return nil, nil, nil, p.explain("OIDC discovery at "+strings.TrimSuffix(p.cfg.IssuerURL, "/")+"/.well-known/openid-configuration", err)
 	}
-	p.provider, p.sealer = provider, sealer
+	p.provider, p.sealer, p.tokens = provider, sealer, tokens
 	p.verifier = provider.Verifier(&oidc.Config{ClientID: p.cfg.ClientID})
 	return p.provider, p.verifier, p.sealer, nil
 }
 
+// oauth2 returns the client's configuration, one kept for the provider:
+// x/oauth2 remembers in it how the token endpoint took the client's
+// credentials, so a refresh the IdP refuses is not retried with the other
+// method (which would hide the refusal behind invalid_client).
 func (p *oidcProvider) oauth2(provider *oidc.Provider, redirectURL string) *oauth2.Config {
-	return &oauth2.Config{
-		ClientID: p.cfg.ClientID, ClientSecret: p.cfg.ClientSecret, Endpoint: provider.Endpoint(),
-		RedirectURL: redirectURL, Scopes: p.cfg.Scopes,
+	p.confMu.Lock()
+	defer p.confMu.Unlock()
+	if p.conf == nil || p.conf.Endpoint != provider.Endpoint() || p.conf.RedirectURL != redirectURL {
+		p.conf = &oauth2.Config{
+			ClientID: p.cfg.ClientID, ClientSecret: p.cfg.ClientSecret, Endpoint: provider.Endpoint(),
+			RedirectURL: redirectURL, Scopes: p.cfg.Scopes,
+		}
 	}
+	return p.conf
 }
 
 // explain wraps a request error to the provider, naming what to do about
@@ -342,6 +368,9 @@ func (api *API) oidcFinish(c *gin.Context, e *auditEntry) (database.User, string
 	}
 	origin := GroupSyncAudit{IP: sourceIP(c.Request), UserAgent: c.Request.UserAgent(), Issuer: idToken.Issuer, Subject: idToken.Subject}
 	if user, err = api.oidcSync(ctx, e, user, sync, origin); err != nil {
+		return user, "", "", err
+	}
+	if err := api.keepOIDCToken(ctx, user.ID, token); err != nil {
 		return user, "", "", err
 	}
 	tok, key, err := api.newAPIKey(ctx, user.ID, loginTypeOIDC, "", api.opts.SessionDuration)

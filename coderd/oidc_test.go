@@ -39,6 +39,8 @@ type oidcEnvOptions struct {
 	// provisionerPSK lets the test run a provisioner daemon (NewDaemon).
 	provisionerPSK string
 	config         func(*coderd.OIDCConfig)
+	// now is coderd's clock (default time.Now).
+	now func() time.Time
 }
 
 func newOIDCEnv(t *testing.T, o oidcEnvOptions) *oidcEnv {
@@ -57,7 +59,7 @@ func newOIDCEnv(t *testing.T, o oidcEnvOptions) *oidcEnv {
 	if o.config != nil {
 		o.config(&cfg)
 	}
-	d := coderdtest.New(t, coderdtest.Options{Address: addr, TLS: true, OIDC: cfg, DisablePasswordAuth: o.disablePasswordAuth, ProvisionerPSK: o.provisionerPSK})
+	d := coderdtest.New(t, coderdtest.Options{Address: addr, TLS: true, OIDC: cfg, DisablePasswordAuth: o.disablePasswordAuth, ProvisionerPSK: o.provisionerPSK, Now: o.now})
 	pool := idp.CertPool()
 	pem, err := os.ReadFile(d.CAFile)
 	if err != nil {

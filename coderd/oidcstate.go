@@ -10,7 +10,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"time"
+
+	"golang.org/x/crypto/hkdf"
 )
 
 // oidcState is what an OpenID Connect sign-in remembers between the
@@ -42,14 +45,24 @@ var errOIDCState = errors.New("the sign-in state is missing, expired or does not
 // oidcSealer seals and opens oidcState values.
 type oidcSealer struct{ aead cipher.AEAD }
 
-// newOIDCSealer derives the cookie key from a deployment secret.
-func newOIDCSealer(secret string) (*oidcSealer, error) {
-	key := sha256.Sum256([]byte("coderd oidc state cookie\x00" + secret))
-	block, err := aes.NewCipher(key[:])
+// deploymentAEAD is AES-256-GCM under a key derived (HKDF-SHA256) from a
+// deployment secret for one purpose: each purpose (the state cookie, the
+// IdP refresh tokens at rest) gets its own key from the one secret.
+func deploymentAEAD(secret, purpose string) (cipher.AEAD, error) {
+	key := make([]byte, 32)
+	if _, err := io.ReadFull(hkdf.New(sha256.New, []byte(secret), nil, []byte(purpose)), key); err != nil {
+		return nil, fmt.Errorf("derive %s key: %w", purpose, err)
+	}
+	block, err := aes.NewCipher(key)
 	if err != nil {
 		return nil, err
 	}
-	aead, err := cipher.NewGCM(block)
+	return cipher.NewGCM(block)
+}
+
+// newOIDCSealer derives the cookie key from a deployment secret.
+func newOIDCSealer(secret string) (*oidcSealer, error) {
+	aead, err := deploymentAEAD(secret, "coderd oidc state cookie")
 	if err != nil {
 		return nil, err
 	}

@@ -477,6 +477,32 @@ func (api *API) deleteAPIKey(c *gin.Context) error {
 	return nil
 }
 
+// postLogoutAll ends every session of a user and deletes its API tokens
+// (an owner's answer to a stolen laptop or a departure; a user may do it
+// to itself).
+func (api *API) postLogoutAll(c *gin.Context) error {
+	e := api.audit(c, codersdk.AuditActionDelete, codersdk.AuditResourceAPIKey).field("user", c.Param("user")).field("all", true)
+	u, err := api.userParam(c)
+	if err != nil {
+		return err
+	}
+	e.resource(u.ID, u.Username).field("user", u.Username)
+	if err := authorize(c, resAPIKey, actDelete, u.ID); err != nil {
+		return err
+	}
+	err = e.inTx(c.Request.Context(), http.StatusNoContent, func(tx *database.DB) error {
+		n, err := tx.DeleteAPIKeysByUser(c.Request.Context(), u.ID)
+		e.field("keys_deleted", n)
+		return err
+	})
+	api.authChanged() // here at once; other replicas hear the trigger's notification
+	if err != nil {
+		return err
+	}
+	c.Status(http.StatusNoContent)
+	return nil
+}
+
 func (api *API) convertOrg() codersdk.Organization {
 	return codersdk.Organization{ID: api.org.ID, Name: api.org.Name, DisplayName: api.org.DisplayName, IsDefault: true, CreatedAt: api.org.CreatedAt}
 }

@@ -232,6 +232,11 @@ func (c *Client) DeleteAPIKey(ctx context.Context, user, id string) error {
 	return c.do(ctx, http.MethodDelete, fmt.Sprintf("/api/v2/users/%s/keys/%s", user, id), nil, nil, http.StatusNoContent)
 }
 
+// LogoutAll ends every session of a user and deletes its API tokens.
+func (c *Client) LogoutAll(ctx context.Context, user string) error {
+	return c.do(ctx, http.MethodPost, fmt.Sprintf("/api/v2/users/%s/logout-all", user), nil, nil, http.StatusNoContent)
+}
+
 // Organization is a tenant; this product has one, the default.
 type Organization struct {
 	ID          string    `json:"id"`

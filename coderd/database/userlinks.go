@@ -13,17 +13,23 @@ type UserLink struct {
 	// LoginType is how the user signs in through the link ("oidc").
 	LoginType string
 	// Issuer and Subject are the ID token's "iss" and "sub".
-	Issuer    string
-	Subject   string
-	CreatedAt time.Time
-	UpdatedAt time.Time
+	Issuer  string
+	Subject string
+	// OAuthRefreshToken is the IdP's refresh token sealed by coderd (never
+	// the plaintext); empty when the IdP gave none.
+	OAuthRefreshToken string
+	// OAuthExpiry is when the IdP's access token expires; zero when
+	// unknown (no refresh is attempted).
+	OAuthExpiry time.Time
+	CreatedAt   time.Time
+	UpdatedAt   time.Time
 }
 
-const userLinkColumns = `user_id, login_type, issuer, subject, created_at, updated_at`
+const userLinkColumns = `user_id, login_type, issuer, subject, oauth_refresh_token, oauth_expiry, created_at, updated_at`
 
 func scanUserLink(row pgx.Row) (UserLink, error) {
 	var l UserLink
-	err := row.Scan(&l.UserID, &l.LoginType, &l.Issuer, &l.Subject, &l.CreatedAt, &l.UpdatedAt)
+	err := row.Scan(&l.UserID, &l.LoginType, &l.Issuer, &l.Subject, &l.OAuthRefreshToken, &l.OAuthExpiry, &l.CreatedAt, &l.UpdatedAt)
 	return l, mapErr(err)
 }
 
@@ -52,6 +58,20 @@ func (db *DB) UpsertUserLink(ctx context.Context, l UserLink) (UserLink, error) 
 	}
 	_, err = db.q().Exec(ctx, `UPDATE users SET login_type = $2, updated_at = $3 WHERE id = $1`, l.UserID, l.LoginType, now)
 	return out, mapErr(err)
+}
+
+// UpdateUserLinkToken stores the IdP's sealed refresh token and access
+// token expiry on a user's link (ErrNotFound when the user has none).
+func (db *DB) UpdateUserLinkToken(ctx context.Context, userID, sealedRefreshToken string, expiry time.Time) error {
+	tag, err := db.q().Exec(ctx, `UPDATE user_links SET oauth_refresh_token = $2, oauth_expiry = $3, updated_at = $4 WHERE user_id = $1`,
+		userID, sealedRefreshToken, expiry, db.now())
+	if err != nil {
+		return err
+	}
+	if tag.RowsAffected() == 0 {
+		return ErrNotFound
+	}
+	return nil
 }
 
 // UserLoginType returns how a user signs in ("password" unless a link

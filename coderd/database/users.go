@@ -265,6 +265,16 @@ func (db *DB) DeleteAPIKeyByName(ctx context.Context, userID, name string) error
 	return err
 }
 
+// DeleteAPIKeysByUser removes every key of a user (sessions and tokens)
+// and returns how many there were.
+func (db *DB) DeleteAPIKeysByUser(ctx context.Context, userID string) (int64, error) {
+	tag, err := db.q().Exec(ctx, `DELETE FROM api_keys WHERE user_id = $1`, userID)
+	if err != nil {
+		return 0, err
+	}
+	return tag.RowsAffected(), nil
+}
+
 // DeleteAPIKey removes a key; deleting a missing key is ErrNotFound.
 func (db *DB) DeleteAPIKey(ctx context.Context, userID, id string) error {
 	tag, err := db.q().Exec(ctx, `DELETE FROM api_keys WHERE id = $1 AND user_id = $2`, id, userID)

@@ -28,6 +28,7 @@ import (
 	"net/http"
 	"net/http/cookiejar"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -363,6 +364,19 @@ func (p *IdP) addClient(ctx context.Context, authMethod string, redirectURIs []s
 		return "", "", errors.New("hydra returned no client ID or secret")
 	}
 	return resp.ClientID, resp.ClientSecret, nil
+}
+
+// RevokeConsent revokes every consent the subject gave, and with them the
+// access and refresh tokens Hydra issued to it (the IdP ending the
+// subject's sessions, as disabling a user at the IdP does).
+func (p *IdP) RevokeConsent(t testing.TB, subject string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	q := url.Values{"subject": {subject}, "all": {"true"}}
+	if err := p.call(ctx, http.MethodDelete, "/admin/oauth2/auth/sessions/consent?"+q.Encode(), nil, nil); err != nil {
+		t.Fatalf("testidp: revoke %s's consent: %v", subject, err)
+	}
 }
 
 // call sends a JSON request to Hydra's admin API and decodes the answer
