@@ -137,8 +137,12 @@ func Start(t testing.TB, redirectURIs ...string) *IdP {
 	if err != nil {
 		t.Fatalf("testidp: make test CA: %v", err)
 	}
+	caPEM, err := os.ReadFile(certs.caFile)
+	if err != nil {
+		t.Fatal(err)
+	}
 	pool := x509.NewCertPool()
-	pool.AddCert(certs.ca)
+	pool.AppendCertsFromPEM(caPEM)
 
 	p := &IdP{
 		CAFile: certs.caFile,

@@ -34,6 +34,10 @@ func newCallback(t *testing.T) *callback {
 	t.Helper()
 	cb := &callback{}
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/callback" {
+			http.NotFound(w, r) // a browser's /favicon.ico, say: not the redirect
+			return
+		}
 		cb.mu.Lock()
 		cb.query = r.URL.Query()
 		cb.mu.Unlock()
