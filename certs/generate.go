@@ -255,11 +255,15 @@ func newCA(dir string, now time.Time) (*x509.Certificate, crypto.Signer, error) 
 		return nil, nil, err
 	}
 	host, _ := os.Hostname()
+	tag := serial.Text(16)
+	tag = tag[:min(len(tag), 8)]
 	tmpl := &x509.Certificate{
 		SerialNumber: serial,
 		Subject: pkix.Name{
 			Organization: []string{"Coder appliance"},
-			CommonName:   fmt.Sprintf("Coder appliance CA %s %s", host, now.UTC().Format("2006-01-02")),
+			// The serial's first bytes keep two CAs made on one host on
+			// one day apart: verifiers pick issuers by subject name.
+			CommonName: fmt.Sprintf("Coder appliance CA %s %s %s", host, now.UTC().Format("2006-01-02"), tag),
 		},
 		NotBefore:             now.Add(-time.Hour),
 		NotAfter:              now.Add(CAValidity),

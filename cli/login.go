@@ -54,7 +54,11 @@ func (inv *invocation) loginCmd() *cobra.Command {
 				}
 				if !hasFirst {
 					if first.Username == "" || first.Email == "" || first.Password == "" {
-						return usageErrorf("%s has no users yet: create the first owner with --first-user-username, --first-user-email and --first-user-password", u)
+						msg := "%s has no users yet: create the first owner with --first-user-username, --first-user-email and --first-user-password"
+						if m, err := client.AuthMethods(ctx); err == nil && !m.Password.Enabled {
+							msg += " (password sign-in is disabled for everyone else, but owners keep theirs: the first owner then signs in with it, and others through single sign-on)"
+						}
+						return usageErrorf(msg, u)
 					}
 					if _, err := client.CreateFirstUser(ctx, first); err != nil {
 						return fmt.Errorf("create first user: %w", err)

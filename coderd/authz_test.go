@@ -312,7 +312,9 @@ func azTable() []azCase {
 			want: azWant{404, 404, 0, 404, 401}},
 
 		// Files.
-		{name: "files/upload", method: "POST", path: azStatic("/api/v2/files"), want: azAdmins201,
+		// Anyone signed in may upload (as in Coder): a template's ACL
+		// admins push its versions.
+		{name: "files/upload", method: "POST", path: azStatic("/api/v2/files"), want: azWant{201, 201, 201, 0, 401},
 			body: func(f *azFixture) any {
 				return coderdtest.TemplateTar(f.t, map[string]string{"main.tf": "# " + f.unique("upload") + "\n"})
 			}},
@@ -322,6 +324,12 @@ func azTable() []azCase {
 		{name: "templateversions/create", method: "POST", path: azStatic("/api/v2/organizations/default/templateversions"), want: azAdmins201,
 			body: func(f *azFixture) any {
 				return codersdk.CreateTemplateVersionRequest{StorageMethod: "file", FileID: f.fileID, Provisioner: "terraform"}
+			}},
+		// A version of an existing template needs "admin" on it; Everyone
+		// holds only "use".
+		{name: "templateversions/create-for-template", method: "POST", path: azStatic("/api/v2/organizations/default/templateversions"), want: azAdmins201,
+			body: func(f *azFixture) any {
+				return codersdk.CreateTemplateVersionRequest{StorageMethod: "file", FileID: f.fileID, Provisioner: "terraform", TemplateID: f.template.ID}
 			}},
 		{name: "templateversions/read", method: "GET", path: func(f *azFixture) string { return "/api/v2/templateversions/" + f.template.ActiveVersionID },
 			want: azSignedIn},

@@ -20,7 +20,7 @@ import (
 // postFile stores a template tar after checking it is safe to unpack: no
 // path leaves the folder, no links or devices, not over the size limit.
 func (api *API) postFile(c *gin.Context) error {
-	if err := authorize(c, resFile, actCreate, ""); err != nil {
+	if err := authorize(c, resFile, actCreate, actor(c).ID); err != nil {
 		return err
 	}
 	if ct := c.ContentType(); ct != codersdk.ContentTypeTar {

@@ -1,6 +1,7 @@
 package coderd_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"net/http"
@@ -238,6 +239,17 @@ func TestTemplateACL(t *testing.T) {
 	if _, err := alice.CreateWorkspaceBuild(ctx, ws.ID, codersdk.CreateWorkspaceBuildRequest{Transition: codersdk.WorkspaceTransitionStart}); !codersdk.IsStatus(err, http.StatusForbidden) {
 		t.Fatalf("alice starting her workspace of an unshared template: got %v, want 403", err)
 	}
+	// A template alice may not use is hidden from her, as in Coder: not
+	// listed, not found by ID or name.
+	if list, err := alice.Templates(ctx, "default"); err != nil || slices.ContainsFunc(list, func(x codersdk.Template) bool { return x.ID == tpl.ID }) {
+		t.Errorf("alice listing templates: got %v, %v; want the unshared template left out", list, err)
+	}
+	if _, err := alice.Template(ctx, tpl.ID); !codersdk.IsStatus(err, http.StatusNotFound) {
+		t.Errorf("alice reading the unshared template: got %v, want 404", err)
+	}
+	if _, err := alice.TemplateByName(ctx, "default", tpl.Name); !codersdk.IsStatus(err, http.StatusNotFound) {
+		t.Errorf("alice reading the unshared template by name: got %v, want 404", err)
+	}
 	// Owners are not bound by the ACL.
 	if _, err := owner.CreateWorkspace(ctx, codersdk.Me, codersdk.CreateWorkspaceRequest{TemplateID: tpl.ID, Name: "owners"}); err != nil {
 		t.Fatalf("the owner creating a workspace: %v", err)
@@ -268,6 +280,25 @@ func TestTemplateACL(t *testing.T) {
 	}
 	if err := bob.UpdateTemplateACL(ctx, tpl.ID, codersdk.UpdateTemplateACL{GroupPerms: map[string]codersdk.TemplateRole{"Everyone": "use"}}); err != nil {
 		t.Fatalf("a template's user admin changing its ACL: %v", err)
+	}
+	// ... and push its versions: upload, import, promote (alice, with
+	// "use" through her group, may not).
+	up, err := alice.Upload(ctx, bytes.NewReader(coderdtest.TemplateTar(t, coderdtest.MinimalTemplate)))
+	if err != nil {
+		t.Fatalf("a member uploading a template tar: %v", err)
+	}
+	if _, err := alice.CreateTemplateVersion(ctx, "default", codersdk.CreateTemplateVersionRequest{
+		StorageMethod: "file", FileID: up.ID, Provisioner: "terraform", TemplateID: tpl.ID,
+	}); !codersdk.IsStatus(err, http.StatusForbidden) {
+		t.Errorf("alice pushing a version of a template she may only use: got %v, want 403", err)
+	}
+	v2 := coderdtest.UploadVersionRequest(t, bob, coderdtest.MinimalTemplate, codersdk.CreateTemplateVersionRequest{TemplateID: tpl.ID})
+	daemon.RunOne(t)
+	if err := bob.UpdateActiveTemplateVersion(ctx, tpl.ID, codersdk.UpdateActiveTemplateVersion{ID: v2.ID}); err != nil {
+		t.Fatalf("a template's user admin promoting a version: %v", err)
+	}
+	if got, err := alice.Template(ctx, tpl.ID); err != nil || got.ActiveVersionID != v2.ID {
+		t.Errorf("after bob's push: got %+v %v, want active version %s", got, err, v2.ID)
 	}
 	acl, err = bob.TemplateACL(ctx, tpl.ID)
 	if err != nil {

@@ -37,8 +37,9 @@ type GroupSyncOptions struct {
 	// mapping, it does not match (--oidc-group-regex-filter).
 	RegexFilter *regexp.Regexp
 	// AllowedGroups, when not empty, refuses the sign-in of a user whose
-	// claim names none of these IdP groups (--oidc-allowed-groups;
-	// checked by CheckAllowed, before the mapping).
+	// claim names none of these groups (--oidc-allowed-groups; checked by
+	// CheckAllowed as Coder does: after the mapping, before the regex
+	// filter, so a mapped group is named by its Coder name).
 	AllowedGroups []string
 }
 
@@ -63,13 +64,17 @@ func ParseGroupSyncOptions(mapping string, autoCreate bool, regexFilter string, 
 }
 
 // CheckAllowed returns nil when AllowedGroups is empty or the claim names
-// one of them, else an error that says which groups would be let in.
+// one of them (after the mapping), else an error that says which groups
+// would be let in.
 func (o GroupSyncOptions) CheckAllowed(claimGroups []string) error {
 	if len(o.AllowedGroups) == 0 {
 		return nil
 	}
 	for _, g := range claimGroups {
-		if slices.Contains(o.AllowedGroups, g) {
+		if m, ok := o.Mapping[g]; ok {
+			g = m
+		}
+		if slices.Contains(o.AllowedGroups, strings.TrimSpace(g)) {
 			return nil
 		}
 	}

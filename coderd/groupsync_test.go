@@ -36,16 +36,20 @@ func TestGroupSyncCheckAllowed(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
 		allowed, claim []string
+		mapping        map[string]string
 		ok             bool
 	}{
-		{nil, nil, true},
-		{nil, []string{"x"}, true},
-		{[]string{"coders"}, []string{"x", "coders"}, true},
-		{[]string{"coders"}, []string{"x"}, false},
-		{[]string{"coders"}, nil, false},
-		{[]string{"coders"}, []string{"Coders"}, false}, // IdP group names are compared exactly
+		{nil, nil, nil, true},
+		{nil, []string{"x"}, nil, true},
+		{[]string{"coders"}, []string{"x", "coders"}, nil, true},
+		{[]string{"coders"}, []string{"x"}, nil, false},
+		{[]string{"coders"}, nil, nil, false},
+		{[]string{"coders"}, []string{"Coders"}, nil, false}, // group names are compared exactly
+		// As Coder's: the allowed list names groups after the mapping.
+		{[]string{"coders"}, []string{"cn=dev,ou=corp"}, map[string]string{"cn=dev,ou=corp": "coders"}, true},
+		{[]string{"cn=dev,ou=corp"}, []string{"cn=dev,ou=corp"}, map[string]string{"cn=dev,ou=corp": "coders"}, false},
 	} {
-		err := coderd.GroupSyncOptions{AllowedGroups: tc.allowed}.CheckAllowed(tc.claim)
+		err := coderd.GroupSyncOptions{AllowedGroups: tc.allowed, Mapping: tc.mapping}.CheckAllowed(tc.claim)
 		if (err == nil) != tc.ok {
 			t.Errorf("allowed %v, claim %v: got %v, want ok=%v", tc.allowed, tc.claim, err, tc.ok)
 		}

@@ -68,6 +68,9 @@ var selfActions = map[resource][]action{
 	resUser:      {actRead, actUpdate}, // update: the profile (name, username); roles need an owner
 	resAPIKey:    {actRead, actCreate, actDelete},
 	resWorkspace: {actRead, actCreate, actUpdate, actDelete},
+	// Files: anyone may upload a template tar and read it back (as in
+	// Coder), so a user with "admin" on one template can push its versions.
+	resFile: {actRead, actCreate},
 }
 
 // roles returns the effective roles of a user: what it holds, plus member.

@@ -71,6 +71,14 @@ func (api *API) requireTemplateRole(c *gin.Context, t database.Template, role co
 		map[codersdk.TemplateRole]string{codersdk.TemplateRoleUse: "use", codersdk.TemplateRoleAdmin: "administer"}[role], t.Name)
 }
 
+// canSeeTemplate reports whether the caller holds any role on t: as in
+// Coder, a template a user may not use is left out of lists and reads as
+// not found (its name and versions are not the user's business).
+func (api *API) canSeeTemplate(c *gin.Context, t database.Template) (bool, error) {
+	have, err := api.templateRole(c.Request.Context(), actor(c), t)
+	return have != "", err
+}
+
 // templateAdminParam loads the :template the caller may administer.
 func (api *API) templateAdminParam(c *gin.Context) (database.Template, error) {
 	t, err := api.templateParam(c, actRead)

@@ -64,12 +64,16 @@ func (api *API) postTemplateVersion(c *gin.Context) error {
 	if err := api.orgParam(c); err != nil {
 		return err
 	}
-	if err := authorize(c, resTemplate, actCreate, ""); err != nil {
-		return err
-	}
 	var req codersdk.CreateTemplateVersionRequest
 	if err := decode(c, &req); err != nil {
 		return err
+	}
+	// A new version of an existing template needs "admin" on it (its ACL
+	// may grant that to a member); anything else needs template creation.
+	if req.TemplateID == "" {
+		if err := authorize(c, resTemplate, actCreate, ""); err != nil {
+			return err
+		}
 	}
 	if req.StorageMethod != "" && req.StorageMethod != "file" {
 		return validation("storage_method", `must be "file"`)
@@ -96,6 +100,9 @@ func (api *API) postTemplateVersion(c *gin.Context) error {
 			return validation("template_id", "no such template")
 		}
 		if err != nil {
+			return err
+		}
+		if err := api.requireTemplateRole(c, t, codersdk.TemplateRoleAdmin); err != nil {
 			return err
 		}
 		templateID = &t.ID
@@ -282,7 +289,13 @@ func (api *API) templates(c *gin.Context) error {
 	}
 	out := []codersdk.Template{}
 	for _, t := range ts {
-		out = append(out, api.convertTemplate(t))
+		ok, err := api.canSeeTemplate(c, t)
+		if err != nil {
+			return err
+		}
+		if ok {
+			out = append(out, api.convertTemplate(t))
+		}
 	}
 	c.JSON(http.StatusOK, out)
 	return nil
@@ -296,6 +309,12 @@ func (api *API) templateByName(c *gin.Context) error {
 		return err
 	}
 	t, err := api.db.TemplateByName(c.Request.Context(), api.org.ID, c.Param("name"))
+	if err == nil {
+		var ok bool
+		if ok, err = api.canSeeTemplate(c, t); err == nil && !ok {
+			err = database.ErrNotFound
+		}
+	}
 	if errors.Is(err, database.ErrNotFound) {
 		return notFound(fmt.Sprintf("Template %q", c.Param("name")))
 	}
@@ -314,7 +333,14 @@ func (api *API) templateParam(c *gin.Context, act action) (database.Template, er
 	if err != nil {
 		return t, err
 	}
-	return t, authorize(c, resTemplate, act, "")
+	if err := authorize(c, resTemplate, act, ""); err != nil {
+		return t, err
+	}
+	ok, err := api.canSeeTemplate(c, t)
+	if err == nil && !ok {
+		err = notFound("Template")
+	}
+	return t, err
 }
 
 func (api *API) template(c *gin.Context) error {
