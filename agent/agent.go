@@ -195,6 +195,11 @@ func (a *Agent) Run(ctx context.Context) error {
 	a.log.Info("agent manifest", "agent", m.AgentID, "workspace", m.OwnerName+"/"+m.WorkspaceName, "directory", m.Directory,
 		"scripts", len(m.Scripts), "metadata", len(m.Metadata), "apps", len(m.Apps))
 	env := a.execEnv(m)
+	// execEnv wrote the agent token's file for `coder gitaskpass`
+	// (gitaskpass.go); it goes with the agent.
+	if a.client != nil && a.client.SessionToken != "" {
+		defer os.Remove(a.tokenFilePath())
+	}
 	scripts := newScriptRunner(scriptRunnerConfig{
 		log: a.log, out: a.logs, env: env, scripts: m.Scripts, logDir: a.opts.LogDir, dataDir: a.opts.ScriptDataDir,
 		startTimeout: a.opts.StartupScriptTimeout, killGrace: scriptKillGrace,

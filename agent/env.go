@@ -42,10 +42,12 @@ func (a *Agent) workDir(m codersdk.AgentManifest) string {
 // identifies the workspace (CODER, CODER_WORKSPACE_NAME,
 // CODER_WORKSPACE_OWNER_NAME, CODER_WORKSPACE_AGENT_NAME), then the
 // manifest's variables (coder_agent env merged with coder_env), whose values
-// may refer to the agent's environment ("$PATH:/opt/bin") as in Coder.
-// Finally PATH gets the scripts' bin folder in front (CODER_SCRIPT_BIN_DIR,
-// where Coder modules put their tools) and the agent binary's folder at
-// the end, so that metadata scripts can call `coder stat`.
+// may refer to the agent's environment ("$PATH:/opt/bin") as in Coder,
+// then what `coder gitaskpass` needs (GIT_ASKPASS over everything, as in
+// Coder; see gitaskpass.go). Finally PATH gets the scripts' bin folder in
+// front (CODER_SCRIPT_BIN_DIR, where Coder modules put their tools) and the
+// agent binary's folder at the end, so that metadata scripts can call
+// `coder stat`.
 func (a *Agent) environ(m codersdk.AgentManifest) []string {
 	env := make([]string, 0, len(a.opts.Environ)+len(m.EnvironmentVariables)+10)
 	base := map[string]string{}
@@ -74,6 +76,7 @@ func (a *Agent) environ(m codersdk.AgentManifest) []string {
 		}
 		env = append(env, k+"="+v)
 	}
+	env = append(env, a.askpassEnv(base)...)
 	dirs := []string{a.scriptBinDir()}
 	if path != "" {
 		dirs = append(dirs, path)

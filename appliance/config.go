@@ -101,6 +101,11 @@ type Config struct {
 	// DisablePasswordAuth refuses password sign-in but an owner's
 	// (disable-password-auth).
 	DisablePasswordAuth bool `koanf:"disable-password-auth"`
+	// ExternalAuth are the Git servers users link their accounts to
+	// (external-auth; docs/external-auth.md), as coder server's
+	// CODER_EXTERNAL_AUTH_<n>_* variables. Their hosts are added to
+	// egress-allow by themselves.
+	ExternalAuth []ExternalAuthProvider `koanf:"external-auth"`
 
 	// The air-gap switches exist so that a config carried over from a
 	// connected deployment is refused with a clear message rather than
@@ -136,6 +141,7 @@ var knownKeys = map[string]bool{
 	"oidc-sign-in-text": true, "oidc-icon-url": true, "disable-password-auth": true,
 	"oidc-group-field": true, "oidc-group-mapping": true, "oidc-group-auto-create": true, "oidc-group-regex-filter": true,
 	"oidc-allowed-groups": true, "oidc-user-role-field": true, "oidc-user-role-mapping": true,
+	"external-auth": true,
 }
 
 // LoadConfig reads DIR/appliance.yaml over the defaults and applies
@@ -174,6 +180,9 @@ func LoadConfig(dir string, overrides map[string]any) (Config, error) {
 	if len(unknown) > 0 {
 		return Config{}, fmt.Errorf("%s: unknown key(s) %s", path, strings.Join(unknown, ", "))
 	}
+	if err := checkExternalAuthKeys(k.Get("external-auth")); err != nil {
+		return Config{}, fmt.Errorf("%s: %w", path, err)
+	}
 	var c Config
 	if err := k.Unmarshal("", &c); err != nil {
 		return Config{}, fmt.Errorf("%s: %w", path, err)
@@ -181,7 +190,7 @@ func LoadConfig(dir string, overrides map[string]any) (Config, error) {
 	if err := c.Validate(path); err != nil {
 		return c, err
 	}
-	c.EgressAllow = c.allowIssuer(c.EgressAllow)
+	c.EgressAllow = allowHosts(c.EgressAllow, append(c.issuerHosts(), c.externalAuth("", nil).Hosts()...)...)
 	return c, nil
 }
 
@@ -218,6 +227,9 @@ func (c Config) Validate(source string) error {
 		errs = append(errs, fmt.Errorf("egress-allow: %w", err))
 	}
 	if err := c.validateOIDC(); err != nil {
+		errs = append(errs, err)
+	}
+	if err := c.validateExternalAuth(); err != nil {
 		errs = append(errs, err)
 	}
 	if c.ProvisionerDaemons < 0 {
@@ -316,6 +328,23 @@ service-user: %q
 # oidc-user-role-field: roles
 # oidc-user-role-mapping: '{"idp-admins": ["template-admin"]}'
 # disable-password-auth: false
+
+# Git servers users link their accounts to, so that git in workspaces and
+# templates (data "coder_external_auth") get each user's own token
+# (docs/external-auth.md), as coder server's CODER_EXTERNAL_AUTH_<n>_*.
+# Register <access-url>/external-auth/<id>/callback as the OAuth2
+# application's redirect URI; import the server's CA with coder certs
+# import. The URLs' hosts are added to egress-allow by themselves.
+# external-auth:
+#   - id: gitea
+#     type: gitea
+#     client-id: 0b6c2d5e-…
+#     client-secret-file: /etc/coder/gitea-client-secret
+#     auth-url: https://git.example.internal/login/oauth/authorize
+#     display-name: Example Git
+# token-url, validate-url and regex derive from auth-url for gitea, gitlab,
+# github and bitbucket-server; other keys: scopes, display-icon, no-refresh,
+# extra-token-keys, client-secret.
 
 # Prometheus metrics at http://prometheus-address/metrics (off by default;
 # never on the dashboard's listeners).

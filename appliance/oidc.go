@@ -41,18 +41,32 @@ func (c Config) validateOIDC() error {
 	return nil
 }
 
-// allowIssuer returns allow with the issuer's host added (when OIDC is
-// on): naming the identity provider is allowing the appliance to reach it.
-func (c Config) allowIssuer(allow []string) []string {
+// issuerHosts is the issuer's host (none when OIDC is off): naming the
+// identity provider is allowing the appliance to reach it.
+func (c Config) issuerHosts() []string {
 	u, err := url.Parse(c.OIDCIssuerURL)
 	if c.OIDCIssuerURL == "" || err != nil || u.Hostname() == "" {
-		return allow
+		return nil
 	}
-	host := strings.ToLower(u.Hostname())
-	if slices.Contains(allow, host) {
-		return allow
+	return []string{strings.ToLower(u.Hostname())}
+}
+
+// allowHosts returns allow with hosts added (lower case, each once): the
+// hosts of the providers appliance.yaml names (the OIDC issuer, the
+// external auth servers), which naming allows.
+func allowHosts(allow []string, hosts ...string) []string {
+	out := allow
+	for _, h := range hosts {
+		h = strings.ToLower(h)
+		if h == "" || slices.Contains(out, h) {
+			continue
+		}
+		if len(out) == len(allow) {
+			out = slices.Clone(allow) // never append into the caller's array
+		}
+		out = append(out, h)
 	}
-	return append(slices.Clone(allow), host)
+	return out
 }
 
 // oidc is the control plane's OIDC configuration: the provider is reached

@@ -86,9 +86,13 @@ func Overview(ctx context.Context, dir string) (codersdk.Appliance, error) {
 // redactedConfig is c by yaml name, every text value through
 // redact.Value: the password of postgres-url, and the whole value of any
 // setting named like a secret, become "[redacted]".
-func redactedConfig(c Config) map[string]any {
+func redactedConfig(c Config) map[string]any { return redactedFields(reflect.ValueOf(c)) }
+
+// redactedFields is redactedConfig of any struct of koanf-tagged fields; a
+// list of such structs (external-auth) becomes a list of their maps, each
+// field redacted by its own name (client-secret).
+func redactedFields(v reflect.Value) map[string]any {
 	out := map[string]any{}
-	v := reflect.ValueOf(c)
 	for i := range v.NumField() {
 		key := v.Type().Field(i).Tag.Get("koanf")
 		if key == "" {
@@ -98,6 +102,14 @@ func redactedConfig(c Config) map[string]any {
 		case reflect.String:
 			out[key] = redact.Value(key, f.String())
 		case reflect.Slice:
+			if f.Type().Elem().Kind() == reflect.Struct {
+				list := []map[string]any{}
+				for j := range f.Len() {
+					list = append(list, redactedFields(f.Index(j)))
+				}
+				out[key] = list
+				continue
+			}
 			list := []string{}
 			for j := range f.Len() {
 				list = append(list, redact.Value(key, fmt.Sprint(f.Index(j).Interface())))

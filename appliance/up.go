@@ -419,6 +419,7 @@ func (u *upRun) startControlPlane(ctx context.Context) error {
 		Appliance:        func(ctx context.Context) (codersdk.Appliance, error) { return Overview(ctx, u.dir) },
 		Telemetry:        false, UpdateCheck: false,
 		OIDC: cfg.oidc(u.trust.CertFile(), u.guard), DisablePasswordAuth: cfg.DisablePasswordAuth,
+		ExternalAuth:     cfg.externalAuth(u.trust.CertFile(), u.guard),
 		AgentBinariesDir: filepath.Join(rel, bundle.DirBin),
 		Version:          buildinfo.Version(),
 		Logger:           u.log.With("component", "coderd"),

@@ -42,6 +42,9 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	defer stop()
 	inv := &invocation{stdin: stdin, stdout: stdout, stderr: stderr, environ: os.Environ()}
 	root := inv.root()
+	if isGitAskpassRun(args, inv.environ) { // git runs us as its GIT_ASKPASS
+		args = append([]string{"gitaskpass"}, args...)
+	}
 	root.SetArgs(args)
 	err := root.ExecuteContext(ctx)
 	if err == nil {
@@ -157,6 +160,8 @@ func (inv *invocation) root() *cobra.Command {
 		client(inv.portForwardCmd()),
 		client(inv.configSSHCmd()),
 		client(inv.auditCmd()),
+		inv.externalAuthCmd(),
+		inv.gitAskpassCmd(),
 	)
 	// Every command rejects stray arguments as a usage error.
 	var walk func(c *cobra.Command)

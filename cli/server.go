@@ -81,7 +81,13 @@ func (inv *invocation) serverCmd() *cobra.Command {
 		Short: "Run the control plane (coderd): API, workspace relay, provisioner job queue",
 		Long: `Run the control plane. Without --postgres-url it runs the built-in PostgreSQL,
 keeping its data under the global config dir. Telemetry and the update check are
-off by default and, when on, go only to the URLs you configure.`,
+off by default and, when on, go only to the URLs you configure.
+
+External auth providers (the Git server users link their accounts to) are set
+with environment variables, as Coder's: CODER_EXTERNAL_AUTH_<n>_<FIELD> for
+n = 0, 1, … and FIELD one of ID, TYPE, CLIENT_ID, CLIENT_SECRET (or
+CLIENT_SECRET_FILE), AUTH_URL, TOKEN_URL, VALIDATE_URL, REGEX, SCOPES,
+DISPLAY_NAME, DISPLAY_ICON, NO_REFRESH, EXTRA_TOKEN_KEYS (docs/external-auth.md).`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := serverOptions.resolve(cmd, configPathFrom(cmd, inv.environ), inv.environ); err != nil {
 				return err
@@ -91,6 +97,9 @@ off by default and, when on, go only to the URLs you configure.`,
 				return err
 			}
 			cfg.Provisioner.ProviderMirror = mirror
+			if cfg.ExternalAuth.Providers, err = controlplane.ExternalAuthFromEnv(inv.environ); err != nil {
+				return usageErrorf("%v", err)
+			}
 			if err := checkModuleMirror(cfg.Provisioner.ModuleMirror); err != nil {
 				return err
 			}
@@ -171,7 +180,7 @@ func oidcFlags(cmd *cobra.Command, c *controlplane.OIDCConfig) {
 	f.StringVar(&c.GroupMappingJSON, "oidc-group-mapping", "{}", "JSON object of IdP group to Coder group name, e.g. {\"idp-devs\":\"developers\"}; unmapped groups keep their name")
 	f.BoolVar(&c.GroupAutoCreate, "oidc-group-auto-create", false, "Create the Coder groups the group claim names that do not exist yet")
 	f.StringVar(&c.GroupRegexFilter, "oidc-group-regex-filter", ".*", "Ignore the groups (after the mapping) whose name this regular expression does not match")
-	f.StringSliceVar(&c.AllowedGroups, "oidc-allowed-groups", nil, "IdP groups allowed to sign in, comma separated; a user in none of them is refused. Empty allows any")
+	f.StringSliceVar(&c.AllowedGroups, "oidc-allowed-groups", nil, "Groups allowed to sign in, comma separated, named after --oidc-group-mapping (as Coder); a user in none of them is refused. Empty allows any")
 	f.StringVar(&c.UserRoleField, "oidc-user-role-field", "", "Claim that lists the user's roles; turns role sync on: every sign-in sets the user's roles from it. Empty: no role sync")
 	f.StringVar(&c.UserRoleMappingJSON, "oidc-user-role-mapping", "{}", "JSON object of IdP role to a list of Coder roles (owner, template-admin), e.g. {\"idp-admins\":[\"template-admin\"]}; unmapped values that name a role are taken as is")
 }

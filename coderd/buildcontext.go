@@ -123,6 +123,9 @@ func (api *API) buildJobContext(ctx context.Context, out *codersdk.AcquiredJob, 
 	if out.Owner, err = api.ownerContext(ctx, w, b.Transition); err != nil {
 		return err
 	}
+	if out.ExternalAuthProviders, err = api.buildExternalAuthTokens(ctx, w, b); err != nil {
+		return err
+	}
 	// Ephemeral values were for this hand-over only.
 	if len(job.Input.EphemeralParameters) > 0 {
 		if err := api.db.SetJobInput(ctx, job.ID, database.JobInput{WorkspaceBuildID: job.Input.WorkspaceBuildID}); err != nil {

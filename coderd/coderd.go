@@ -29,6 +29,7 @@ import (
 	"airgapcoder/coderd/appurl"
 	"airgapcoder/coderd/codersdk"
 	"airgapcoder/coderd/database"
+	"airgapcoder/coderd/externalauth"
 	"airgapcoder/coderd/replicasync"
 	"airgapcoder/coderd/updatecheck"
 	"airgapcoder/internal/bodydeadline"
@@ -114,6 +115,13 @@ type Options struct {
 	RateLimits RateLimits
 	// OIDC is OpenID Connect sign-in (oidc.go); the zero value is off.
 	OIDC OIDCConfig
+	// ExternalAuth are the external auth providers (externalauth.go) users
+	// link their accounts to; none by default.
+	ExternalAuth []externalauth.Config
+	// ExternalAuthHTTPClient makes the requests to those providers (token
+	// exchange, refresh, validation): the appliance's trust store and
+	// egress guard; nil means http.DefaultClient.
+	ExternalAuthHTTPClient *http.Client
 	// DisablePasswordAuth refuses password logins except an owner's (as
 	// Coder's --disable-password-auth, so that owners cannot lock
 	// themselves out).
@@ -140,6 +148,9 @@ type API struct {
 
 	// oidc is the OpenID Connect provider (oidc.go), nil when off.
 	oidc *oidcProvider
+	// extAuth are the external auth providers (externalauth.go), nil when
+	// none are configured.
+	extAuth *externalAuth
 	// relay holds this replica's agent connections (relay.go); peers its
 	// sessions to other replicas, which authenticate with replicaSecret
 	// (peers.go).
@@ -218,6 +229,9 @@ func New(ctx context.Context, opts Options) (*API, error) {
 		api.oidc = &oidcProvider{cfg: api.opts.OIDC, secret: func(ctx context.Context) (string, error) {
 			return opts.DB.DeploymentValue(ctx, "oidc_state_secret", randomString(48))
 		}}
+	}
+	if api.extAuth, err = newExternalAuth(ctx, opts); err != nil {
+		return nil, err
 	}
 	api.limits = newRateLimiters(opts.RateLimits, opts.Now)
 	api.hooksCtx, api.stopHooks = context.WithCancel(context.WithoutCancel(ctx))
@@ -315,6 +329,8 @@ func (api *API) routes() *gin.Engine {
 	r.GET("/healthz", api.handle(api.healthz))
 	r.GET("/bin/:name", api.handle(api.agentBinary))
 	r.HEAD("/bin/:name", api.handle(api.agentBinary))
+	// The external auth link flow starts and ends here (externalauth.go).
+	r.GET("/external-auth/:provider/callback", api.handle(api.externalAuthCallback))
 	v2 := r.Group("/api/v2")
 	v2.GET("/buildinfo", api.handle(api.buildInfo))
 	v2.GET("/users/first", api.handle(api.firstUserExists))
@@ -349,6 +365,7 @@ func (api *API) routes() *gin.Engine {
 	me.POST("/ports", api.handle(api.postAgentPorts))
 	me.POST("/app-health", api.handle(api.postAgentAppHealth))
 	me.GET("/connect", api.handle(api.agentConnect))
+	me.GET("/external-auth", api.handle(api.agentExternalAuth))
 
 	a := v2.Group("", api.requireAuth())
 	a.GET("/updatecheck", api.handle(api.updateCheck))
@@ -402,6 +419,10 @@ func (api *API) routes() *gin.Engine {
 	a.GET("/templateversions/:version", api.handle(api.templateVersion))
 	a.GET("/templateversions/:version/logs", api.handle(api.templateVersionLogs))
 	a.PATCH("/templateversions/:version/cancel", api.handle(api.cancelTemplateVersion))
+	a.GET("/templateversions/:version/external-auth", api.handle(api.templateVersionExternalAuth))
+	a.GET("/external-auth", api.handle(api.listExternalAuths))
+	a.GET("/external-auth/:provider", api.handle(api.externalAuthByID))
+	a.DELETE("/external-auth/:provider", api.handle(api.deleteExternalAuth))
 
 	a.GET("/applications/host", api.handle(api.appHost))
 	a.GET("/workspaces", api.handle(api.workspaces))

@@ -2,6 +2,7 @@ package coderd
 
 import (
 	"context"
+	"crypto/cipher"
 	"crypto/rand"
 	"encoding/base64"
 	"encoding/json"
@@ -34,25 +35,45 @@ const errIdPEndedSession = "The identity provider ended this session (its token 
 
 // sealToken seals a refresh token for user_links ("" stays "").
 func (p *oidcProvider) sealToken(plain string) (string, error) {
-	if plain == "" {
-		return "", nil
-	}
-	nonce := make([]byte, p.tokens.NonceSize())
-	if _, err := rand.Read(nonce); err != nil {
-		return "", err
-	}
-	return base64.RawStdEncoding.EncodeToString(p.tokens.Seal(nonce, nonce, []byte(plain), []byte(oidcTokenPurpose))), nil
+	return sealAtRest(p.tokens, oidcTokenPurpose, plain)
 }
 
 // openToken opens a refresh token sealToken sealed.
 func (p *oidcProvider) openToken(sealed string) (string, error) {
-	raw, err := base64.RawStdEncoding.DecodeString(sealed)
-	if err != nil || len(raw) < p.tokens.NonceSize() {
-		return "", errors.New("open refresh token: malformed")
-	}
-	plain, err := p.tokens.Open(nil, raw[:p.tokens.NonceSize()], raw[p.tokens.NonceSize():], []byte(oidcTokenPurpose))
+	plain, err := openAtRest(p.tokens, oidcTokenPurpose, sealed)
 	if err != nil {
 		return "", fmt.Errorf("open refresh token: %w", err)
+	}
+	return plain, nil
+}
+
+// sealAtRest seals a secret coderd keeps in the database (the IdP's refresh
+// tokens, external auth tokens) with aead, a deploymentAEAD of purpose, which
+// is also the additional data: a value sealed for one purpose opens for no
+// other. The result is base64 of nonce || ciphertext; "" stays "".
+func sealAtRest(aead cipher.AEAD, purpose, plain string) (string, error) {
+	if plain == "" {
+		return "", nil
+	}
+	nonce := make([]byte, aead.NonceSize())
+	if _, err := rand.Read(nonce); err != nil {
+		return "", err
+	}
+	return base64.RawStdEncoding.EncodeToString(aead.Seal(nonce, nonce, []byte(plain), []byte(purpose))), nil
+}
+
+// openAtRest opens what sealAtRest sealed for purpose ("" stays "").
+func openAtRest(aead cipher.AEAD, purpose, sealed string) (string, error) {
+	if sealed == "" {
+		return "", nil
+	}
+	raw, err := base64.RawStdEncoding.DecodeString(sealed)
+	if err != nil || len(raw) < aead.NonceSize() {
+		return "", errors.New("malformed")
+	}
+	plain, err := aead.Open(nil, raw[:aead.NonceSize()], raw[aead.NonceSize():], []byte(purpose))
+	if err != nil {
+		return "", err
 	}
 	return string(plain), nil
 }

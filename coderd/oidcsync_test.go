@@ -51,7 +51,7 @@ func auditFields(t *testing.T, owner *codersdk.Client, query string) []map[strin
 func TestOIDCGroupSyncTemplateAccess(t *testing.T) {
 	e := newOIDCEnv(t, oidcEnvOptions{provisionerPSK: "psk", config: func(c *coderd.OIDCConfig) {
 		c.GroupField = "groups"
-		gs, err := coderd.ParseGroupSyncOptions(`{"idp-devs": "devs"}`, false, "", []string{"idp-devs", "idp-ops"})
+		gs, err := coderd.ParseGroupSyncOptions(`{"idp-devs": "devs"}`, false, "", []string{"devs", "idp-ops"}) // allowed groups are named after the mapping, as in Coder
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -332,6 +332,9 @@ func (api *API) completeJob(c *gin.Context) error {
 			if err := tx.SetTemplateVersionImport(ctx, j.Input.TemplateVersionID, imp.parameters, imp.variables, imp.workspaceTags); err != nil {
 				return err
 			}
+			if err := setImportExternalAuth(ctx, tx, j.Input.TemplateVersionID, req.ExternalAuthProviders); err != nil {
+				return err
+			}
 		case database.JobTypeWorkspaceBuild:
 			b, err := tx.WorkspaceBuildByJobID(ctx, j.ID)
 			if err != nil {

@@ -230,6 +230,9 @@ func (api *API) postWorkspace(c *gin.Context) error {
 	if err != nil {
 		return err
 	}
+	if err := api.requireExternalAuth(c, v, owner); err != nil {
+		return err
+	}
 	var wsID string
 	e.field("template", template.Name).field("template_version", v.Name).field("transition", codersdk.WorkspaceTransitionStart)
 	err = e.inTx(ctx, http.StatusCreated, func(tx *database.DB) error {
@@ -460,6 +463,15 @@ func (api *API) postWorkspaceBuild(c *gin.Context) error {
 	build, err := api.prepareBuild(ctx, v, w.OwnerID, previous, req.RichParameterValues)
 	if err != nil {
 		return err
+	}
+	if req.Transition == codersdk.WorkspaceTransitionStart {
+		owner, err := api.db.UserByID(ctx, w.OwnerID)
+		if err != nil {
+			return err
+		}
+		if err := api.requireExternalAuth(c, v, owner); err != nil {
+			return err
+		}
 	}
 	e.field("template_version", v.Name)
 	err = e.inTx(ctx, http.StatusCreated, func(tx *database.DB) error {

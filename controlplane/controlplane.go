@@ -142,6 +142,9 @@ type Config struct {
 	ReplicaTrustFile string
 	// OIDC is OpenID Connect sign-in (off in the zero value).
 	OIDC OIDCConfig
+	// ExternalAuth are the external auth providers users link their Git
+	// accounts to (none in the zero value; docs/external-auth.md).
+	ExternalAuth ExternalAuthConfig
 	// DisablePasswordAuth refuses password logins but an owner's
 	// (--disable-password-auth).
 	DisablePasswordAuth bool
@@ -240,6 +243,9 @@ func New(cfg Config) (*Server, error) {
 		}
 	}
 	if err := cfg.OIDC.check(); err != nil {
+		return nil, err
+	}
+	if err := cfg.ExternalAuth.check(); err != nil {
 		return nil, err
 	}
 	if cfg.AdvertiseHost == "" {

@@ -108,21 +108,34 @@ func (c OIDCConfig) coderd() (coderd.OIDCConfig, error) {
 			return out, fmt.Errorf("--oidc-client-secret-file %s is empty", c.ClientSecretFile)
 		}
 	}
+	client, err := providerHTTPClient("OIDC", c.TrustFile, c.Egress)
+	if err != nil {
+		return out, err
+	}
+	out.HTTPClient = client
+	return out, nil
+}
+
+// providerHTTPClient is the client for a provider the deployment signs in
+// with or links accounts to (OIDC, external auth): it trusts the CAs in
+// trustFile (the appliance's certs/trust.pem; empty means the system's
+// roots) and, with a guard, dials through the egress guard. what names
+// the provider in errors.
+func providerHTTPClient(what, trustFile string, guard *egress.Guard) (*http.Client, error) {
 	tr := http.DefaultTransport.(*http.Transport).Clone()
-	if c.TrustFile != "" {
-		pem, err := os.ReadFile(c.TrustFile)
+	if trustFile != "" {
+		pem, err := os.ReadFile(trustFile)
 		if err != nil {
-			return out, fmt.Errorf("OIDC trust file: %w", err)
+			return nil, fmt.Errorf("%s trust file: %w", what, err)
 		}
 		pool := x509.NewCertPool()
 		if !pool.AppendCertsFromPEM(pem) {
-			return out, fmt.Errorf("OIDC trust file %s holds no PEM certificate", c.TrustFile)
+			return nil, fmt.Errorf("%s trust file %s holds no PEM certificate", what, trustFile)
 		}
 		tr.TLSClientConfig = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
 	}
-	if c.Egress != nil {
-		tr = c.Egress.Wrap(tr)
+	if guard != nil {
+		tr = guard.Wrap(tr)
 	}
-	out.HTTPClient = &http.Client{Transport: tr, Timeout: 30 * time.Second}
-	return out, nil
+	return &http.Client{Transport: tr, Timeout: 30 * time.Second}, nil
 }

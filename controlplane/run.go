@@ -139,6 +139,10 @@ func (st *startup) startAPI(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	externalAuth, externalAuthClient, err := cfg.ExternalAuth.coderd()
+	if err != nil {
+		return err
+	}
 	api, err := coderd.New(ctx, coderd.Options{
 		WildcardAccessURL: wildcard, PeerHTTPClient: peerClient, Appliance: cfg.Appliance, RecentLogs: cfg.RecentLogs,
 		DB: st.db, Pubsub: st.pubsub, Logger: st.log.With("component", "api"), AccessURL: st.accessURL, Version: cfg.Version,
@@ -147,6 +151,7 @@ func (st *startup) startAPI(ctx context.Context) error {
 		AuditRetention: cfg.AuditRetention, AuditJournal: cfg.AuditJournal,
 		AgentBinariesDir: cfg.AgentBinariesDir, Replicas: st.replicas, HealthChecks: cfg.HealthChecks, OnFirstUser: cfg.OnFirstUser, RateLimits: cfg.RateLimits,
 		OIDC: oidcCfg, DisablePasswordAuth: cfg.DisablePasswordAuth,
+		ExternalAuth: externalAuth, ExternalAuthHTTPClient: externalAuthClient,
 	})
 	if err != nil {
 		return err

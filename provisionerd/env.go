@@ -13,8 +13,8 @@ import (
 // environment is everything terraform and the coder/coder provider see:
 // nothing from the daemon's own environment but PATH, and the host's
 // settings (Options.Environment). The package
-// documentation lists the variables. It holds the owner's session token and
-// SSH private key: never log it.
+// documentation lists the variables. It holds the owner's session token,
+// SSH private key and external auth tokens: never log it.
 func (d *Daemon) environment(job *codersdk.AcquiredJob, dir, rc, cache string) map[string]string {
 	env := map[string]string{"HOME": dir}
 	maps.Copy(env, d.opts.Environment) // the host's settings, HOME among them
@@ -82,6 +82,7 @@ func coderEnv(job *codersdk.AcquiredJob, accessURL string) map[string]string {
 	for _, p := range job.RichParameterValues {
 		env[parameterEnv(p.Name)] = p.Value
 	}
+	maps.Copy(env, externalAuthTokenEnv(job.ExternalAuthProviders))
 	return env
 }
 

@@ -19,7 +19,8 @@ import (
 
 // importTemplate plans the template as a workspace's first start and
 // records its Terraform variables, its coder_parameter data sources (read
-// during the plan), its coder_workspace_tags entries and its resources.
+// during the plan), its coder_external_auth data sources, its
+// coder_workspace_tags entries and its resources.
 func (r *tfRun) importTemplate() (codersdk.CompleteJobRequest, error) {
 	var result codersdk.CompleteJobRequest
 	module, diags := tfconfig.LoadModule(r.src)
@@ -73,6 +74,14 @@ func (r *tfRun) importTemplate() (codersdk.CompleteJobRequest, error) {
 			return result, err
 		}
 	}
+	var stateModules []*tfjson.StateModule
+	if plan.PriorState != nil && plan.PriorState.Values != nil {
+		stateModules = append(stateModules, plan.PriorState.Values.RootModule)
+	}
+	if plan.PlannedValues != nil {
+		stateModules = append(stateModules, plan.PlannedValues.RootModule)
+	}
+	result.ExternalAuthProviders = externalAuthProviders(stateModules...)
 	declared := map[string]bool{}
 	for name := range module.Variables {
 		declared[name] = true

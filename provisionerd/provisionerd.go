@@ -42,12 +42,16 @@
 //	                                      requires the template id, name and version)
 //	CODER_PARAMETER_<sha256 of name>      the build's parameter values (hex digest)
 //	CODER_PARAMETER_PREVIOUS_<...>        the previous build's values (monotonic checks)
+//	CODER_EXTERNAL_AUTH_ACCESS_TOKEN_<id> the owner's token for each external auth
+//	                                      provider coderd sent (builds only), what
+//	                                      data "coder_external_auth" reads
 //	CODER_AGENT_SCRIPT_<os>_<arch>        agent init scripts (see agentscript.go) for
 //	                                      linux amd64/arm64/armv7, darwin amd64/arm64,
 //	                                      windows amd64/arm64
 //
-// The environment holds the owner's session token and SSH private key, and
-// `terraform show -json` holds agent tokens: the daemon never logs either.
+// The environment holds the owner's session token, SSH private key and
+// external auth tokens, and `terraform show -json` holds agent tokens: the
+// daemon never logs either.
 //
 // # Jobs
 //
@@ -61,8 +65,9 @@
 // without one fails the import) and reports the variables, the
 // data "coder_parameter" sources read during the plan (required ones with a
 // validation block get a placeholder value that passes it, see
-// placeholder.go), the data "coder_workspace_tags" entries as source text
-// and the planned resources. A build writes the previous state, plans with
+// placeholder.go), the data "coder_external_auth" sources (id and optional,
+// see externalauth.go), the data "coder_workspace_tags" entries as source
+// text and the planned resources. A build writes the previous state, plans with
 // the variables (parameters reach the provider only through the
 // environment), applies, and reports the state and the resources read from
 // it (see state.go); the state goes back to coderd even when apply fails.

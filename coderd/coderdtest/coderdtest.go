@@ -34,6 +34,7 @@ import (
 	"airgapcoder/coderd/appurl"
 	"airgapcoder/coderd/codersdk"
 	"airgapcoder/coderd/database"
+	"airgapcoder/coderd/externalauth"
 	"airgapcoder/coderd/replicasync"
 	"airgapcoder/internal/testbin"
 	"airgapcoder/internal/testprovider"
@@ -184,6 +185,10 @@ type Options struct {
 	// OIDC and DisablePasswordAuth are coderd's sign-in options.
 	OIDC                coderd.OIDCConfig
 	DisablePasswordAuth bool
+	// ExternalAuth and ExternalAuthHTTPClient are coderd's external auth
+	// providers and the client that reaches them.
+	ExternalAuth           []externalauth.Config
+	ExternalAuthHTTPClient *http.Client
 }
 
 // Deployment is a running API.
@@ -275,6 +280,7 @@ func New(t testing.TB, opts Options) *Deployment {
 		RateLimits: limits, OnFirstUser: opts.OnFirstUser, HealthChecks: opts.HealthChecks, Now: opts.Now, Appliance: opts.Appliance, Registerer: opts.Registerer,
 		BodyReadTimeout: opts.BodyReadTimeout, WildcardAccessURL: wildcard,
 		OIDC: opts.OIDC, DisablePasswordAuth: opts.DisablePasswordAuth,
+		ExternalAuth: opts.ExternalAuth, ExternalAuthHTTPClient: opts.ExternalAuthHTTPClient,
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -78,6 +78,27 @@ type AcquiredJob struct {
 	PreviousParameterValues []WorkspaceBuildParameter `json:"previous_parameter_values,omitempty"`
 	// State is the Terraform state of the previous build.
 	State []byte `json:"state,omitempty"`
+	// ExternalAuthProviders are the workspace owner's fresh tokens for the
+	// external auth providers the template version declares (data
+	// "coder_external_auth"); the daemon hands each to Terraform as
+	// CODER_EXTERNAL_AUTH_ACCESS_TOKEN_<id>, which the provider reads.
+	// Providers the owner has not linked are absent (optional ones only:
+	// a build needing an unlinked one is refused before it is queued).
+	ExternalAuthProviders []ExternalAuthProviderToken `json:"external_auth_providers,omitempty"`
+}
+
+// ExternalAuthProviderToken is one provider's access token for a build.
+type ExternalAuthProviderToken struct {
+	ID          string `json:"id"`
+	AccessToken string `json:"access_token"`
+}
+
+// TemplateVersionExternalAuthProvider is an external auth provider a
+// template version declares with data "coder_external_auth": its id, and
+// whether the data source says optional = true.
+type TemplateVersionExternalAuthProvider struct {
+	ID       string `json:"id"`
+	Optional bool   `json:"optional,omitempty"`
 }
 
 // WorkspaceOwnerContext is the workspace owner as a build sees it.
@@ -214,6 +235,9 @@ type CompleteJobRequest struct {
 	Parameters    []TemplateVersionParameter `json:"parameters,omitempty"`
 	Variables     []TemplateVersionVariable  `json:"variables,omitempty"`
 	WorkspaceTags []WorkspaceTagExpression   `json:"workspace_tags,omitempty"`
+	// ExternalAuthProviders are the template's data "coder_external_auth"
+	// blocks (imports only).
+	ExternalAuthProviders []TemplateVersionExternalAuthProvider `json:"external_auth_providers,omitempty"`
 }
 
 // FailJobRequest ends a job with an error.

@@ -196,6 +196,7 @@ func (h *Handler) newWorkspace(w http.ResponseWriter, r *http.Request, s session
 		params = append(params, param{TemplateVersionParameter: p, Value: val})
 	}
 	data := map[string]any{"Template": t, "Version": v, "Params": params, "Name": r.FormValue("name")}
+	data["ExternalAuth"] = h.externalAuthLinks(r, s, v.ID, "/workspaces/new?"+url.Values{"template": {t.Name}}.Encode())
 	if r.Method != http.MethodPost {
 		h.render(w, http.StatusOK, "new", page{Title: "New workspace", User: &s.user, Data: data})
 		return nil

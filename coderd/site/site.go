@@ -115,6 +115,9 @@ func Owns(path string) bool {
 	if _, _, ok := templatePath(path); ok {
 		return true
 	}
+	if _, ok := externalAuthID(path); ok {
+		return true
+	}
 	if rest, ok := strings.CutPrefix(path, "/@"); ok {
 		parts := strings.Split(rest, "/")
 		switch {
@@ -186,6 +189,8 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		err = h.authed(h.templates)(w, r)
 	case strings.HasPrefix(p, "/templates/"):
 		err = h.authed(h.templatePage)(w, r)
+	case strings.HasPrefix(p, "/external-auth/"):
+		err = h.authed(h.externalAuth)(w, r)
 	case p == "/admin/users":
 		err = h.authed(h.ownerOnly(h.adminUsers))(w, r)
 	case p == "/admin/provisioners":

@@ -1,0 +1,144 @@
+package database
+
+import (
+	"context"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+)
+
+// ExternalAuthLink is a user's link to an external auth provider
+// (external_auth_links).
+type ExternalAuthLink struct {
+	UserID     string
+	ProviderID string
+	// OAuthAccessToken and OAuthRefreshToken are sealed by coderd (never
+	// the plaintext); the refresh token is empty when the provider gave
+	// none.
+	OAuthAccessToken  string
+	OAuthRefreshToken string
+	// OAuthExpiry is when the access token expires; zero when unknown.
+	OAuthExpiry time.Time
+	// OAuthExtra is a JSON object of the token response's extra fields.
+	OAuthExtra []byte
+	CreatedAt  time.Time
+	UpdatedAt  time.Time
+}
+
+const externalAuthLinkColumns = `user_id, provider_id, oauth_access_token, oauth_refresh_token, oauth_expiry, oauth_extra, created_at, updated_at`
+
+func scanExternalAuthLink(row pgx.Row) (ExternalAuthLink, error) {
+	var l ExternalAuthLink
+	err := row.Scan(&l.UserID, &l.ProviderID, &l.OAuthAccessToken, &l.OAuthRefreshToken, &l.OAuthExpiry, &l.OAuthExtra, &l.CreatedAt, &l.UpdatedAt)
+	return l, mapErr(err)
+}
+
+// ExternalAuthLink returns a user's link to a provider (ErrNotFound when
+// none).
+func (db *DB) ExternalAuthLink(ctx context.Context, userID, providerID string) (ExternalAuthLink, error) {
+	return scanExternalAuthLink(db.q().QueryRow(ctx, `SELECT `+externalAuthLinkColumns+` FROM external_auth_links
+		WHERE user_id = $1 AND provider_id = $2`, userID, providerID))
+}
+
+// ExternalAuthLinksByUser lists a user's links, by provider ID.
+func (db *DB) ExternalAuthLinksByUser(ctx context.Context, userID string) ([]ExternalAuthLink, error) {
+	rows, err := db.q().Query(ctx, `SELECT `+externalAuthLinkColumns+` FROM external_auth_links WHERE user_id = $1 ORDER BY provider_id`, userID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []ExternalAuthLink
+	for rows.Next() {
+		l, err := scanExternalAuthLink(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, l)
+	}
+	return out, rows.Err()
+}
+
+// UpsertExternalAuthLink stores a user's link to a provider, replacing the
+// tokens of an earlier one (whose created_at stays).
+func (db *DB) UpsertExternalAuthLink(ctx context.Context, l ExternalAuthLink) (ExternalAuthLink, error) {
+	if l.OAuthExtra == nil {
+		l.OAuthExtra = []byte("{}")
+	}
+	return scanExternalAuthLink(db.q().QueryRow(ctx, `INSERT INTO external_auth_links
+		(user_id, provider_id, oauth_access_token, oauth_refresh_token, oauth_expiry, oauth_extra, created_at, updated_at)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $7)
+		ON CONFLICT (user_id, provider_id) DO UPDATE SET oauth_access_token = $3, oauth_refresh_token = $4, oauth_expiry = $5,
+			oauth_extra = $6, updated_at = $7
+		RETURNING `+externalAuthLinkColumns,
+		l.UserID, l.ProviderID, l.OAuthAccessToken, l.OAuthRefreshToken, l.OAuthExpiry.UTC(), l.OAuthExtra, db.now()))
+}
+
+// UpdateExternalAuthLinkToken replaces a link's tokens after a refresh, if
+// its refresh token is still oldRefreshToken (a refresh on another replica
+// that won the race is kept). It returns the link as stored, and false when
+// the link changed or is gone (ErrNotFound then when it is gone).
+func (db *DB) UpdateExternalAuthLinkToken(ctx context.Context, l ExternalAuthLink, oldRefreshToken string) (ExternalAuthLink, bool, error) {
+	if l.OAuthExtra == nil {
+		l.OAuthExtra = []byte("{}")
+	}
+	out, err := scanExternalAuthLink(db.q().QueryRow(ctx, `UPDATE external_auth_links
+		SET oauth_access_token = $3, oauth_refresh_token = $4, oauth_expiry = $5, oauth_extra = $6, updated_at = $7
+		WHERE user_id = $1 AND provider_id = $2 AND oauth_refresh_token = $8
+		RETURNING `+externalAuthLinkColumns,
+		l.UserID, l.ProviderID, l.OAuthAccessToken, l.OAuthRefreshToken, l.OAuthExpiry.UTC(), l.OAuthExtra, db.now(), oldRefreshToken))
+	if err == ErrNotFound {
+		current, err := db.ExternalAuthLink(ctx, l.UserID, l.ProviderID)
+		return current, false, err
+	}
+	return out, err == nil, err
+}
+
+// DeleteExternalAuthLink unlinks a user from a provider (ErrNotFound when
+// not linked).
+func (db *DB) DeleteExternalAuthLink(ctx context.Context, userID, providerID string) error {
+	tag, err := db.q().Exec(ctx, `DELETE FROM external_auth_links WHERE user_id = $1 AND provider_id = $2`, userID, providerID)
+	if err != nil {
+		return err
+	}
+	if tag.RowsAffected() == 0 {
+		return ErrNotFound
+	}
+	return nil
+}
+
+// DeleteExternalAuthLinkIfToken deletes a link whose sealed access token is
+// still accessToken (a stale link, unless another request replaced it
+// meanwhile); it reports whether it did.
+func (db *DB) DeleteExternalAuthLinkIfToken(ctx context.Context, userID, providerID, accessToken string) (bool, error) {
+	tag, err := db.q().Exec(ctx, `DELETE FROM external_auth_links WHERE user_id = $1 AND provider_id = $2 AND oauth_access_token = $3`,
+		userID, providerID, accessToken)
+	if err != nil {
+		return false, err
+	}
+	return tag.RowsAffected() > 0, nil
+}
+
+// TemplateVersionExternalAuthProviders returns the JSON array of the
+// external auth providers a version's import found ("[]" for none).
+func (db *DB) TemplateVersionExternalAuthProviders(ctx context.Context, versionID string) ([]byte, error) {
+	if uuid.Validate(versionID) != nil {
+		return nil, ErrNotFound
+	}
+	var b []byte
+	err := db.q().QueryRow(ctx, `SELECT external_auth_providers FROM template_versions WHERE id = $1`, versionID).Scan(&b)
+	return b, mapErr(err)
+}
+
+// SetTemplateVersionExternalAuthProviders stores the external auth
+// providers a version's import found (a JSON array).
+func (db *DB) SetTemplateVersionExternalAuthProviders(ctx context.Context, versionID string, providers []byte) error {
+	tag, err := db.q().Exec(ctx, `UPDATE template_versions SET external_auth_providers = $2 WHERE id = $1`, versionID, providers)
+	if err != nil {
+		return err
+	}
+	if tag.RowsAffected() == 0 {
+		return ErrNotFound
+	}
+	return nil
+}
