@@ -85,7 +85,7 @@ FUZZMINIMIZETIME ?= 100x
 FUZZ_TARGETS := \
 	./bundle/:FuzzReadBundle ./bundle/:FuzzReadPartIndex ./bundle/:FuzzParseManifest ./bundle/builder/:FuzzParseConfig \
 	./internal/templatetar/:FuzzValidate ./internal/templatetar/:FuzzExtract \
-	./appliance/:FuzzLoadConfig ./coderd/codersdk/:FuzzReadRelayFrame \
+	./appliance/:FuzzLoadConfig ./codersdk/:FuzzReadRelayFrame \
 	./mirror/:FuzzParseImageRef ./coderd/:FuzzParseDevURL
 
 fuzz:

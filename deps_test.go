@@ -28,18 +28,18 @@ type depRule struct {
 // docs/architecture.md, "Package graph").
 var depRules = []depRule{
 	{
-		pkg: "airgapcoder/coderd/codersdk", why: "the API types and client are a leaf every component links",
+		pkg: "airgapcoder/codersdk", why: "the API types and client are a leaf every component links",
 		stdlibOnly: true, allowed: []string{"github.com/coder/websocket"},
 	},
 	{
 		pkg: "airgapcoder/agent", why: "the agent talks to coderd only through codersdk",
 		forbidden: []string{"airgapcoder/coderd", "github.com/gin-gonic", "github.com/jackc/pgx"},
-		allowed:   []string{"airgapcoder/coderd/codersdk"},
+		allowed:   []string{"airgapcoder/codersdk"},
 	},
 	{
 		pkg: "airgapcoder/provisionerd", why: "provisioner daemons talk to coderd only through codersdk",
 		forbidden: []string{"airgapcoder/coderd", "github.com/gin-gonic", "github.com/jackc/pgx"},
-		allowed:   []string{"airgapcoder/coderd/codersdk"},
+		allowed:   []string{"airgapcoder/codersdk"},
 	},
 	{
 		pkg: "airgapcoder/coderd", why: "coderd is the API and its state: it runs no Terraform and starts no PostgreSQL",

@@ -38,7 +38,7 @@ import (
 	"github.com/cenkalti/backoff/v5"
 	"github.com/hashicorp/yamux"
 
-	"airgapcoder/coderd/codersdk"
+	"airgapcoder/codersdk"
 )
 
 // Options configure an Agent. Client is required.

@@ -11,7 +11,7 @@ import (
 	"sync"
 	"time"
 
-	"airgapcoder/coderd/codersdk"
+	"airgapcoder/codersdk"
 )
 
 // App health, as Coder's agent checks it: every app of the manifest whose

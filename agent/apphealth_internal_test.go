@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"airgapcoder/coderd/codersdk"
+	"airgapcoder/codersdk"
 )
 
 // fakeHealthPoster records app health posts; the first failures calls fail

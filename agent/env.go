@@ -9,7 +9,7 @@ import (
 	"strconv"
 	"strings"
 
-	"airgapcoder/coderd/codersdk"
+	"airgapcoder/codersdk"
 )
 
 // What every process the agent starts (shells, commands, scripts, metadata

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"airgapcoder/coderd/codersdk"
+	"airgapcoder/codersdk"
 )
 
 // TestGitAskpassEnvironment: an SSH command and a script both get

@@ -13,7 +13,7 @@ import (
 	"syscall"
 	"time"
 
-	"airgapcoder/coderd/codersdk"
+	"airgapcoder/codersdk"
 )
 
 // The metadata collector runs the agent's metadata blocks as Coder's agent

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"airgapcoder/coderd/codersdk"
+	"airgapcoder/codersdk"
 )
 
 // fakePoster records metadata batches; the first failures calls fail.

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"airgapcoder/coderd/codersdk"
+	"airgapcoder/codersdk"
 )
 
 // reportPorts scans the workspace's listening TCP ports every PortsInterval

@@ -12,7 +12,7 @@ import (
 	"syscall"
 	"time"
 
-	"airgapcoder/coderd/codersdk"
+	"airgapcoder/codersdk"
 )
 
 // Reconnecting PTYs: the sessions of the web terminal (streams of kind

@@ -16,7 +16,7 @@ import (
 	"github.com/google/uuid"
 
 	"airgapcoder/agent"
-	"airgapcoder/coderd/codersdk"
+	"airgapcoder/codersdk"
 	"airgapcoder/internal/syncbuf"
 )
 

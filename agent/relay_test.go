@@ -31,7 +31,7 @@ import (
 
 	"airgapcoder/agent"
 	"airgapcoder/coderd/coderdtest"
-	"airgapcoder/coderd/codersdk"
+	"airgapcoder/codersdk"
 	"airgapcoder/internal/syncbuf"
 	"airgapcoder/internal/testport"
 )

@@ -8,7 +8,7 @@ import (
 	"sync"
 	"time"
 
-	"airgapcoder/coderd/codersdk"
+	"airgapcoder/codersdk"
 )
 
 // The agent's reports to coderd that must survive coderd restarts: its

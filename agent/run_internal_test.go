@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"airgapcoder/coderd/codersdk"
+	"airgapcoder/codersdk"
 )
 
 // fakeCoderd serves the agent endpoints of the codersdk contract from

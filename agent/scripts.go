@@ -18,7 +18,7 @@ import (
 
 	"github.com/robfig/cron/v3"
 
-	"airgapcoder/coderd/codersdk"
+	"airgapcoder/codersdk"
 )
 
 // The script runner runs a manifest's scripts (coder_script resources and

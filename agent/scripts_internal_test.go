@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"airgapcoder/coderd/codersdk"
+	"airgapcoder/codersdk"
 )
 
 // fakeOutput records what scripts write, as the logSender would send it.

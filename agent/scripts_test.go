@@ -18,7 +18,7 @@ import (
 
 	"airgapcoder/agent"
 	"airgapcoder/coderd/coderdtest"
-	"airgapcoder/coderd/codersdk"
+	"airgapcoder/codersdk"
 	"airgapcoder/internal/syncbuf"
 )
 

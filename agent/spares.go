@@ -7,7 +7,7 @@ import (
 	"sync"
 	"time"
 
-	"airgapcoder/coderd/codersdk"
+	"airgapcoder/codersdk"
 )
 
 // Spare connections (coderd/relayspares.go): while its session with coderd

@@ -10,7 +10,7 @@ import (
 	"syscall"
 	"time"
 
-	"airgapcoder/coderd/codersdk"
+	"airgapcoder/codersdk"
 )
 
 // answerWait bounds how long a new stream may take to bring its header

@@ -10,7 +10,7 @@ import (
 	"path/filepath"
 
 	"airgapcoder/coderd/auditjournal"
-	"airgapcoder/coderd/codersdk"
+	"airgapcoder/codersdk"
 	"airgapcoder/internal/buildinfo"
 )
 

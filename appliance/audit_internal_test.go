@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"airgapcoder/coderd/auditjournal"
-	"airgapcoder/coderd/codersdk"
+	"airgapcoder/codersdk"
 )
 
 // TestAuditRecord: an appliance command's outcome lands in the journal as

@@ -15,7 +15,7 @@ import (
 
 	"airgapcoder/bundle"
 	"airgapcoder/coderd"
-	"airgapcoder/coderd/codersdk"
+	"airgapcoder/codersdk"
 	"airgapcoder/postgres"
 
 	"airgapcoder/internal/atomicfile"

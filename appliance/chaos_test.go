@@ -22,7 +22,7 @@ import (
 	"testing"
 	"time"
 
-	"airgapcoder/coderd/codersdk"
+	"airgapcoder/codersdk"
 )
 
 // postmaster returns the pid of the appliance's PostgreSQL.

@@ -16,7 +16,7 @@ import (
 
 	"airgapcoder/bundle"
 	"airgapcoder/certs"
-	"airgapcoder/coderd/codersdk"
+	"airgapcoder/codersdk"
 
 	"airgapcoder/internal/atomicfile"
 	"airgapcoder/internal/bytesize"

@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"airgapcoder/certs"
-	"airgapcoder/coderd/codersdk"
+	"airgapcoder/codersdk"
 	"airgapcoder/internal/redact"
 )
 

@@ -21,7 +21,7 @@ import (
 
 	"airgapcoder/bundle"
 	"airgapcoder/certs"
-	"airgapcoder/coderd/codersdk"
+	"airgapcoder/codersdk"
 	"airgapcoder/controlplane"
 	"airgapcoder/internal/buildinfo"
 	"airgapcoder/internal/egress"

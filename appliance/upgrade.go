@@ -19,7 +19,7 @@ import (
 
 	"airgapcoder/bundle"
 	"airgapcoder/certs"
-	"airgapcoder/coderd/codersdk"
+	"airgapcoder/codersdk"
 )
 
 // UpgradeOptions configure Upgrade.

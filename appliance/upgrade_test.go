@@ -18,7 +18,7 @@ import (
 
 	"airgapcoder/appliance"
 	"airgapcoder/bundle"
-	"airgapcoder/coderd/codersdk"
+	"airgapcoder/codersdk"
 	"airgapcoder/internal/testbin"
 	"airgapcoder/internal/testport"
 	"airgapcoder/internal/testprovider"

@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"airgapcoder/coderd/coderdtest"
-	"airgapcoder/coderd/codersdk"
 	"airgapcoder/coderd/database"
+	"airgapcoder/codersdk"
 )
 
 // pollInterval is the fixed interval of the polling claimer that the

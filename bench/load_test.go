@@ -22,7 +22,7 @@ import (
 
 	"airgapcoder/agent"
 	"airgapcoder/coderd/coderdtest"
-	"airgapcoder/coderd/codersdk"
+	"airgapcoder/codersdk"
 	"airgapcoder/internal/testbin"
 	"airgapcoder/internal/testport"
 	"airgapcoder/internal/testprovider"

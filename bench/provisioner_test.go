@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"airgapcoder/coderd/coderdtest"
-	"airgapcoder/coderd/codersdk"
+	"airgapcoder/codersdk"
 	"airgapcoder/internal/testprovider"
 	"airgapcoder/provisionerd"
 	"airgapcoder/terraform"

@@ -11,8 +11,8 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"airgapcoder/coderd/coderdtest"
-	"airgapcoder/coderd/codersdk"
 	"airgapcoder/coderd/database"
+	"airgapcoder/codersdk"
 )
 
 // benchPSK authenticates the benchmarks' provisioner daemons.

@@ -6,7 +6,7 @@ import (
 	"strconv"
 	"strings"
 
-	"airgapcoder/coderd/codersdk"
+	"airgapcoder/codersdk"
 )
 
 // showAgentLogLines is how much startup script output coder show prints.

@@ -10,7 +10,7 @@ import (
 	"testing"
 
 	"airgapcoder/coderd/coderdtest"
-	"airgapcoder/coderd/codersdk"
+	"airgapcoder/codersdk"
 )
 
 // writeConfig writes a YAML config file and returns its path.

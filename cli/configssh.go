@@ -16,7 +16,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"airgapcoder/agent"
-	"airgapcoder/coderd/codersdk"
+	"airgapcoder/codersdk"
 
 	"airgapcoder/internal/atomicfile"
 )

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"airgapcoder/coderd/coderdtest"
-	"airgapcoder/coderd/codersdk"
+	"airgapcoder/codersdk"
 )
 
 const password = "password-for-cli-tests"

@@ -10,7 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"airgapcoder/coderd/codersdk"
+	"airgapcoder/codersdk"
 )
 
 // Commands that run inside a workspace and talk to coderd as its agent:

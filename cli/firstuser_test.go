@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"airgapcoder/coderd/coderdtest"
-	"airgapcoder/coderd/codersdk"
+	"airgapcoder/codersdk"
 )
 
 // slowDaemon runs a deployment's jobs as a provisioner daemon would, taking

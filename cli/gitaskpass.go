@@ -12,7 +12,7 @@ import (
 	"github.com/cenkalti/backoff/v5"
 	"github.com/spf13/cobra"
 
-	"airgapcoder/coderd/codersdk"
+	"airgapcoder/codersdk"
 )
 
 // `coder gitaskpass`: the agent sets GIT_ASKPASS to the coder binary in

@@ -3,7 +3,7 @@ package cli
 import (
 	"testing"
 
-	"airgapcoder/coderd/codersdk"
+	"airgapcoder/codersdk"
 )
 
 func TestParseAskpassPrompt(t *testing.T) {

@@ -19,8 +19,8 @@ import (
 	"github.com/google/uuid"
 
 	"airgapcoder/coderd/coderdtest"
-	"airgapcoder/coderd/codersdk"
 	"airgapcoder/coderd/externalauth"
+	"airgapcoder/codersdk"
 )
 
 // fakeGitea is, to the deployment, an OAuth2 provider of type gitea

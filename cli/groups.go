@@ -7,7 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"airgapcoder/coderd/codersdk"
+	"airgapcoder/codersdk"
 )
 
 // `coder groups`: Coder's list, create, edit and delete, plus add and

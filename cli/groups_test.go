@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"airgapcoder/coderd/coderdtest"
-	"airgapcoder/coderd/codersdk"
+	"airgapcoder/codersdk"
 )
 
 // TestCLIGroups: `coder groups create|edit|add|remove|list|delete`, list's

@@ -10,7 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"airgapcoder/coderd/codersdk"
+	"airgapcoder/codersdk"
 
 	"airgapcoder/internal/atomicfile"
 )

@@ -12,7 +12,7 @@ import (
 	"testing"
 
 	"airgapcoder/coderd/coderdtest"
-	"airgapcoder/coderd/codersdk"
+	"airgapcoder/codersdk"
 )
 
 // TestLoginCLIAuthToken: on a deployment with password sign-in disabled,

@@ -12,7 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"airgapcoder/coderd/codersdk"
+	"airgapcoder/codersdk"
 )
 
 // outputFlag adds -o/--output to cmd and returns where its value lands.

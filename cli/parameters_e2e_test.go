@@ -18,7 +18,7 @@ import (
 
 	"airgapcoder/cli"
 	"airgapcoder/coderd/coderdtest"
-	"airgapcoder/coderd/codersdk"
+	"airgapcoder/codersdk"
 	"airgapcoder/internal/syncbuf"
 )
 

@@ -8,7 +8,7 @@ import (
 	"strconv"
 	"strings"
 
-	"airgapcoder/coderd/codersdk"
+	"airgapcoder/codersdk"
 )
 
 // parameter asks for p's value: its display name, description and options

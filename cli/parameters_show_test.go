@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"airgapcoder/coderd/codersdk"
+	"airgapcoder/codersdk"
 )
 
 // TestWriteWorkspace is the text of coder show: the build, each resource

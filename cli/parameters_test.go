@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"airgapcoder/coderd/codersdk"
+	"airgapcoder/codersdk"
 )
 
 func int32p(v int32) *int32 { return &v }

@@ -12,7 +12,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"airgapcoder/coderd/codersdk"
+	"airgapcoder/codersdk"
 )
 
 // openPTY returns a pseudo-terminal: what the CLI reads as its stdin (the

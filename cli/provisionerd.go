@@ -8,7 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"airgapcoder/coderd/codersdk"
+	"airgapcoder/codersdk"
 	"airgapcoder/internal/buildinfo"
 	"airgapcoder/provisionerd"
 	"airgapcoder/terraform"

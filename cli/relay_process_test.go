@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"airgapcoder/coderd/coderdtest"
-	"airgapcoder/coderd/codersdk"
+	"airgapcoder/codersdk"
 )
 
 // TestProcessTemplateRealAgent is the whole path with nothing stubbed:

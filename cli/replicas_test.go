@@ -18,7 +18,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"airgapcoder/coderd/coderdtest"
-	"airgapcoder/coderd/codersdk"
+	"airgapcoder/codersdk"
 	"airgapcoder/internal/testhaproxy"
 	"airgapcoder/internal/testport"
 	"airgapcoder/internal/testprovider"

@@ -21,7 +21,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"airgapcoder/bundle"
-	"airgapcoder/coderd/codersdk"
+	"airgapcoder/codersdk"
 	"airgapcoder/internal/buildinfo"
 )
 

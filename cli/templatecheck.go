@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"strings"
 
-	"airgapcoder/coderd/codersdk"
+	"airgapcoder/codersdk"
 	"airgapcoder/internal/templateneeds"
 )
 

@@ -6,7 +6,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"airgapcoder/coderd/codersdk"
+	"airgapcoder/codersdk"
 )
 
 // `coder templates permissions`: the template ACL. Coder's CLI has no

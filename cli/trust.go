@@ -8,7 +8,7 @@ import (
 	"os"
 	"path/filepath"
 
-	"airgapcoder/coderd/codersdk"
+	"airgapcoder/codersdk"
 	"airgapcoder/internal/atomicfile"
 )
 

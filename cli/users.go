@@ -9,7 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"airgapcoder/coderd/codersdk"
+	"airgapcoder/codersdk"
 )
 
 func (inv *invocation) usersCmd() *cobra.Command {

@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"airgapcoder/coderd/coderdtest"
-	"airgapcoder/coderd/codersdk"
+	"airgapcoder/codersdk"
 )
 
 // TestCLIUsersSuspendActivate: `coder users suspend|activate USER` print one

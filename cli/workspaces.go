@@ -11,7 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"airgapcoder/coderd/codersdk"
+	"airgapcoder/codersdk"
 )
 
 var errNoWorkspace = errors.New("no such workspace")

@@ -16,9 +16,9 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"airgapcoder/coderd/appurl"
-	"airgapcoder/coderd/codersdk"
 	"airgapcoder/coderd/database"
 	"airgapcoder/coderd/site"
+	"airgapcoder/codersdk"
 )
 
 // Signing in on app hosts. The dashboard's session cookie belongs to the

@@ -8,7 +8,7 @@ import (
 	"github.com/google/uuid"
 
 	"airgapcoder/coderd/coderdtest"
-	"airgapcoder/coderd/codersdk"
+	"airgapcoder/codersdk"
 )
 
 // appsBySlug returns the apps of the workspace's first agent, by slug.

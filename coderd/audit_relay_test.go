@@ -22,7 +22,7 @@ import (
 
 	"airgapcoder/agent"
 	"airgapcoder/coderd/coderdtest"
-	"airgapcoder/coderd/codersdk"
+	"airgapcoder/codersdk"
 )
 
 // TestAuditRelayConnections: every relayed connection (coder ssh, port

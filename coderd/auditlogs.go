@@ -17,8 +17,8 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"airgapcoder/coderd/auditjournal"
-	"airgapcoder/coderd/codersdk"
 	"airgapcoder/coderd/database"
+	"airgapcoder/codersdk"
 )
 
 // Reading the audit log (owners only), its retention, and the record of a

@@ -11,7 +11,7 @@ import (
 	"testing"
 
 	"airgapcoder/coderd/coderdtest"
-	"airgapcoder/coderd/codersdk"
+	"airgapcoder/codersdk"
 )
 
 // The roles of the authorization matrix. "member" acts on its own things;

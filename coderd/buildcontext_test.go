@@ -11,7 +11,7 @@ import (
 	"golang.org/x/crypto/ssh"
 
 	"airgapcoder/coderd/coderdtest"
-	"airgapcoder/coderd/codersdk"
+	"airgapcoder/codersdk"
 )
 
 func TestBuildJobContext(t *testing.T) {

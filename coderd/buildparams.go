@@ -6,10 +6,10 @@ import (
 	"fmt"
 	"maps"
 
-	"airgapcoder/coderd/codersdk"
 	"airgapcoder/coderd/database"
 	"airgapcoder/coderd/parameters"
 	"airgapcoder/coderd/workspacetags"
+	"airgapcoder/codersdk"
 )
 
 // A new build's parameter values and provisioner tags are settled when it

@@ -27,11 +27,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"airgapcoder/coderd/appurl"
-	"airgapcoder/coderd/codersdk"
 	"airgapcoder/coderd/database"
 	"airgapcoder/coderd/externalauth"
 	"airgapcoder/coderd/replicasync"
 	"airgapcoder/coderd/updatecheck"
+	"airgapcoder/codersdk"
 	"airgapcoder/internal/bodydeadline"
 	"airgapcoder/internal/logring"
 	"airgapcoder/internal/templatetar"

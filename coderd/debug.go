@@ -12,7 +12,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"airgapcoder/agent/agentstat"
-	"airgapcoder/coderd/codersdk"
+	"airgapcoder/codersdk"
 	"airgapcoder/internal/redact"
 )
 

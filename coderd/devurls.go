@@ -16,9 +16,9 @@ import (
 
 	"github.com/gin-gonic/gin"
 
-	"airgapcoder/coderd/codersdk"
 	"airgapcoder/coderd/database"
 	"airgapcoder/coderd/site"
+	"airgapcoder/codersdk"
 	"airgapcoder/internal/bodydeadline"
 )
 

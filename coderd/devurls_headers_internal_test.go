@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"airgapcoder/coderd/codersdk"
+	"airgapcoder/codersdk"
 )
 
 // TestSetDevURLHeaders checks the headers a proxied request reaches the app

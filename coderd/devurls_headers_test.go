@@ -17,7 +17,7 @@ import (
 	"github.com/google/uuid"
 
 	"airgapcoder/coderd/coderdtest"
-	"airgapcoder/coderd/codersdk"
+	"airgapcoder/codersdk"
 )
 
 // headerApp is a workspace web app that records the headers of every

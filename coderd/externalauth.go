@@ -17,10 +17,10 @@ import (
 	"golang.org/x/oauth2"
 	"golang.org/x/sync/singleflight"
 
-	"airgapcoder/coderd/codersdk"
 	"airgapcoder/coderd/database"
 	"airgapcoder/coderd/externalauth"
 	"airgapcoder/coderd/site"
+	"airgapcoder/codersdk"
 )
 
 // External auth (issue 33): users link their accounts at the deployment's

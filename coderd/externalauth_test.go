@@ -17,8 +17,8 @@ import (
 	"github.com/google/uuid"
 
 	"airgapcoder/coderd/coderdtest"
-	"airgapcoder/coderd/codersdk"
 	"airgapcoder/coderd/externalauth"
+	"airgapcoder/codersdk"
 	"airgapcoder/internal/testidp"
 	"airgapcoder/internal/testport"
 )

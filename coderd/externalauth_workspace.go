@@ -12,9 +12,9 @@ import (
 
 	"github.com/gin-gonic/gin"
 
-	"airgapcoder/coderd/codersdk"
 	"airgapcoder/coderd/database"
 	"airgapcoder/coderd/externalauth"
+	"airgapcoder/codersdk"
 )
 
 // External auth where workspaces meet it: the agent's token endpoint, the

@@ -11,8 +11,8 @@ import (
 
 	"github.com/gin-gonic/gin"
 
-	"airgapcoder/coderd/codersdk"
 	"airgapcoder/coderd/database"
+	"airgapcoder/codersdk"
 	"airgapcoder/internal/bodydeadline"
 	"airgapcoder/internal/templatetar"
 )

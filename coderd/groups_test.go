@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"airgapcoder/coderd/coderdtest"
-	"airgapcoder/coderd/codersdk"
+	"airgapcoder/codersdk"
 )
 
 func memberNames(g codersdk.Group) []string {

@@ -9,8 +9,8 @@ import (
 	"slices"
 	"strings"
 
-	"airgapcoder/coderd/codersdk"
 	"airgapcoder/coderd/database"
+	"airgapcoder/codersdk"
 )
 
 // The OIDC group sync: on each sign-in, the groups named in the ID token's

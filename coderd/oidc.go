@@ -20,9 +20,9 @@ import (
 	"golang.org/x/oauth2"
 	"golang.org/x/sync/singleflight"
 
-	"airgapcoder/coderd/codersdk"
 	"airgapcoder/coderd/database"
 	"airgapcoder/coderd/site"
+	"airgapcoder/codersdk"
 	"airgapcoder/internal/egress"
 )
 

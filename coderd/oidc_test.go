@@ -18,7 +18,7 @@ import (
 
 	"airgapcoder/coderd"
 	"airgapcoder/coderd/coderdtest"
-	"airgapcoder/coderd/codersdk"
+	"airgapcoder/codersdk"
 	"airgapcoder/internal/testidp"
 	"airgapcoder/internal/testport"
 )

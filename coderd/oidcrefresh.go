@@ -13,8 +13,8 @@ import (
 
 	"golang.org/x/oauth2"
 
-	"airgapcoder/coderd/codersdk"
 	"airgapcoder/coderd/database"
+	"airgapcoder/codersdk"
 )
 
 // A session made by an OpenID Connect sign-in lasts as long as the IdP

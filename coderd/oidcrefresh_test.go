@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"airgapcoder/coderd"
-	"airgapcoder/coderd/codersdk"
+	"airgapcoder/codersdk"
 	"airgapcoder/internal/testidp"
 )
 

@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"airgapcoder/coderd/coderdtest"
-	"airgapcoder/coderd/codersdk"
+	"airgapcoder/codersdk"
 )
 
 func int32p(v int32) *int32 { return &v }

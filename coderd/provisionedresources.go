@@ -8,9 +8,9 @@ import (
 
 	"github.com/google/uuid"
 
-	"airgapcoder/coderd/codersdk"
 	"airgapcoder/coderd/database"
 	"airgapcoder/coderd/workspacetags"
+	"airgapcoder/codersdk"
 )
 
 // What a provisioner reports when it completes a job, turned into rows:

@@ -5,7 +5,7 @@ import (
 	"maps"
 	"regexp"
 
-	"airgapcoder/coderd/codersdk"
+	"airgapcoder/codersdk"
 )
 
 // Provisioner tags, as shared/seeds/provisioners.txt describes them:

@@ -3,8 +3,8 @@ package coderd
 import (
 	"slices"
 
-	"airgapcoder/coderd/codersdk"
 	"airgapcoder/coderd/database"
+	"airgapcoder/codersdk"
 )
 
 // The authorization model: three roles, owner ⊃ template-admin ⊃ member.

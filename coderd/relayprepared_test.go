@@ -15,7 +15,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"airgapcoder/coderd/coderdtest"
-	"airgapcoder/coderd/codersdk"
+	"airgapcoder/codersdk"
 	"airgapcoder/internal/testport"
 )
 

@@ -5,8 +5,8 @@ import (
 
 	"github.com/gin-gonic/gin"
 
-	"airgapcoder/coderd/codersdk"
 	"airgapcoder/coderd/replicasync"
+	"airgapcoder/codersdk"
 )
 
 // replicas lists the live replicas of this deployment (owners only), read

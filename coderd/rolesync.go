@@ -7,8 +7,8 @@ import (
 	"slices"
 	"strings"
 
-	"airgapcoder/coderd/codersdk"
 	"airgapcoder/coderd/database"
+	"airgapcoder/codersdk"
 )
 
 // The OIDC role sync, as Coder's --oidc-user-role-field and

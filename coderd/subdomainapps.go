@@ -9,8 +9,8 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"airgapcoder/coderd/appurl"
-	"airgapcoder/coderd/codersdk"
 	"airgapcoder/coderd/database"
+	"airgapcoder/codersdk"
 	"airgapcoder/internal/bodydeadline"
 )
 

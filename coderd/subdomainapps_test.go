@@ -19,7 +19,7 @@ import (
 	"github.com/google/uuid"
 
 	"airgapcoder/coderd/coderdtest"
-	"airgapcoder/coderd/codersdk"
+	"airgapcoder/codersdk"
 )
 
 // appTarget is a web server inside the workspace that records what each

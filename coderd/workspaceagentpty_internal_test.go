@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"airgapcoder/coderd/codersdk"
+	"airgapcoder/codersdk"
 )
 
 // TestWritePTYRequest: a browser message of any size becomes frames the

@@ -11,7 +11,7 @@ import (
 	"github.com/google/uuid"
 
 	"airgapcoder/coderd/coderdtest"
-	"airgapcoder/coderd/codersdk"
+	"airgapcoder/codersdk"
 )
 
 // agentHarness is a deployment with a workspace of alice's whose agent is

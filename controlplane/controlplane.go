@@ -41,7 +41,7 @@ import (
 
 	"airgapcoder/coderd"
 	"airgapcoder/coderd/appurl"
-	"airgapcoder/coderd/codersdk"
+	"airgapcoder/codersdk"
 	"airgapcoder/internal/buildinfo"
 	"airgapcoder/internal/egress"
 	"airgapcoder/internal/logring"

@@ -15,8 +15,8 @@ import (
 	"time"
 
 	"airgapcoder/coderd/appurl"
-	"airgapcoder/coderd/codersdk"
 	"airgapcoder/coderd/replicasync"
+	"airgapcoder/codersdk"
 	"airgapcoder/internal/bodydeadline"
 )
 

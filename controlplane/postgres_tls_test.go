@@ -17,7 +17,7 @@ import (
 
 	"airgapcoder/certs"
 	"airgapcoder/coderd/coderdtest"
-	"airgapcoder/coderd/codersdk"
+	"airgapcoder/codersdk"
 	"airgapcoder/controlplane"
 	"airgapcoder/internal/testport"
 )

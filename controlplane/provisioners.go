@@ -14,7 +14,7 @@ import (
 
 	"github.com/cenkalti/backoff/v5"
 
-	"airgapcoder/coderd/codersdk"
+	"airgapcoder/codersdk"
 	"airgapcoder/provisionerd"
 	"airgapcoder/terraform"
 )

@@ -21,7 +21,7 @@ import (
 	"testing"
 	"time"
 
-	"airgapcoder/coderd/codersdk"
+	"airgapcoder/codersdk"
 	"airgapcoder/internal/connecttrace"
 	"airgapcoder/internal/syncbuf"
 	"airgapcoder/internal/testprovider"

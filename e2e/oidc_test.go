@@ -20,7 +20,7 @@ import (
 	"testing"
 	"time"
 
-	"airgapcoder/coderd/codersdk"
+	"airgapcoder/codersdk"
 	"airgapcoder/internal/testidp"
 	"airgapcoder/internal/testport"
 )

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"airgapcoder/coderd/codersdk"
+	"airgapcoder/codersdk"
 	"airgapcoder/internal/connecttrace"
 	"airgapcoder/internal/upstreamtest"
 	"airgapcoder/provisionerd"

@@ -7,7 +7,7 @@ import (
 	"maps"
 	"os"
 
-	"airgapcoder/coderd/codersdk"
+	"airgapcoder/codersdk"
 )
 
 // environment is everything terraform and the coder/coder provider see:

@@ -4,7 +4,7 @@ import (
 	"regexp"
 	"testing"
 
-	"airgapcoder/coderd/codersdk"
+	"airgapcoder/codersdk"
 )
 
 // TestCoderEnv covers what the end-to-end tests cannot see from a template:

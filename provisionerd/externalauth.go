@@ -7,7 +7,7 @@ import (
 
 	tfjson "github.com/hashicorp/terraform-json"
 
-	"airgapcoder/coderd/codersdk"
+	"airgapcoder/codersdk"
 )
 
 // External auth (issue 33): a template declares the providers it needs

@@ -4,7 +4,7 @@ import (
 	"reflect"
 	"testing"
 
-	"airgapcoder/coderd/codersdk"
+	"airgapcoder/codersdk"
 )
 
 func TestExternalAuthTokenEnv(t *testing.T) {

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"airgapcoder/coderd/codersdk"
+	"airgapcoder/codersdk"
 )
 
 // externalAuthTemplate declares providers in the root module and in a

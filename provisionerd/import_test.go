@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"airgapcoder/coderd/codersdk"
+	"airgapcoder/codersdk"
 )
 
 var importJob = codersdk.AcquiredJob{Type: codersdk.ProvisionerJobTypeTemplateVersionImport, TemplateName: "t"}

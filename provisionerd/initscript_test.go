@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"airgapcoder/coderd/codersdk"
+	"airgapcoder/codersdk"
 	"airgapcoder/internal/syncbuf"
 	"airgapcoder/provisionerd"
 )

@@ -7,7 +7,7 @@ import (
 	"sync"
 	"time"
 
-	"airgapcoder/coderd/codersdk"
+	"airgapcoder/codersdk"
 )
 
 // jobLogs buffers a job's log lines and sends them to coderd with the

@@ -10,7 +10,7 @@ import (
 
 	"airgapcoder/certs"
 	"airgapcoder/coderd/coderdtest"
-	"airgapcoder/coderd/codersdk"
+	"airgapcoder/codersdk"
 	"airgapcoder/internal/testprovider"
 	"airgapcoder/mirror"
 	"airgapcoder/provisionerd"

@@ -86,7 +86,7 @@ import (
 
 	"github.com/cenkalti/backoff/v5"
 
-	"airgapcoder/coderd/codersdk"
+	"airgapcoder/codersdk"
 	"airgapcoder/internal/egress"
 )
 

@@ -14,7 +14,7 @@ import (
 	"go.uber.org/goleak"
 
 	"airgapcoder/coderd/coderdtest"
-	"airgapcoder/coderd/codersdk"
+	"airgapcoder/codersdk"
 	"airgapcoder/internal/testprovider"
 	"airgapcoder/provisionerd"
 )

@@ -9,7 +9,7 @@ import (
 
 	tfjson "github.com/hashicorp/terraform-json"
 
-	"airgapcoder/coderd/codersdk"
+	"airgapcoder/codersdk"
 )
 
 // Reading what terraform made: `terraform show -json` of the applied state

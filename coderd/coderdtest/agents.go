@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"airgapcoder/coderd/codersdk"
+	"airgapcoder/codersdk"
 )
 
 // CreateWorkspaceWithAgent creates a workspace called name for user (a

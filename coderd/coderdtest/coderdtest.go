@@ -32,10 +32,10 @@ import (
 
 	"airgapcoder/coderd"
 	"airgapcoder/coderd/appurl"
-	"airgapcoder/coderd/codersdk"
 	"airgapcoder/coderd/database"
 	"airgapcoder/coderd/externalauth"
 	"airgapcoder/coderd/replicasync"
+	"airgapcoder/codersdk"
 	"airgapcoder/internal/testbin"
 	"airgapcoder/internal/testprovider"
 	"airgapcoder/postgres"

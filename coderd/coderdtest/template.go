@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"airgapcoder/coderd/codersdk"
+	"airgapcoder/codersdk"
 	"airgapcoder/internal/templatetar"
 )
 

@@ -14,7 +14,7 @@ import (
 
 	"golang.org/x/oauth2"
 
-	"airgapcoder/coderd/codersdk"
+	"airgapcoder/codersdk"
 )
 
 // Provider is one configured provider, its defaults applied and its

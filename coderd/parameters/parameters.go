@@ -25,7 +25,7 @@ import (
 	"strconv"
 	"strings"
 
-	"airgapcoder/coderd/codersdk"
+	"airgapcoder/codersdk"
 )
 
 // Rule names the check a value failed.

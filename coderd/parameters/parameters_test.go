@@ -5,8 +5,8 @@ import (
 	"strings"
 	"testing"
 
-	"airgapcoder/coderd/codersdk"
 	"airgapcoder/coderd/parameters"
+	"airgapcoder/codersdk"
 )
 
 func i32(v int32) *int32 { return &v }

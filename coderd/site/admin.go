@@ -8,7 +8,7 @@ import (
 	"strconv"
 	"strings"
 
-	"airgapcoder/coderd/codersdk"
+	"airgapcoder/codersdk"
 )
 
 // The admin pages: users, provisioner daemons and the audit log, for owners.

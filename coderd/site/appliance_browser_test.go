@@ -9,8 +9,8 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"airgapcoder/coderd/coderdtest"
-	"airgapcoder/coderd/codersdk"
 	"airgapcoder/coderd/database"
+	"airgapcoder/codersdk"
 )
 
 // TestBrowserAppliance: the owner's Appliance page shows the release, the

@@ -5,7 +5,7 @@ import (
 	"net/url"
 	"strings"
 
-	"airgapcoder/coderd/codersdk"
+	"airgapcoder/codersdk"
 )
 
 // Links to workspace apps. A path-based app opens at

@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"airgapcoder/coderd/coderdtest"
-	"airgapcoder/coderd/codersdk"
+	"airgapcoder/codersdk"
 )
 
 // TestWorkspacePageAppLinks: a subdomain app links to its own host under

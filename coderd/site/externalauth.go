@@ -5,7 +5,7 @@ import (
 	"net/url"
 	"strings"
 
-	"airgapcoder/coderd/codersdk"
+	"airgapcoder/codersdk"
 )
 
 // The external auth page (issue 33), at codersdk.ExternalAuthPagePath(id):

@@ -10,7 +10,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"airgapcoder/coderd/coderdtest"
-	"airgapcoder/coderd/codersdk"
+	"airgapcoder/codersdk"
 )
 
 // TestBrowserImportLogFollows: a template version whose import is still

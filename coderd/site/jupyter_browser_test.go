@@ -18,7 +18,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"airgapcoder/coderd/coderdtest"
-	"airgapcoder/coderd/codersdk"
+	"airgapcoder/codersdk"
 )
 
 // jupyterPath is Debian's Jupyter Notebook (scripts/install-deps.sh

@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"airgapcoder/coderd/coderdtest"
-	"airgapcoder/coderd/codersdk"
+	"airgapcoder/codersdk"
 )
 
 // browserFrom is a client that does not follow redirects and dials from

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"airgapcoder/coderd/codersdk"
+	"airgapcoder/codersdk"
 )
 
 func (h *Handler) setup(w http.ResponseWriter, r *http.Request) error {

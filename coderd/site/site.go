@@ -34,7 +34,7 @@ import (
 	"strings"
 	"time"
 
-	"airgapcoder/coderd/codersdk"
+	"airgapcoder/codersdk"
 	"airgapcoder/internal/bytesize"
 )
 

@@ -23,7 +23,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"airgapcoder/coderd/coderdtest"
-	"airgapcoder/coderd/codersdk"
+	"airgapcoder/codersdk"
 	"airgapcoder/internal/testbin"
 )
 

@@ -18,7 +18,7 @@ import (
 	"airgapcoder/agent"
 	"airgapcoder/certs"
 	"airgapcoder/coderd/coderdtest"
-	"airgapcoder/coderd/codersdk"
+	"airgapcoder/codersdk"
 )
 
 // TestBrowserSubdomainApps is issue 31's subdomain acceptance: a real web

@@ -6,7 +6,7 @@ import (
 	"net/url"
 	"strings"
 
-	"airgapcoder/coderd/codersdk"
+	"airgapcoder/codersdk"
 )
 
 // The template pages: /templates/NAME (versions, the active version, its

@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"airgapcoder/coderd/coderdtest"
-	"airgapcoder/coderd/codersdk"
+	"airgapcoder/codersdk"
 
 	"github.com/chromedp/chromedp"
 )

@@ -36,7 +36,7 @@ import (
 	"github.com/zclconf/go-cty/cty/function/stdlib"
 	ctyjson "github.com/zclconf/go-cty/cty/json"
 
-	"airgapcoder/coderd/codersdk"
+	"airgapcoder/codersdk"
 )
 
 // Error is a tag that could not be evaluated.

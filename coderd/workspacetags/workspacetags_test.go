@@ -6,8 +6,8 @@ import (
 	"strings"
 	"testing"
 
-	"airgapcoder/coderd/codersdk"
 	"airgapcoder/coderd/workspacetags"
+	"airgapcoder/codersdk"
 )
 
 func TestEvaluate(t *testing.T) {

@@ -34,7 +34,7 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"airgapcoder/coderd/codersdk"
+	"airgapcoder/codersdk"
 	"airgapcoder/internal/bytesize"
 	"airgapcoder/internal/redact"
 )

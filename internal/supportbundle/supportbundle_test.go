@@ -20,7 +20,7 @@ import (
 	"airgapcoder/certs"
 	"airgapcoder/coderd"
 	"airgapcoder/coderd/coderdtest"
-	"airgapcoder/coderd/codersdk"
+	"airgapcoder/codersdk"
 	"airgapcoder/internal/logring"
 	"airgapcoder/internal/supportbundle"
 )

@@ -9,7 +9,7 @@ import (
 
 	"github.com/hashicorp/yamux"
 
-	"airgapcoder/coderd/codersdk"
+	"airgapcoder/codersdk"
 )
 
 // writeRecorder records the size and first bytes of every write.

@@ -8,7 +8,7 @@ import (
 	"net/url"
 	"testing"
 
-	"airgapcoder/coderd/codersdk"
+	"airgapcoder/codersdk"
 )
 
 // TestPreparedConnLost: a prepared connection that coderd dropped while it

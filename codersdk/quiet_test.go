@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"airgapcoder/coderd/codersdk"
+	"airgapcoder/codersdk"
 )
 
 // relayPair opens a raw relay connection to a server that accepts it as

@@ -7,7 +7,7 @@ import (
 	"sync"
 	"testing"
 
-	"airgapcoder/coderd/codersdk"
+	"airgapcoder/codersdk"
 )
 
 // A client from NewHTTPClient resumes its TLS session on a new connection

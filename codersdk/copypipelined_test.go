@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"airgapcoder/coderd/codersdk"
+	"airgapcoder/codersdk"
 )
 
 // unevenReader returns data in reads of varied sizes, small and bulk, then
