@@ -52,6 +52,54 @@ if [[ ! -x $hydra_bin ]]; then
   trap - EXIT
 fi
 
+# Gitea, the Git server and second OpenID Connect provider of the tests
+# (internal/testgitea, whose Version names the same release), built once per
+# version into a cache folder outside the clone like Hydra. Its go.mod
+# carries replace directives, so it builds inside a writable copy of its
+# downloaded module; CGO and the sqlite tags: the tests run it on SQLite.
+# Without the bindata tag Gitea reads templates/, options/ and public/ from
+# disk (STATIC_ROOT_PATH), so they are copied beside the binary. The folder
+# is assembled under a temporary name, checked, then renamed.
+gitea_version=v1.26.0
+gitea_dir=${XDG_CACHE_HOME:-$HOME/.cache}/airgapcoder/gitea-$gitea_version
+# (A folder without the frontend stand-ins is from an older version of this
+# step: rebuilt.)
+if [[ ! -x $gitea_dir/gitea || ! -f $gitea_dir/public/assets/js/index.js ]]; then
+  echo "install-deps: building Gitea $gitea_version into $gitea_dir"
+  mkdir -p "${gitea_dir%/*}"
+  # (From the cache folder: outside any module, so no go.mod is touched.)
+  gitea_src=$(cd "${gitea_dir%/*}" && go mod download -json "code.gitea.io/gitea@$gitea_version" |
+    sed -n 's|^[[:space:]]*"Dir": "\(.*\)",\{0,1\}$|\1|p')
+  [[ -d $gitea_src ]] || { echo "install-deps: go mod download gave no folder for code.gitea.io/gitea@$gitea_version" >&2; exit 1; }
+  tmp=$gitea_dir.tmp.$$
+  trap 'rm -rf "$tmp"' EXIT
+  rm -rf "$tmp"
+  mkdir "$tmp"
+  cp -R "$gitea_src" "$tmp/src"
+  chmod -R u+w "$tmp/src"
+  (cd "$tmp/src" && CGO_ENABLED=1 go build -trimpath -tags 'sqlite sqlite_unlock_notify' \
+    -ldflags "-s -w -X main.Version=${gitea_version#v}" -o "$tmp/gitea" .)
+  cp -R "$tmp/src/templates" "$tmp/src/options" "$tmp/src/public" "$tmp/"
+  rm -rf "$tmp/src"
+  # The frontend (scripts and styles, built with npm) is not built here. The
+  # pages the tests use are plain HTML forms that work without it, but a
+  # page whose script is missing calls alert(), which stops a real browser:
+  # stand-ins for the files the pages load, an empty manifest (no hashed
+  # names) and the default theme (Gitea wants one).
+  assets=$tmp/public/assets
+  mkdir -p "$assets/.vite" "$assets/js" "$assets/css"
+  echo '{}' >"$assets/.vite/manifest.json"
+  for f in js/iife.js js/index.js js/eventsource.sharedworker.js js/swagger.js css/index.css; do
+    echo "/* stand-in: Gitea's frontend is not built here (scripts/install-deps.sh) */" >"$assets/$f"
+  done
+  echo 'gitea-theme-meta-info { --theme-display-name: "Auto"; --theme-color-scheme: "auto"; }' >"$assets/css/theme-gitea-auto.css"
+  out=$("$tmp/gitea" --version)
+  [[ $out == *"version ${gitea_version#v} "* ]] || { echo "install-deps: built Gitea reports '$out', want ${gitea_version#v}" >&2; exit 1; }
+  rm -rf "$gitea_dir" # a folder without its binary is an interrupted copy
+  mv -T "$tmp" "$gitea_dir"
+  trap - EXIT
+fi
+
 # Terraform is part of these machines (it cannot be fetched here): check the
 # pinned version is present, and say what is wrong when it is not.
 want=1.11.4

@@ -37,6 +37,7 @@ import (
 	"time"
 
 	"airgapcoder/internal/syncbuf"
+	"airgapcoder/internal/testpki"
 	"airgapcoder/internal/testport"
 )
 
@@ -133,28 +134,22 @@ func Start(t testing.TB, redirectURIs ...string) *IdP {
 	t.Helper()
 	hydra := HydraPath(t)
 	dir := t.TempDir()
-	certs, err := newPKI(dir)
+	certs, err := testpki.New(dir)
 	if err != nil {
 		t.Fatalf("testidp: make test CA: %v", err)
 	}
-	caPEM, err := os.ReadFile(certs.caFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pool := x509.NewCertPool()
-	pool.AppendCertsFromPEM(caPEM)
 
 	p := &IdP{
-		CAFile: certs.caFile,
+		CAFile: certs.CAFile,
 		admin:  &http.Client{Timeout: 10 * time.Second},
-		caPool: pool,
+		caPool: certs.CertPool(),
 		users:  map[string]User{},
 	}
 	t.Cleanup(p.admin.CloseIdleConnections)
 
 	app := httptest.NewUnstartedServer(p.loginApp())
 	app.Config.ReadHeaderTimeout = 10 * time.Second
-	app.TLS = &tls.Config{Certificates: []tls.Certificate{certs.cert}}
+	app.TLS = &tls.Config{Certificates: []tls.Certificate{certs.Cert}}
 	app.StartTLS()
 	t.Cleanup(app.Close)
 	p.LoginURL = app.URL
@@ -307,11 +302,11 @@ func get(ctx context.Context, c *http.Client, url string) error {
 // hydraConfig is Hydra's configuration file: public port on HTTPS with the
 // test certificate, admin port in plain HTTP, both on 127.0.0.1, the login
 // app's URLs and an in-memory SQLite database.
-func hydraConfig(issuer, app string, publicPort, adminPort int, c *pki) map[string]any {
+func hydraConfig(issuer, app string, publicPort, adminPort int, c *testpki.PKI) map[string]any {
 	tlsFiles := map[string]any{
 		"enabled": true,
-		"cert":    map[string]any{"path": c.certFile},
-		"key":     map[string]any{"path": c.keyFile},
+		"cert":    map[string]any{"path": c.CertFile},
+		"key":     map[string]any{"path": c.KeyFile},
 	}
 	return map[string]any{
 		"dsn": "memory",
