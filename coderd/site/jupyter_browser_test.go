@@ -145,7 +145,7 @@ func newJupyterWorkspace(t *testing.T, admin *codersdk.Client, subdomain bool) *
 		// The stop build's destroy ends the agent; whatever a failed test
 		// left running is stopped by its pid.
 		ctx := context.Background()
-		if _, err := admin.CreateWorkspaceBuild(ctx, "dev", codersdk.CreateWorkspaceBuildRequest{Transition: codersdk.WorkspaceTransitionStop}); err == nil {
+		if _, err := admin.CreateWorkspaceBuild(ctx, w.ID, codersdk.CreateWorkspaceBuildRequest{Transition: codersdk.WorkspaceTransitionStop}); err == nil {
 			for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(250 * time.Millisecond) {
 				w, err := admin.Workspace(ctx, w.ID)
 				if err != nil || (w.LatestBuild.Status != codersdk.WorkspaceStatusPending && w.LatestBuild.Status != codersdk.WorkspaceStatusStopping) {

@@ -355,7 +355,9 @@ func TestBrowserDashboard(t *testing.T) {
 		`(busybox httpd -f -p 127.0.0.1:%d -h "$HOME/www" >/dev/null 2>&1 & echo $! > "$HOME/httpd.pid")`, port)
 	t.Cleanup(func() {
 		// Neither the agent nor the web server may outlive the test.
-		_, _ = admin.CreateWorkspaceBuild(context.Background(), "dev", codersdk.CreateWorkspaceBuildRequest{Transition: codersdk.WorkspaceTransitionStop})
+		if w, err := admin.WorkspaceByOwnerAndName(context.Background(), codersdk.Me, "dev"); err == nil {
+			_, _ = admin.CreateWorkspaceBuild(context.Background(), w.ID, codersdk.CreateWorkspaceBuildRequest{Transition: codersdk.WorkspaceTransitionStop})
+		}
 		if pid, err := os.ReadFile(filepath.Join(home, "httpd.pid")); err == nil {
 			if n, err := strconv.Atoi(strings.TrimSpace(string(pid))); err == nil {
 				if p, err := os.FindProcess(n); err == nil {
