@@ -54,6 +54,30 @@ func (h *Handler) externalAuth(w http.ResponseWriter, r *http.Request, s session
 	return nil
 }
 
+// externalAuthList is /external-auth: every provider the deployment
+// configures, and whether the visitor has linked it.
+func (h *Handler) externalAuthList(w http.ResponseWriter, r *http.Request, s session) error {
+	list, err := s.client.ListExternalAuths(r.Context())
+	if err != nil {
+		return err
+	}
+	linked := map[string]bool{}
+	for _, l := range list.Links {
+		linked[l.ProviderID] = l.Authenticated
+	}
+	type row struct {
+		codersdk.ExternalAuthLinkProvider
+		Linked   bool
+		PagePath string
+	}
+	rows := []row{}
+	for _, p := range list.Providers {
+		rows = append(rows, row{ExternalAuthLinkProvider: p, Linked: linked[p.ID], PagePath: codersdk.ExternalAuthPagePath(p.ID)})
+	}
+	h.render(w, http.StatusOK, "externalauths", page{Title: "External auth", User: &s.user, Data: rows})
+	return nil
+}
+
 // externalAuthLinks are the "Connect" links of the providers a template
 // version requires and the visitor has not linked, each coming back to
 // redirect; a version that cannot be asked yields none (the create

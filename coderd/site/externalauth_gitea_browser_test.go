@@ -283,6 +283,10 @@ func (f *giteaFixture) linkInBrowser(b *browser) {
 		t.Errorf("after linking the page says %q, want %q", status, "Linked as alice.")
 	}
 	b.screenshot("external-auth-linked")
+	b.do("open the providers page from the menu", chromedp.Click(chromedp.CSS(`nav a[href="/external-auth"]`)), chromedp.WaitVisible(chromedp.CSS("#external-auths")))
+	if row := get(b, "read gitea's row", chromedp.Text(chromedp.CSS(`#external-auths tr[data-provider="gitea"]`))); !strings.Contains(row, "Linked") {
+		t.Errorf("the providers page shows gitea as %q, want Linked", row)
+	}
 }
 
 // loginCLI signs the built binary in as alice.

@@ -133,3 +133,25 @@ func TestSignInThrottledPerAddress(t *testing.T) {
 		t.Error("the owner from another address: got no session cookie")
 	}
 }
+
+// TestExternalAuthPageWithoutProviders: a deployment with no external auth
+// providers still serves /external-auth, saying how an owner adds one.
+func TestExternalAuthPageWithoutProviders(t *testing.T) {
+	t.Parallel()
+	d := coderdtest.New(t, coderdtest.Options{})
+	owner, _ := d.CreateFirstUser(t)
+	req, err := http.NewRequest(http.MethodGet, d.URL.String()+"/external-auth", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.AddCookie(&http.Cookie{Name: codersdk.SessionTokenCookie, Value: owner.SessionToken})
+	res, err := browserFrom(t, "127.0.0.1").Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	body, _ := io.ReadAll(res.Body)
+	if res.StatusCode != http.StatusOK || !strings.Contains(string(body), `id="external-auths-none"`) || !strings.Contains(string(body), "CODER_EXTERNAL_AUTH_") {
+		t.Errorf("got %d %s, want the page saying no providers are configured", res.StatusCode, body)
+	}
+}

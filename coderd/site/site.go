@@ -105,7 +105,7 @@ func New(opts Options) (*Handler, error) {
 // /healthz, /bin, dev URLs under /@owner/workspace/apps|ports/) is coderd's.
 func Owns(path string) bool {
 	switch path {
-	case "/", "/setup", "/login", "/logout", "/cli-auth", "/workspaces", "/workspaces/new", "/templates", "/favicon.ico",
+	case "/", "/setup", "/login", "/logout", "/cli-auth", "/workspaces", "/workspaces/new", "/templates", "/external-auth", "/favicon.ico",
 		"/admin/users", "/admin/provisioners", "/admin/audit", "/admin/replicas", "/admin/appliance":
 		return true
 	}
@@ -189,6 +189,8 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		err = h.authed(h.templates)(w, r)
 	case strings.HasPrefix(p, "/templates/"):
 		err = h.authed(h.templatePage)(w, r)
+	case p == "/external-auth":
+		err = h.authed(h.externalAuthList)(w, r)
 	case strings.HasPrefix(p, "/external-auth/"):
 		err = h.authed(h.externalAuth)(w, r)
 	case p == "/admin/users":
