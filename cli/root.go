@@ -148,6 +148,7 @@ func (inv *invocation) root() *cobra.Command {
 		client(inv.transitionCmd("delete", codersdk.WorkspaceTransitionDelete)),
 		client(inv.provisionerCmd()),
 		client(inv.replicasCmd()),
+		inv.wsproxyCmd(), // its client subcommands take --url, --token and --ca-file
 		client(inv.supportCmd()),
 		client(inv.provisionerdCmd()),
 		inv.applianceCmd(),

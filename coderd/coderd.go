@@ -130,6 +130,10 @@ type Options struct {
 	// (package bodydeadline); 0 means bodydeadline.Default, a negative value
 	// sets no deadline.
 	BodyReadTimeout time.Duration
+	// WorkspaceProxyHeartbeatInterval is how often workspace proxies
+	// register again (workspaceproxies.go); one silent for three intervals
+	// is unreachable. 0 means DefaultWorkspaceProxyHeartbeatInterval.
+	WorkspaceProxyHeartbeatInterval time.Duration
 }
 
 // API serves /api/v2. Construct with New; run its background loops with Run.
@@ -438,6 +442,7 @@ func (api *API) routes() *gin.Engine {
 	a.GET("/workspaceagents/:agent/connect", api.handle(api.workspaceAgentConnect))
 	a.GET("/workspaceagents/:agent/pty", api.handle(api.workspaceAgentPTY))
 	a.GET("/audit", api.handle(api.auditLogs))
+	api.workspaceProxyRoutes(v2, a) // workspaceproxies.go
 	return r
 }
 

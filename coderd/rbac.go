@@ -18,6 +18,7 @@ const (
 	resUser            resource = "user"
 	resAPIKey          resource = "api_key"
 	resFile            resource = "file"
+	resWorkspaceProxy  resource = "workspace_proxy"
 	resTemplate        resource = "template"
 	resWorkspace       resource = "workspace"
 	resProvisionerd    resource = "provisioner_daemon"
@@ -57,6 +58,9 @@ var policy = map[resource]map[action][]string{
 	resAuditLog:        {actRead: ownerOnly},
 	resReplica:         {actRead: ownerOnly},
 	resAppliance:       {actRead: ownerOnly},
+	// Workspace proxies are the deployment's topology: owners change and
+	// list them; members see the healthy ones as regions.
+	resWorkspaceProxy: {actRead: ownerOnly, actCreate: ownerOnly, actDelete: ownerOnly},
 	// Groups: owners manage them (this deployment has no user-admin role);
 	// template admins read them to share templates; a member reads only
 	// the groups it is in (groups.go).

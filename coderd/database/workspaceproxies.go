@@ -1,0 +1,148 @@
+package database
+
+import (
+	"context"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+)
+
+// WorkspaceProxy is a row of workspace_proxies: a region's proxy as an owner
+// created it and as it last registered.
+type WorkspaceProxy struct {
+	ID          string
+	Name        string
+	DisplayName string
+	Icon        string
+	// URL and WildcardHostname are what the proxy registered; "" until it
+	// registers.
+	URL               string
+	WildcardHostname  string
+	TokenHashedSecret []byte
+	// Version, ReplicaID and ReplicaHostname are the last registration's.
+	Version         string
+	ReplicaID       string
+	ReplicaHostname string
+	// HealthReport is the JSON object of the proxy's own health report sent
+	// with its last registration ("{}" before the first).
+	HealthReport []byte
+	// RegisteredAt is the first registration, LastHeartbeatAt the last
+	// registration or heartbeat; both zero while it never registered.
+	RegisteredAt    time.Time
+	LastHeartbeatAt time.Time
+	// DeregisteredAt is when it last shut down cleanly, zero when it has
+	// registered since.
+	DeregisteredAt time.Time
+	CreatedAt      time.Time
+	UpdatedAt      time.Time
+	Deleted        bool
+}
+
+const workspaceProxyColumns = `id, name, display_name, icon, url, wildcard_hostname, token_hashed_secret, version, replica_id,
+	replica_hostname, health_report, registered_at, last_heartbeat_at, deregistered_at, created_at, updated_at, deleted`
+
+func scanWorkspaceProxy(row pgx.Row) (WorkspaceProxy, error) {
+	var p WorkspaceProxy
+	var registered, heartbeat, deregistered *time.Time
+	err := row.Scan(&p.ID, &p.Name, &p.DisplayName, &p.Icon, &p.URL, &p.WildcardHostname, &p.TokenHashedSecret, &p.Version,
+		&p.ReplicaID, &p.ReplicaHostname, &p.HealthReport, &registered, &heartbeat, &deregistered, &p.CreatedAt, &p.UpdatedAt, &p.Deleted)
+	p.RegisteredAt, p.LastHeartbeatAt, p.DeregisteredAt = timeOrZero(registered), timeOrZero(heartbeat), timeOrZero(deregistered)
+	return p, mapErr(err)
+}
+
+// timeOrZero is a nullable timestamp as a time, zero for NULL.
+func timeOrZero(t *time.Time) time.Time {
+	if t == nil {
+		return time.Time{}
+	}
+	return *t
+}
+
+// InsertWorkspaceProxy creates a proxy with a new id; a name taken
+// (case-insensitively) by a proxy that is not deleted is ErrConflict.
+func (db *DB) InsertWorkspaceProxy(ctx context.Context, p WorkspaceProxy) (WorkspaceProxy, error) {
+	now := db.now()
+	return scanWorkspaceProxy(db.q().QueryRow(ctx, `INSERT INTO workspace_proxies
+		(id, name, display_name, icon, token_hashed_secret, created_at, updated_at)
+		VALUES ($1, $2, $3, $4, $5, $6, $6) RETURNING `+workspaceProxyColumns,
+		uuid.NewString(), p.Name, p.DisplayName, p.Icon, p.TokenHashedSecret, now))
+}
+
+// WorkspaceProxyByID returns a proxy, deleted ones included (a deleted
+// proxy's token is refused by name).
+func (db *DB) WorkspaceProxyByID(ctx context.Context, id string) (WorkspaceProxy, error) {
+	if uuid.Validate(id) != nil {
+		return WorkspaceProxy{}, ErrNotFound
+	}
+	return scanWorkspaceProxy(db.q().QueryRow(ctx, `SELECT `+workspaceProxyColumns+` FROM workspace_proxies WHERE id = $1`, id))
+}
+
+// WorkspaceProxyByName returns the proxy called name (case-insensitively)
+// that is not deleted.
+func (db *DB) WorkspaceProxyByName(ctx context.Context, name string) (WorkspaceProxy, error) {
+	return scanWorkspaceProxy(db.q().QueryRow(ctx, `SELECT `+workspaceProxyColumns+` FROM workspace_proxies
+		WHERE lower(name) = lower($1) AND NOT deleted`, name))
+}
+
+// WorkspaceProxies lists the proxies that are not deleted, by name.
+func (db *DB) WorkspaceProxies(ctx context.Context) ([]WorkspaceProxy, error) {
+	rows, err := db.q().Query(ctx, `SELECT `+workspaceProxyColumns+` FROM workspace_proxies WHERE NOT deleted ORDER BY lower(name)`)
+	if err != nil {
+		return nil, err
+	}
+	return collect(rows, scanWorkspaceProxy)
+}
+
+// DeleteWorkspaceProxy marks a proxy deleted (ErrNotFound when there is
+// none, or it is deleted already). Its row stays, so that its token is
+// refused with a reason.
+func (db *DB) DeleteWorkspaceProxy(ctx context.Context, id string) (WorkspaceProxy, error) {
+	if uuid.Validate(id) != nil {
+		return WorkspaceProxy{}, ErrNotFound
+	}
+	return scanWorkspaceProxy(db.q().QueryRow(ctx, `UPDATE workspace_proxies SET deleted = true, updated_at = $2
+		WHERE id = $1 AND NOT deleted RETURNING `+workspaceProxyColumns, id, db.now()))
+}
+
+// RegisterWorkspaceProxyParams are what a proxy says when it registers or
+// heartbeats.
+type RegisterWorkspaceProxyParams struct {
+	ID               string
+	URL              string
+	WildcardHostname string
+	Version          string
+	ReplicaID        string
+	ReplicaHostname  string
+	// HealthReport is a JSON object; nil stores "{}".
+	HealthReport []byte
+	// Now is the registration's time, on coderd's clock.
+	Now time.Time
+}
+
+// RegisterWorkspaceProxy records a registration or heartbeat: the proxy's
+// URLs, version, replica and health report, last_heartbeat_at = Now (and
+// registered_at the first time), and clears deregistered_at. A proxy
+// deleted meanwhile is ErrNotFound.
+func (db *DB) RegisterWorkspaceProxy(ctx context.Context, p RegisterWorkspaceProxyParams) (WorkspaceProxy, error) {
+	if p.HealthReport == nil {
+		p.HealthReport = []byte("{}")
+	}
+	return scanWorkspaceProxy(db.q().QueryRow(ctx, `UPDATE workspace_proxies SET url = $2, wildcard_hostname = $3, version = $4,
+			replica_id = $5, replica_hostname = $6, health_report = $7, registered_at = coalesce(registered_at, $8),
+			last_heartbeat_at = $8, deregistered_at = NULL, updated_at = $8
+		WHERE id = $1 AND NOT deleted RETURNING `+workspaceProxyColumns,
+		p.ID, p.URL, p.WildcardHostname, p.Version, p.ReplicaID, p.ReplicaHostname, p.HealthReport, p.Now.UTC()))
+}
+
+// DeregisterWorkspaceProxy records the clean shutdown of the proxy's
+// replica replicaID at now. It reports false, changing nothing, when
+// another replica registered last (that one still serves).
+func (db *DB) DeregisterWorkspaceProxy(ctx context.Context, id, replicaID string, now time.Time) (bool, error) {
+	tag, err := db.q().Exec(ctx, `UPDATE workspace_proxies SET deregistered_at = $3, updated_at = $3
+		WHERE id = $1 AND replica_id = $2 AND NOT deleted`, id, replicaID, now.UTC())
+	if err != nil {
+		return false, err
+	}
+	return tag.RowsAffected() > 0, nil
+}

@@ -1,0 +1,76 @@
+package wsproxy
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+
+	"airgapcoder/codersdk"
+)
+
+// routes is the proxy's HTTP surface. What it serves itself:
+//
+//	GET /healthz             200 "OK" once registered with the primary, else 503
+//	GET /healthz-report      the proxy's health report (codersdk.ProxyHealthReport)
+//	GET /api/v2/buildinfo    the proxy's version, access URL and the dashboard's URL
+//
+// Every other /api/v2 path is a 404 naming the primary: the proxy serves no
+// API calls and no dashboard. Every other path is the dashboard's, which
+// is redirected (307) to the same path on the primary.
+//
+// The next slice mounts the relay here, before the catch-all: the agent
+// connection (/api/v2/workspaceagents/{id}/connect), dev URLs
+// (/@{owner}/{workspace}/apps|ports/…) and subdomain apps (hosts under
+// Options.WildcardAccessURL), each authenticated with the primary.
+func (s *Server) routes() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", s.healthz)
+	mux.HandleFunc("GET /healthz-report", s.healthzReport)
+	mux.HandleFunc("GET /api/v2/buildinfo", s.buildInfo)
+	mux.HandleFunc("/api/v2/", s.apiNotServed)
+	mux.HandleFunc("/", s.redirectToPrimary)
+	return mux
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+func (s *Server) healthz(w http.ResponseWriter, _ *http.Request) {
+	if _, ok := s.registration(); !ok {
+		http.Error(w, "not registered with the primary yet", http.StatusServiceUnavailable)
+		return
+	}
+	_, _ = w.Write([]byte("OK"))
+}
+
+func (s *Server) healthzReport(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, http.StatusOK, s.healthReport())
+}
+
+func (s *Server) buildInfo(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, http.StatusOK, codersdk.ProxyBuildInfo{
+		BuildInfo:      codersdk.BuildInfo{Version: s.opts.Version, ExternalURL: s.opts.AccessURL.String()},
+		WorkspaceProxy: true, DashboardURL: s.opts.PrimaryAccessURL.String(),
+	})
+}
+
+func (s *Server) apiNotServed(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusNotFound, codersdk.Response{
+		Message: fmt.Sprintf("Route %s is not served by a workspace proxy", r.URL.Path),
+		Detail:  "Send API calls to the primary at " + s.opts.PrimaryAccessURL.String(),
+	})
+}
+
+// redirectToPrimary sends the dashboard's paths to the primary. The
+// target's host is always the primary's, whatever the path holds.
+func (s *Server) redirectToPrimary(w http.ResponseWriter, r *http.Request) {
+	u := *s.opts.PrimaryAccessURL
+	u.Path = strings.TrimSuffix(u.Path, "/") + "/" + strings.TrimPrefix(r.URL.Path, "/")
+	u.RawPath = ""
+	u.RawQuery = r.URL.RawQuery
+	http.Redirect(w, r, u.String(), http.StatusTemporaryRedirect)
+}

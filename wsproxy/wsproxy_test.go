@@ -1,0 +1,374 @@
+package wsproxy_test
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"math/big"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"airgapcoder/codersdk"
+	"airgapcoder/internal/syncbuf"
+	"airgapcoder/wsproxy"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+const token = "4f7c1d2e-0000-4000-8000-000000000001:secretsecretsecretsecretsecret12"
+
+// fakePrimary answers a proxy's registrations and deregistration as coderd
+// does, and records them.
+type fakePrimary struct {
+	srv *httptest.Server
+
+	mu            sync.Mutex
+	failFirst     int    // answer this many registrations 503
+	refuse        string // when set, refuse registrations 401 with this message
+	registrations []codersdk.RegisterWorkspaceProxyRequest
+	deregistered  []string
+}
+
+func newFakePrimary(t *testing.T) *fakePrimary {
+	t.Helper()
+	f := &fakePrimary{}
+	f.srv = httptest.NewServer(http.HandlerFunc(f.serve))
+	t.Cleanup(f.srv.Close)
+	return f
+}
+
+func (f *fakePrimary) serve(w http.ResponseWriter, r *http.Request) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if r.Header.Get(codersdk.ExternalProxyAuthTokenHeader) != token {
+		w.WriteHeader(http.StatusUnauthorized)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	switch r.URL.Path {
+	case "/api/v2/workspaceproxies/me/register":
+		var req codersdk.RegisterWorkspaceProxyRequest
+		_ = json.NewDecoder(r.Body).Decode(&req)
+		switch {
+		case f.refuse != "":
+			w.WriteHeader(http.StatusUnauthorized)
+			_ = json.NewEncoder(w).Encode(codersdk.Response{Message: f.refuse})
+			return
+		case f.failFirst > 0:
+			f.failFirst--
+			w.WriteHeader(http.StatusServiceUnavailable)
+			return
+		}
+		f.registrations = append(f.registrations, req)
+		w.WriteHeader(http.StatusCreated)
+		_ = json.NewEncoder(w).Encode(codersdk.RegisterWorkspaceProxyResponse{ProxyID: "id", ProxyName: "eu", HeartbeatIntervalMillis: 50})
+	case "/api/v2/workspaceproxies/me/deregister":
+		var req codersdk.DeregisterWorkspaceProxyRequest
+		_ = json.NewDecoder(r.Body).Decode(&req)
+		f.deregistered = append(f.deregistered, req.ReplicaID)
+		w.WriteHeader(http.StatusNoContent)
+	default:
+		w.WriteHeader(http.StatusNotFound)
+	}
+}
+
+func (f *fakePrimary) state() ([]codersdk.RegisterWorkspaceProxyRequest, []string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]codersdk.RegisterWorkspaceProxyRequest(nil), f.registrations...), append([]string(nil), f.deregistered...)
+}
+
+// selfSigned is a certificate for hosts valid from notBefore to notAfter.
+func selfSigned(t *testing.T, notBefore, notAfter time.Time, hosts ...string) *tls.Certificate {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: hosts[0]}, NotBefore: notBefore, NotAfter: notAfter,
+		KeyUsage: x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		BasicConstraintsValid: true, IsCA: true,
+	}
+	for _, h := range hosts {
+		if ip := net.ParseIP(h); ip != nil {
+			tmpl.IPAddresses = append(tmpl.IPAddresses, ip)
+		} else {
+			tmpl.DNSNames = append(tmpl.DNSNames, h)
+		}
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}
+}
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within 10s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// startProxy runs a proxy against primary on a free loopback port over
+// HTTPS and returns it, its client and Run's result.
+func startProxy(t *testing.T, primary *fakePrimary, logs io.Writer) (*wsproxy.Server, *http.Client, chan error, context.CancelFunc) {
+	t.Helper()
+	cert := selfSigned(t, time.Now().Add(-time.Hour), time.Now().Add(365*24*time.Hour), "127.0.0.1")
+	pu, _ := url.Parse(primary.srv.URL)
+	au, _ := url.Parse("https://127.0.0.1")
+	s, err := wsproxy.New(wsproxy.Options{
+		PrimaryAccessURL: pu, ProxySessionToken: token, AccessURL: au, HTTPAddress: "127.0.0.1:0",
+		TLSCertificate: cert, Version: "v1.2.3", Logger: slog.New(slog.NewTextHandler(logs, nil)), RegisterRetry: 10 * time.Millisecond,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case <-done:
+		case <-time.After(15 * time.Second):
+			t.Error("Run did not return within 15s of its context ending")
+		}
+	})
+	leaf, _ := x509.ParseCertificate(cert.Certificate[0])
+	pool := x509.NewCertPool()
+	pool.AddCert(leaf)
+	client := &http.Client{
+		Transport:     &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}},
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	}
+	t.Cleanup(client.CloseIdleConnections)
+	return s, client, done, cancel
+}
+
+func get(t *testing.T, c *http.Client, u string) (*http.Response, string) {
+	t.Helper()
+	resp, err := c.Get(u)
+	if err != nil {
+		t.Fatalf("GET %s: %v", u, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp, string(b)
+}
+
+func TestProxyLifecycle(t *testing.T) {
+	t.Parallel()
+	primary := newFakePrimary(t)
+	primary.failFirst = 2 // the primary is not up yet: the proxy retries
+	logs := &syncbuf.Buffer{}
+	s, client, done, cancel := startProxy(t, primary, logs)
+	select {
+	case <-s.Ready():
+	case err := <-done:
+		t.Fatalf("Run returned before ready: %v\n%s", err, logs)
+	case <-time.After(10 * time.Second):
+		t.Fatalf("not ready within 10s\n%s", logs)
+	}
+	if !strings.Contains(logs.String(), "retrying") {
+		t.Errorf("logs: want the failed registrations logged as retried\n%s", logs)
+	}
+	base := "https://" + s.Addr().String()
+
+	for _, tc := range []struct {
+		path, want string
+		status     int
+	}{
+		{"/healthz", "OK", http.StatusOK},
+		{"/healthz-report", `"errors":[]`, http.StatusOK},
+		{"/api/v2/buildinfo", `"workspace_proxy":true`, http.StatusOK},
+		{"/api/v2/users/me", "not served by a workspace proxy", http.StatusNotFound},
+	} {
+		resp, body := get(t, client, base+tc.path)
+		if resp.StatusCode != tc.status || !strings.Contains(body, tc.want) {
+			t.Errorf("GET %s: got %d %q, want %d containing %q", tc.path, resp.StatusCode, body, tc.status, tc.want)
+		}
+	}
+	// The dashboard is the primary's, whatever the path holds.
+	pu, _ := url.Parse(primary.srv.URL)
+	for path, want := range map[string]string{
+		"/workspaces?filter=me": primary.srv.URL + "/workspaces?filter=me",
+		"//evil.example/login":  primary.srv.URL + "/evil.example/login",
+	} {
+		// Follow the proxy's own redirects (path cleaning) to the one that
+		// leaves it.
+		u, _ := url.Parse(base + path)
+		for range 3 {
+			resp, _ := get(t, client, u.String())
+			if resp.StatusCode != http.StatusTemporaryRedirect && resp.StatusCode != http.StatusMovedPermanently {
+				t.Fatalf("GET %s: got %d, want a redirect", u, resp.StatusCode)
+			}
+			u, _ = u.Parse(resp.Header.Get("Location"))
+			if u.Host != s.Addr().String() {
+				break
+			}
+		}
+		if u.Host != pu.Host || u.String() != want {
+			t.Errorf("GET %s: redirected to %s, want %s", path, u, want)
+		}
+	}
+
+	// It heartbeats at the interval the primary named, as one replica,
+	// with its details and health report.
+	waitFor(t, "three heartbeats", func() bool { regs, _ := primary.state(); return len(regs) >= 4 })
+	regs, _ := primary.state()
+	for _, r := range regs {
+		if r.ReplicaID != regs[0].ReplicaID || r.AccessURL != "https://127.0.0.1" || r.Version != "v1.2.3" || len(r.HealthReport.Errors) != 0 {
+			t.Fatalf("registrations: got %+v, want one replica with its access URL, version and a clean report", regs)
+		}
+	}
+
+	// Stopped: it deregisters that replica and Run returns nil.
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("Run after cancel: %v", err)
+	}
+	done <- nil // for the cleanup
+	if _, dereg := primary.state(); len(dereg) != 1 || dereg[0] != regs[0].ReplicaID {
+		t.Errorf("deregistrations: got %v, want [%s]", dereg, regs[0].ReplicaID)
+	}
+	if _, err := client.Get(base + "/healthz"); err == nil {
+		t.Errorf("GET /healthz after Run returned: want the listener closed")
+	}
+}
+
+func TestProxyStopsWhenRefused(t *testing.T) {
+	t.Parallel()
+	primary := newFakePrimary(t)
+	logs := &syncbuf.Buffer{}
+	s, _, done, _ := startProxy(t, primary, logs)
+	<-s.Ready()
+	primary.mu.Lock()
+	primary.refuse = "Workspace proxy eu was deleted"
+	primary.mu.Unlock()
+	var err error
+	select {
+	case err = <-done:
+		done <- err
+	case <-time.After(10 * time.Second):
+		t.Fatal("Run did not stop within 10s of the primary refusing its heartbeat")
+	}
+	if err == nil || !strings.Contains(err.Error(), "Workspace proxy eu was deleted") {
+		t.Errorf("Run: got %v, want the primary's refusal", err)
+	}
+	if !strings.Contains(logs.String(), "refused this workspace proxy's heartbeat") {
+		t.Errorf("logs: want the refusal logged\n%s", logs)
+	}
+	if _, dereg := primary.state(); len(dereg) != 0 {
+		t.Errorf("deregistrations: got %v, want none (its token is refused)", dereg)
+	}
+}
+
+func TestProxyRefusedAtStart(t *testing.T) {
+	t.Parallel()
+	primary := newFakePrimary(t)
+	primary.refuse = "Invalid workspace proxy token"
+	_, _, done, _ := startProxy(t, primary, io.Discard)
+	select {
+	case err := <-done:
+		done <- err
+		if err == nil || !strings.Contains(err.Error(), "Invalid workspace proxy token") {
+			t.Errorf("Run: got %v, want the refusal, without retrying", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Run did not stop within 10s of a refused registration")
+	}
+}
+
+func TestHealthReport(t *testing.T) {
+	t.Parallel()
+	now := time.Now()
+	year := 365 * 24 * time.Hour
+	for _, tc := range []struct {
+		name                  string
+		cert                  *tls.Certificate
+		access, wildcard      string
+		wantError, wantWarn   string
+		wantNoErrors, wantNoW bool
+	}{
+		{name: "good", cert: selfSigned(t, now.Add(-time.Hour), now.Add(year), "eu.example", "*.apps.eu.example"),
+			access: "https://eu.example", wildcard: "*.apps.eu.example", wantNoErrors: true, wantNoW: true},
+		{name: "other host", cert: selfSigned(t, now.Add(-time.Hour), now.Add(year), "us.example"),
+			access: "https://eu.example", wantError: "does not cover the access URL's host eu.example"},
+		{name: "expired", cert: selfSigned(t, now.Add(-2*year), now.Add(-time.Hour), "eu.example"),
+			access: "https://eu.example", wantError: "expired"},
+		{name: "expiring", cert: selfSigned(t, now.Add(-time.Hour), now.Add(24*time.Hour), "eu.example"),
+			access: "https://eu.example", wantWarn: "expires at", wantNoErrors: true},
+		{name: "wildcard not covered", cert: selfSigned(t, now.Add(-time.Hour), now.Add(year), "eu.example"),
+			access: "https://eu.example", wildcard: "*.apps.eu.example", wantWarn: "wildcard", wantNoErrors: true},
+		{name: "plain http", access: "http://eu.example", wantWarn: "plain HTTP", wantNoErrors: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			pu, _ := url.Parse("https://coder.example")
+			au, _ := url.Parse(tc.access)
+			s, err := wsproxy.New(wsproxy.Options{PrimaryAccessURL: pu, ProxySessionToken: token, AccessURL: au,
+				WildcardAccessURL: tc.wildcard, TLSCertificate: tc.cert, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+			if err != nil {
+				t.Fatal(err)
+			}
+			rec := httptest.NewRecorder()
+			s.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/healthz-report", nil))
+			var report codersdk.ProxyHealthReport
+			if err := json.Unmarshal(rec.Body.Bytes(), &report); err != nil {
+				t.Fatal(err)
+			}
+			errs, warns := strings.Join(report.Errors, "; "), strings.Join(report.Warnings, "; ")
+			switch {
+			case tc.wantNoErrors && errs != "":
+				t.Errorf("errors: got %q, want none", errs)
+			case tc.wantNoW && warns != "":
+				t.Errorf("warnings: got %q, want none", warns)
+			case !strings.Contains(errs, tc.wantError):
+				t.Errorf("errors: got %q, want one containing %q", errs, tc.wantError)
+			case !strings.Contains(warns, tc.wantWarn):
+				t.Errorf("warnings: got %q, want one containing %q", warns, tc.wantWarn)
+			}
+		})
+	}
+}
+
+func TestNewRefusesBadOptions(t *testing.T) {
+	t.Parallel()
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	primary, _ := url.Parse("https://coder.example")
+	httpsAccess, _ := url.Parse("https://eu.example")
+	for _, tc := range []struct {
+		name string
+		opts wsproxy.Options
+		want string
+	}{
+		{"no primary", wsproxy.Options{ProxySessionToken: token, AccessURL: httpsAccess, Logger: log}, "primary access URL"},
+		{"no token", wsproxy.Options{PrimaryAccessURL: primary, AccessURL: httpsAccess, Logger: log}, "token"},
+		{"https without a certificate", wsproxy.Options{PrimaryAccessURL: primary, ProxySessionToken: token, AccessURL: httpsAccess, Logger: log}, "TLS certificate"},
+	} {
+		if _, err := wsproxy.New(tc.opts); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: got %v, want an error about %s", tc.name, err, tc.want)
+		}
+	}
+}
