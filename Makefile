@@ -85,7 +85,7 @@ FUZZMINIMIZETIME ?= 100x
 FUZZ_TARGETS := \
 	./bundle/:FuzzReadBundle ./bundle/:FuzzReadPartIndex ./bundle/:FuzzParseManifest ./bundle/builder/:FuzzParseConfig \
 	./internal/templatetar/:FuzzValidate ./internal/templatetar/:FuzzExtract \
-	./appliance/:FuzzLoadConfig ./codersdk/:FuzzReadRelayFrame \
+	./appliance/:FuzzLoadConfig ./relayconn/:FuzzReadFrame \
 	./mirror/:FuzzParseImageRef ./coderd/:FuzzParseDevURL
 
 fuzz:

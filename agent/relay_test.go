@@ -34,6 +34,7 @@ import (
 	"airgapcoder/codersdk"
 	"airgapcoder/internal/syncbuf"
 	"airgapcoder/internal/testport"
+	"airgapcoder/relayconn"
 )
 
 // relayEnv is a deployment with users, a workspace of alice's whose agent
@@ -695,8 +696,8 @@ func TestRelayTransports(t *testing.T) {
 		if err := echo(via(u, e.alice.SessionToken), context.Background()); err != nil {
 			t.Fatal(err)
 		}
-		if got := seen(); !slices.Equal(got, []string{codersdk.RelayProtocol}) {
-			t.Errorf("upgrades seen by the proxy: %q, want one %s", got, codersdk.RelayProtocol)
+		if got := seen(); !slices.Equal(got, []string{relayconn.Protocol}) {
+			t.Errorf("upgrades seen by the proxy: %q, want one %s", got, relayconn.Protocol)
 		}
 	})
 	t.Run("over TLS where the server offers HTTP/2", func(t *testing.T) {
@@ -723,8 +724,8 @@ func TestRelayTransports(t *testing.T) {
 		}
 		mu.Lock()
 		defer mu.Unlock()
-		if !slices.Equal(seen, []string{"HTTP/1.1 " + codersdk.RelayProtocol}) {
-			t.Errorf("requests seen by the TLS proxy: %q, want one HTTP/1.1 upgrade to %s", seen, codersdk.RelayProtocol)
+		if !slices.Equal(seen, []string{"HTTP/1.1 " + relayconn.Protocol}) {
+			t.Errorf("requests seen by the TLS proxy: %q, want one HTTP/1.1 upgrade to %s", seen, relayconn.Protocol)
 		}
 	})
 	t.Run("websocket-only proxy", func(t *testing.T) {
@@ -732,8 +733,8 @@ func TestRelayTransports(t *testing.T) {
 		if err := echo(via(u, e.alice.SessionToken), context.Background()); err != nil {
 			t.Fatal(err)
 		}
-		if got := seen(); !slices.Equal(got, []string{codersdk.RelayProtocol, "websocket"}) {
-			t.Errorf("upgrades seen by the proxy: %q, want %s refused, then websocket", got, codersdk.RelayProtocol)
+		if got := seen(); !slices.Equal(got, []string{relayconn.Protocol, "websocket"}) {
+			t.Errorf("upgrades seen by the proxy: %q, want %s refused, then websocket", got, relayconn.Protocol)
 		}
 	})
 	t.Run("coderd refuses", func(t *testing.T) {
@@ -1170,7 +1171,7 @@ func TestAgentSparesNeedRawUpgrade(t *testing.T) {
 	time.Sleep(3 * time.Second) // the agent's reconnect backoff is 100 ms to 1 s here
 	raw := 0
 	for _, up := range seen() {
-		if up == codersdk.RelayProtocol {
+		if up == relayconn.Protocol {
 			raw++
 		}
 	}

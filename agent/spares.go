@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"airgapcoder/codersdk"
+	"airgapcoder/relayconn"
 )
 
 // Spare connections (coderd/relayspares.go): while its session with coderd
@@ -35,7 +36,7 @@ func (a *Agent) keepSpare(ctx context.Context) {
 	b := a.newBackoff()
 	for ctx.Err() == nil {
 		conn, err := a.client.ConnectAgentSpare(ctx)
-		if errors.Is(err, codersdk.ErrUpgradeNotPassed) {
+		if errors.Is(err, relayconn.ErrUpgradeNotPassed) {
 			a.log.Debug("no spare connections in this session: the raw upgrade does not reach coderd", "err", err)
 			return
 		}
@@ -74,7 +75,7 @@ func (a *Agent) keepSpare(ctx context.Context) {
 func waitForHeader(ctx context.Context, conn net.Conn) (codersdk.RelayHeader, error) {
 	stop := context.AfterFunc(ctx, func() { _ = conn.Close() })
 	var hdr codersdk.RelayHeader
-	err := codersdk.ReadRelayFrame(conn, &hdr)
+	err := relayconn.ReadFrame(conn, &hdr)
 	if !stop() {
 		return hdr, context.Cause(ctx)
 	}

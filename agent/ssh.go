@@ -20,7 +20,7 @@ import (
 	"github.com/pkg/sftp"
 	"golang.org/x/crypto/ssh"
 
-	"airgapcoder/codersdk"
+	"airgapcoder/relayconn"
 )
 
 // The SSH server. It listens on nothing: coderd hands it streams of kind
@@ -92,7 +92,7 @@ func (s *sshServer) serveConn(ctx context.Context, nc net.Conn, log *slog.Logger
 	// each write to a yamux stream waits for the session's send loop: queue
 	// them, so that the next packet is encrypted while one travels and
 	// several leave in one frame (docs/relay.md).
-	nc = codersdk.QueuedWrites(nc)
+	nc = relayconn.QueuedWrites(nc)
 	sconn, chans, reqs, err := ssh.NewServerConn(nc, s.config)
 	if err != nil {
 		log.Debug("ssh handshake", "err", err)
@@ -146,7 +146,7 @@ func (s *sshServer) handleDirectTCPIP(ctx context.Context, nch ssh.NewChannel, l
 	}
 	go ssh.DiscardRequests(reqs)
 	log.Debug("ssh direct-tcpip", "host", req.Host, "port", req.Port)
-	splice(ch, conn)
+	relayconn.Splice(ch, conn, relayconn.SpliceOptions{})
 }
 
 // session is one SSH session channel.
@@ -415,7 +415,7 @@ func (sess *session) runPipes(cmd *exec.Cmd) int {
 		// first (the write end is closed below). Up to 256 KiB a read:
 		// each read of the channel may send a window adjustment back
 		// through the relay (see largeReads in cli/ssh.go).
-		_, _ = codersdk.CopyBuffered(inW, sess.ch)
+		_, _ = relayconn.CopyBuffered(inW, sess.ch)
 		_ = inW.Close()
 	}()
 	exited := make(chan struct{})

@@ -3,14 +3,13 @@ package agent
 import (
 	"context"
 	"errors"
-	"io"
 	"net"
 	"strconv"
-	"sync"
 	"syscall"
 	"time"
 
 	"airgapcoder/codersdk"
+	"airgapcoder/relayconn"
 )
 
 // answerWait bounds how long a new stream may take to bring its header
@@ -24,7 +23,7 @@ const answerWait = 15 * time.Second
 func (a *Agent) handleStream(ctx context.Context, stream net.Conn) {
 	_ = stream.SetDeadline(time.Now().Add(answerWait))
 	var hdr codersdk.RelayHeader
-	if err := codersdk.ReadRelayFrame(stream, &hdr); err != nil {
+	if err := relayconn.ReadFrame(stream, &hdr); err != nil {
 		a.log.Warn("bad relay stream header", "err", err)
 		_ = stream.Close()
 		return
@@ -51,7 +50,7 @@ func (a *Agent) serveStream(ctx context.Context, stream net.Conn, hdr codersdk.R
 		if err != nil {
 			r.Error = err.Error()
 		}
-		if werr := codersdk.WriteRelayFrame(stream, r); werr != nil || err != nil {
+		if werr := relayconn.WriteFrame(stream, r); werr != nil || err != nil {
 			_ = stream.Close()
 			return false
 		}
@@ -87,7 +86,8 @@ func (a *Agent) serveStream(ctx context.Context, stream net.Conn, hdr codersdk.R
 			stop := context.AfterFunc(a.runCtx, func() { _ = stream.Close(); _ = target.Close() })
 			defer stop()
 		}
-		splice(codersdk.AfterWrite{Conn: stream, Hook: settled}, target)
+		// Either side's end closes both, as on every hop of the relay.
+		relayconn.Splice(relayconn.AfterWrite{Conn: stream, Hook: settled}, target, relayconn.SpliceOptions{})
 	case codersdk.RelayKindPTY:
 		a.ptys.serve(stream, hdr, func(err error) bool {
 			defer settled()
@@ -136,25 +136,4 @@ func dialWorkspace(ctx context.Context, host string, port uint16) (net.Conn, err
 		}
 	}
 	return conn, err
-}
-
-// splice copies between a and b until either side ends, then closes both.
-func splice(a, b io.ReadWriteCloser) {
-	var once sync.Once
-	closeBoth := func() {
-		once.Do(func() {
-			_ = a.Close()
-			_ = b.Close()
-		})
-	}
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		_, _ = codersdk.CopyBuffered(b, a)
-		closeBoth()
-	})
-	wg.Go(func() {
-		_, _ = codersdk.CopyBuffered(a, b)
-		closeBoth()
-	})
-	wg.Wait()
 }

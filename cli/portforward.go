@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"airgapcoder/codersdk"
+	"airgapcoder/relayconn"
 )
 
 // forwardSpec is one --tcp [BIND:]LOCAL:REMOTE.
@@ -151,14 +152,17 @@ func (inv *invocation) forwardConn(ctx context.Context, local net.Conn, d *prepa
 		if err != nil {
 			return err
 		}
-		spliceLocal(local, conn)
+		// When the local side stops sending, replies still flow back
+		// until the workspace side ends (the relay cannot pass a
+		// half-close on).
+		relayconn.Splice(local, conn, relayconn.SpliceOptions{HalfClose: true})
 		return nil
 	}
 	w := &earlyWriter{conn: started}
 	w.cond = sync.NewCond(&w.mu)
 	defer w.close()
 	go func() {
-		if _, err := codersdk.CopyBuffered(w, local); err != nil {
+		if _, err := relayconn.CopyBuffered(w, local); err != nil {
 			_ = local.Close()
 			w.close()
 		}
@@ -186,7 +190,7 @@ func (inv *invocation) forwardConn(ctx context.Context, local net.Conn, d *prepa
 		w.fail(err)
 		return fmt.Errorf("connect to workspace %s: %w", wa.workspace.Name, err)
 	}
-	_, _ = codersdk.CopyBuffered(codersdk.AfterWrite{Conn: local, Hook: refill}, remote)
+	_, _ = relayconn.CopyBuffered(relayconn.AfterWrite{Conn: local, Hook: refill}, remote)
 	return nil
 }
 

@@ -143,9 +143,14 @@ func (inv *invocation) root() *cobra.Command {
 		client(inv.updateCmd()),
 		client(inv.listCmd()),
 		client(inv.showCmd()),
+		client(inv.scheduleCmd()), // schedule.go
 		client(inv.transitionCmd("start", codersdk.WorkspaceTransitionStart)),
 		client(inv.transitionCmd("stop", codersdk.WorkspaceTransitionStop)),
 		client(inv.transitionCmd("delete", codersdk.WorkspaceTransitionDelete)),
+		client(inv.restartCmd()),
+		client(inv.whoamiCmd()),
+		client(inv.pingCmd()),
+		client(inv.stateCmd()),
 		client(inv.provisionerCmd()),
 		client(inv.replicasCmd()),
 		inv.wsproxyCmd(), // its client subcommands take --url, --token and --ca-file

@@ -9,13 +9,13 @@ import (
 	"os"
 	"runtime/debug"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/spf13/cobra"
 	"golang.org/x/crypto/ssh"
 
 	"airgapcoder/codersdk"
+	"airgapcoder/relayconn"
 )
 
 // exitCodeError ends the CLI with a command's own exit code, printing
@@ -193,7 +193,7 @@ func shellQuote(s string) string {
 }
 
 // largeReads is an output of an SSH session that reads the session's
-// channel up to 256 KiB at a time (codersdk.CopyBuffered) instead of the
+// channel up to 256 KiB at a time (relayconn.CopyBuffered) instead of the
 // 32 KiB of io.Copy. A read takes every packet that has arrived, and
 // x/crypto/ssh sends a window adjustment back through every hop of the
 // relay for each read while more than 96 KiB is in flight, which a bulk
@@ -201,7 +201,7 @@ func shellQuote(s string) string {
 // per 32 KiB of output (docs/relay.md).
 type largeReads struct{ io.Writer }
 
-func (w largeReads) ReadFrom(r io.Reader) (int64, error) { return codersdk.CopyBuffered(w.Writer, r) }
+func (w largeReads) ReadFrom(r io.Reader) (int64, error) { return relayconn.CopyBuffered(w.Writer, r) }
 
 // sshSessionGCPercent is the GC percent of a `coder ssh` session.
 const sshSessionGCPercent = 400
@@ -235,7 +235,7 @@ func (inv *invocation) sshSession(ctx context.Context, conn net.Conn, wa workspa
 	// The SSH transport writes every packet with two flushed writes: queue
 	// them, so that a packet leaves while the next is encrypted and stdin
 	// crosses the relay in large writes (docs/relay.md).
-	conn = codersdk.QueuedWrites(conn)
+	conn = relayconn.QueuedWrites(conn)
 	collectLessOften()
 	sconn, chans, reqs, err := ssh.NewClientConn(conn, sshHostPrefix+wa.workspace.Name, &ssh.ClientConfig{
 		User: wa.workspace.OwnerName,
@@ -314,25 +314,4 @@ func (inv *invocation) sshSession(ctx context.Context, conn net.Conn, wa workspa
 	// through) went away, or the agent did.
 	return fmt.Errorf("the connection to workspace %s through coderd was lost before the command ended "+
 		"(was a coderd replica or the workspace's agent restarted?): run it again; a new connection goes to a live replica", wa.workspace.Name)
-}
-
-// spliceLocal copies between a local connection and a relayed one. When
-// the local side stops sending, replies still flow back until the
-// workspace side ends (the relay cannot pass a half-close on).
-func spliceLocal(local, remote net.Conn) {
-	var once sync.Once
-	closeBoth := func() {
-		once.Do(func() {
-			_ = local.Close()
-			_ = remote.Close()
-		})
-	}
-	go func() {
-		_, err := codersdk.CopyBuffered(remote, local)
-		if err != nil {
-			closeBoth()
-		}
-	}()
-	_, _ = codersdk.CopyBuffered(local, remote)
-	closeBoth()
 }

@@ -20,7 +20,8 @@ func (inv *invocation) usersCmd() *cobra.Command {
 			(*codersdk.Client).SuspendUser),
 		inv.usersStatusCmd("activate", "Activate a suspended user (owners only)",
 			"They can log in again, and their sessions and API tokens that have not expired work again.",
-			(*codersdk.Client).ActivateUser))
+			(*codersdk.Client).ActivateUser),
+		inv.usersShowCmd(), inv.usersDeleteCmd(), inv.usersEditRolesCmd())
 	return cmd
 }
 

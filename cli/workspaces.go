@@ -44,10 +44,11 @@ func (inv *invocation) followBuild(ctx context.Context, client *codersdk.Client,
 }
 
 // createOptions add the CODER_* variables of create's flags.
-var createOptions = append(options{{flag: "template", env: "CODER_TEMPLATE_NAME"}}, parameterOptions...)
+var createOptions = append(options{{flag: "template", env: "CODER_TEMPLATE_NAME"},
+	{flag: "stop-after", env: "CODER_WORKSPACE_STOP_AFTER"}, {flag: "start-at", env: "CODER_WORKSPACE_START_AT"}}, parameterOptions...)
 
 func (inv *invocation) createCmd() *cobra.Command {
-	var template string
+	var template, stopAfter, startAt string
 	var pf parameterFlags
 	var yes bool
 	cmd := &cobra.Command{
@@ -66,6 +67,10 @@ parameter without a value is an error that names it.`,
 			}
 			if template == "" {
 				return usageErrorf("--template is required")
+			}
+			ttl, autostart, err := createSchedule(stopAfter, startAt, defaultZone(inv.environ)) // schedule.go
+			if err != nil {
+				return err
 			}
 			values, err := pf.parse()
 			if err != nil {
@@ -102,6 +107,7 @@ parameter without a value is an error that names it.`,
 			// active by the time coderd reads the request.
 			w, err := client.CreateWorkspace(ctx, codersdk.Me, codersdk.CreateWorkspaceRequest{
 				TemplateVersionID: v.ID, Name: args[0], RichParameterValues: params,
+				TTLMillis: ttl, AutostartSchedule: autostart,
 			})
 			if err != nil {
 				return inv.explainRefusal("create workspace "+args[0], err, v.Parameters)
@@ -115,6 +121,8 @@ parameter without a value is an error that names it.`,
 	}
 	cmd.Flags().StringVarP(&template, "template", "t", "", "Template name (CODER_TEMPLATE_NAME)")
 	pf.register(cmd.Flags(), false)
+	cmd.Flags().StringVar(&stopAfter, "stop-after", "", "Stop the workspace this long after it starts or was last used, e.g. 8h (CODER_WORKSPACE_STOP_AFTER)")
+	cmd.Flags().StringVar(&startAt, "start-at", "", `Start the workspace on a schedule, e.g. "09:00 Mon-Fri Europe/Berlin" (CODER_WORKSPACE_START_AT)`)
 	cmd.Flags().BoolVarP(&yes, "yes", "y", false, "Take parameter defaults and skip the confirmation")
 	return cmd
 }
@@ -336,10 +344,13 @@ func (inv *invocation) listCmd() *cobra.Command {
 		if err != nil {
 			return err
 		}
-		return render(inv.stdout, *out, resp.Workspaces, []string{"WORKSPACE", "TEMPLATE", "STATUS", "LAST BUILT", "AGENTS"}, func() [][]string {
+		now := time.Now()
+		return render(inv.stdout, *out, resp.Workspaces, []string{"WORKSPACE", "TEMPLATE", "STATUS", "LAST BUILT", "AGENTS", "STARTS AT", "STOPS AFTER", "STOPS AT"}, func() [][]string {
 			rows := [][]string{}
 			for _, w := range resp.Workspaces {
-				rows = append(rows, []string{w.OwnerName + "/" + w.Name, w.TemplateName, string(w.LatestBuild.Status), ago(w.LatestBuild.CreatedAt), agentSummary(w.LatestBuild)})
+				s := scheduleOf(w, now) // schedule.go
+				rows = append(rows, []string{w.OwnerName + "/" + w.Name, w.TemplateName, string(w.LatestBuild.Status), ago(w.LatestBuild.CreatedAt), agentSummary(w.LatestBuild),
+					s.StartsAt, s.StopsAfter, timeOr(s.StopsNext, "-")})
 			}
 			return rows
 		})
@@ -394,6 +405,9 @@ func writeWorkspace(out io.Writer, w codersdk.Workspace, now time.Time) {
 		fmt.Fprintf(out, "Outdated: the template has a newer active version; `coder update %s` builds with it\n", w.Name)
 	}
 	fmt.Fprintf(out, "Status: %s (build #%d, %s, %s)\n", b.Status, b.BuildNumber, b.Transition, agoFrom(now, b.CreatedAt))
+	if line := describeSchedule(w, now); line != "" { // schedule.go
+		fmt.Fprintln(out, line)
+	}
 	if msg := describePending(b.Job); msg != "" {
 		fmt.Fprintf(out, "Pending: %s\n", msg)
 	}

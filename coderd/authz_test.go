@@ -245,6 +245,11 @@ func azTable() []azCase {
 	}
 	member := func(f *azFixture) codersdk.User { return f.users[azMember] }
 	memberWS := func(f *azFixture) codersdk.Workspace { return f.ws[azMember] }
+	// newVersionPath is /api/v2/templateversions/ID/verb of a new imported
+	// version of the template.
+	newVersionPath := func(f *azFixture, verb string) string {
+		return "/api/v2/templateversions/" + f.importedVersion(f.template.ID) + "/" + verb
+	}
 	transition := func(tr codersdk.WorkspaceTransition) func(*azFixture) any {
 		return func(*azFixture) any { return codersdk.CreateWorkspaceBuildRequest{Transition: tr} }
 	}
@@ -278,6 +283,10 @@ func azTable() []azCase {
 			want: azOwnerOnly},
 		{name: "users/suspend-self", method: "PUT", path: azStatic("/api/v2/users/me/status/suspend"),
 			want: azWant{400, 403, 403, 403, 401}},
+
+		// Deleting users (adminapi.go): owners, never themselves.
+		{name: "users/delete", method: "DELETE", path: func(f *azFixture) string { return "/api/v2/users/" + f.freshUser() }, want: azOwnerOnly},
+		{name: "users/delete-self", method: "DELETE", path: azStatic("/api/v2/users/me"), want: azWant{400, 403, 403, 403, 401}},
 
 		{name: "users/update-own-profile", method: "PUT", path: azStatic("/api/v2/users/me/profile"),
 			body: func(f *azFixture) any { return codersdk.UpdateUserProfileRequest{Name: f.unique("Name ")} },
@@ -354,6 +363,11 @@ func azTable() []azCase {
 				return codersdk.UpdateActiveTemplateVersion{ID: f.importedVersion(f.template.ID)}
 			},
 			want: azAdmins},
+		// Archiving versions (adminapi.go): template admins.
+		{name: "templates/archive-versions", method: "POST", path: func(f *azFixture) string { return "/api/v2/templates/" + f.freshTemplate() + "/versions/archive" },
+			body: func(*azFixture) any { return codersdk.ArchiveTemplateVersionsRequest{All: true} }, want: azAdmins},
+		{name: "templateversions/archive", method: "POST", path: func(f *azFixture) string { return newVersionPath(f, "archive") }, want: azAdmins},
+		{name: "templateversions/unarchive", method: "POST", path: func(f *azFixture) string { return newVersionPath(f, "unarchive") }, want: azAdmins},
 		{name: "templates/delete", method: "DELETE", path: func(f *azFixture) string { return "/api/v2/templates/" + f.freshTemplate() }, want: azAdmins},
 
 		// Workspaces.
@@ -391,6 +405,10 @@ func azTable() []azCase {
 			want: azOwnReadAll},
 		{name: "builds/state-of-members", method: "GET", path: func(f *azFixture) string { return "/api/v2/workspacebuilds/" + f.build + "/state" },
 			want: azWant{200, 403, 200, 404, 401}},
+		// Replacing a build's state (coder state push, adminapi.go): owners only.
+		{name: "builds/put-state-of-members", method: "PUT", path: func(f *azFixture) string { return "/api/v2/workspacebuilds/" + f.build + "/state" },
+			body: func(*azFixture) any { return codersdk.UpdateWorkspaceBuildStateRequest{State: []byte(`{"version":4}`)} },
+			want: azWant{200, 403, 403, 404, 401}},
 
 		// Provisioner daemons.
 		{name: "provisionerdaemons/list", method: "GET", path: azStatic("/api/v2/provisionerdaemons"), want: azAdmins},

@@ -134,6 +134,9 @@ type Options struct {
 	// register again (workspaceproxies.go); one silent for three intervals
 	// is unreachable. 0 means DefaultWorkspaceProxyHeartbeatInterval.
 	WorkspaceProxyHeartbeatInterval time.Duration
+	// Lifecycle tunes the workspace lifecycle scheduler (autostop and
+	// autostart, lifecycle.go); the zero value means its defaults.
+	Lifecycle LifecycleOptions
 }
 
 // API serves /api/v2. Construct with New; run its background loops with Run.
@@ -161,6 +164,9 @@ type API struct {
 	relay         *relay
 	peers         peers
 	replicaSecret string
+	// activity is the relay's activity that moves workspace deadlines
+	// (schedules_activity.go).
+	activity activity
 	// limits are the login and API rate limits (ratelimit.go).
 	limits *rateLimiters
 	// authEpoch counts changes of who may do what (authchanges.go).
@@ -213,6 +219,7 @@ func New(ctx context.Context, opts Options) (*API, error) {
 	if opts.BodyReadTimeout == 0 {
 		opts.BodyReadTimeout = bodydeadline.Default
 	}
+	opts.Lifecycle = opts.Lifecycle.withDefaults()
 	if opts.AccessURL == nil {
 		opts.AccessURL = &url.URL{Scheme: "http", Host: "127.0.0.1:3000"}
 	}
@@ -259,6 +266,7 @@ func (api *API) Run(ctx context.Context) error {
 		api.stopHooks()
 		api.hooks.Wait()
 	}()
+	defer api.runLifecycle(ctx)() // autostop and autostart (lifecycle.go)
 	api.ingestAuditJournal(ctx)
 	api.recordVersion(ctx)
 	var retention <-chan time.Time
@@ -382,6 +390,7 @@ func (api *API) routes() *gin.Engine {
 	a.GET("/users", api.handle(api.users))
 	a.POST("/users", api.handle(api.postUser))
 	a.GET("/users/:user", api.handle(api.user))
+	a.DELETE("/users/:user", api.handle(api.deleteUser)) // adminapi.go
 	a.PUT("/users/:user/roles", api.handle(api.putUserRoles))
 	a.PUT("/users/:user/profile", api.handle(api.putUserProfile))
 	a.PUT("/users/:user/status/suspend", api.handle(api.putUserStatus(database.UserStatusSuspended)))
@@ -417,12 +426,15 @@ func (api *API) routes() *gin.Engine {
 	a.GET("/templates/:template", api.handle(api.template))
 	a.DELETE("/templates/:template", api.handle(api.deleteTemplate))
 	a.GET("/templates/:template/versions", api.handle(api.templateVersions))
+	a.POST("/templates/:template/versions/archive", api.handle(api.archiveTemplateVersions))
 	a.PATCH("/templates/:template/versions", api.handle(api.patchActiveVersion))
 	a.GET("/templates/:template/acl", api.handle(api.templateACL))
 	a.PATCH("/templates/:template/acl", api.handle(api.patchTemplateACL))
 	a.GET("/templateversions/:version", api.handle(api.templateVersion))
 	a.GET("/templateversions/:version/logs", api.handle(api.templateVersionLogs))
 	a.PATCH("/templateversions/:version/cancel", api.handle(api.cancelTemplateVersion))
+	a.POST("/templateversions/:version/archive", api.handle(api.setArchiveTemplateVersion(true)))
+	a.POST("/templateversions/:version/unarchive", api.handle(api.setArchiveTemplateVersion(false)))
 	a.GET("/templateversions/:version/external-auth", api.handle(api.templateVersionExternalAuth))
 	a.GET("/external-auth", api.handle(api.listExternalAuths))
 	a.GET("/external-auth/:provider", api.handle(api.externalAuthByID))
@@ -436,6 +448,7 @@ func (api *API) routes() *gin.Engine {
 	a.GET("/workspacebuilds/:build", api.handle(api.workspaceBuild))
 	a.GET("/workspacebuilds/:build/logs", api.handle(api.workspaceBuildLogs))
 	a.GET("/workspacebuilds/:build/state", api.handle(api.workspaceBuildState))
+	a.PUT("/workspacebuilds/:build/state", api.handle(api.putWorkspaceBuildState))
 	a.PATCH("/workspacebuilds/:build/cancel", api.handle(api.cancelWorkspaceBuild))
 	a.GET("/workspaceagents/:agent", api.handle(api.workspaceAgent))
 	a.GET("/workspaceagents/:agent/logs", api.handle(api.workspaceAgentLogs))
@@ -443,6 +456,7 @@ func (api *API) routes() *gin.Engine {
 	a.GET("/workspaceagents/:agent/pty", api.handle(api.workspaceAgentPTY))
 	a.GET("/audit", api.handle(api.auditLogs))
 	api.workspaceProxyRoutes(v2, a) // workspaceproxies.go
+	api.scheduleRoutes(a)           // schedules.go
 	return r
 }
 

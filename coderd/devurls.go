@@ -287,6 +287,7 @@ type devURLCall struct {
 }
 
 func (api *API) proxyDevURL(c *gin.Context, d devURL, t devTarget, who string) {
+	api.noteActivity(t.agent.ID) // a request is activity: it moves the deadline (schedules_activity.go)
 	addr := relayAddr(t.agent.ID, t.host, t.port)
 	rp := &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {

@@ -18,13 +18,14 @@ import (
 
 	"airgapcoder/coderd/database"
 	"airgapcoder/codersdk"
+	"airgapcoder/relayconn"
 )
 
 // Relaying across replicas. A user's connection may reach any replica,
 // while an agent's relay connection is on one (its row's
 // connected_replica_id). When they differ, this replica carries the stream
 // to the agent's replica over one long-lived yamux session per peer: a raw
-// relay upgrade (codersdk.RelayProtocol) of GET /api/v2/replicas/relay at
+// relay upgrade (relayconn.Protocol) of GET /api/v2/replicas/relay at
 // the peer's relay address, which is its own listener, not the load
 // balancer. The peer opens the stream to its agent and answers with a
 // peerReply frame; then the stream carries the connection's bytes.
@@ -88,15 +89,15 @@ func (api *API) servePeer(c *gin.Context) error {
 	if subtle.ConstantTimeCompare([]byte(c.GetHeader(ReplicaSecretHeader)), []byte(api.replicaSecret)) != 1 {
 		return errorf(http.StatusUnauthorized, "", "Only replicas of this deployment may open a replica relay session")
 	}
-	if !codersdk.IsRelayUpgrade(c.Request) {
-		return errorf(http.StatusUpgradeRequired, "", "A replica relay session is an upgrade to %s", codersdk.RelayProtocol)
+	if !relayconn.IsUpgrade(c.Request) {
+		return errorf(http.StatusUpgradeRequired, "", "A replica relay session is an upgrade to %s", relayconn.Protocol)
 	}
-	conn, err := codersdk.AcceptRelayUpgrade(c.Writer)
+	conn, err := relayconn.AcceptUpgrade(c.Writer)
 	if err != nil {
 		api.log.Info("replica relay session not accepted", "remote", c.Request.RemoteAddr, "err", err)
 		return nil
 	}
-	mux, err := yamux.Server(codersdk.CoalescedYamuxConn(conn), api.relayYamuxConfig())
+	mux, err := yamux.Server(relayconn.CoalescedYamuxConn(conn), api.relayYamuxConfig())
 	if err != nil {
 		_ = conn.Close()
 		return nil
@@ -127,12 +128,12 @@ func (api *API) servePeer(c *gin.Context) error {
 func (api *API) servePeerStream(stream net.Conn) {
 	_ = stream.SetDeadline(time.Now().Add(15 * time.Second))
 	var req peerRequest
-	if err := codersdk.ReadRelayFrame(stream, &req); err != nil {
+	if err := relayconn.ReadFrame(stream, &req); err != nil {
 		_ = stream.Close()
 		return
 	}
 	reply := func(status int, message string) error {
-		return codersdk.WriteRelayFrame(stream, peerReply{Status: status, Message: message})
+		return relayconn.WriteFrame(stream, peerReply{Status: status, Message: message})
 	}
 	s := api.relay.get(req.AgentID)
 	if s == nil {
@@ -172,12 +173,12 @@ func (api *API) openPeerStream(ctx context.Context, r database.Replica, agentID 
 		return nil, nil, errorf(http.StatusServiceUnavailable, err.Error(), "The session to replica %s is closing; try again in a moment", r.Hostname)
 	}
 	_ = stream.SetDeadline(time.Now().Add(20 * time.Second))
-	if err := codersdk.WriteRelayFrame(stream, peerRequest{AgentID: agentID, Header: hdr}); err != nil {
+	if err := relayconn.WriteFrame(stream, peerRequest{AgentID: agentID, Header: hdr}); err != nil {
 		_ = stream.Close()
 		return nil, nil, errorf(http.StatusBadGateway, err.Error(), "Send the connection request to replica %s", r.Hostname)
 	}
 	var reply peerReply
-	if err := codersdk.ReadRelayFrame(stream, &reply); err != nil {
+	if err := relayconn.ReadFrame(stream, &reply); err != nil {
 		_ = stream.Close()
 		return nil, nil, errorf(http.StatusBadGateway, err.Error(), "Replica %s did not answer the connection request", r.Hostname)
 	}
@@ -219,11 +220,11 @@ func (api *API) peerSession(ctx context.Context, r database.Replica) (*yamux.Ses
 	}
 	dctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	conn, err := codersdk.DialRelayUpgrade(dctx, client, u, http.Header{ReplicaSecretHeader: {api.replicaSecret}})
+	conn, err := relayconn.DialUpgrade(dctx, client, u, http.Header{ReplicaSecretHeader: {api.replicaSecret}}, codersdk.ReadBodyAsError)
 	if err != nil {
 		return nil, err
 	}
-	mux, err := yamux.Client(codersdk.CoalescedYamuxConn(conn), api.relayYamuxConfig())
+	mux, err := yamux.Client(relayconn.CoalescedYamuxConn(conn), api.relayYamuxConfig())
 	if err != nil {
 		_ = conn.Close()
 		return nil, err

@@ -344,6 +344,9 @@ func (api *API) completeJob(c *gin.Context) error {
 			if err := tx.SetWorkspaceBuildState(ctx, b.ID, req.State); err != nil {
 				return err
 			}
+			if err := tx.ArmBuildDeadline(ctx, b.ID); err != nil { // autostop (schedules.go)
+				return err
+			}
 			if b.Transition == string(codersdk.WorkspaceTransitionDelete) {
 				if err := tx.MarkWorkspaceDeleted(ctx, b.WorkspaceID); err != nil {
 					return err

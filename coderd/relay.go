@@ -21,6 +21,7 @@ import (
 
 	"airgapcoder/coderd/database"
 	"airgapcoder/codersdk"
+	"airgapcoder/relayconn"
 )
 
 // The relay: every byte between a user and a workspace passes through
@@ -123,7 +124,7 @@ func (api *API) relayYamuxConfig() *yamux.Config {
 	cfg.Logger = yamuxLogger{api.log}
 	cfg.KeepAliveInterval = api.opts.AgentKeepAliveInterval
 	cfg.ConnectionWriteTimeout = api.opts.AgentKeepAliveInterval
-	cfg.MaxStreamWindowSize = codersdk.RelayStreamWindow
+	cfg.MaxStreamWindowSize = relayconn.StreamWindow
 	cfg.StreamOpenTimeout = 30 * time.Second
 	cfg.StreamCloseTimeout = 30 * time.Second
 	return cfg
@@ -154,7 +155,7 @@ func (api *API) agentConnect(c *gin.Context) error {
 		api.log.Info("agent connection not accepted", "agent", a.ID, "err", err)
 		return nil // the client has its answer, or no connection left
 	}
-	mux, err := yamux.Client(codersdk.CoalescedYamuxConn(nc), api.relayYamuxConfig())
+	mux, err := yamux.Client(relayconn.CoalescedYamuxConn(nc), api.relayYamuxConfig())
 	if err != nil {
 		_ = nc.Close()
 		return fmt.Errorf("start relay session: %w", err)
@@ -271,13 +272,13 @@ func (api *API) startStream(s *agentSession, hdr codersdk.RelayHeader) (*pending
 		return nil, errorf(http.StatusServiceUnavailable, err.Error(), "The agent's connection is closing; try again in a moment")
 	}
 	_ = stream.SetDeadline(time.Now().Add(15 * time.Second))
-	if err := codersdk.WriteRelayFrame(stream, hdr); err != nil {
+	if err := relayconn.WriteFrame(stream, hdr); err != nil {
 		_ = stream.Close()
 		return nil, errorf(http.StatusBadGateway, err.Error(), "Send the connection request to the agent")
 	}
 	return &pendingStream{Conn: stream, answer: func() error {
 		var reply codersdk.RelayReply
-		if err := codersdk.ReadRelayFrame(stream, &reply); err != nil {
+		if err := relayconn.ReadFrame(stream, &reply); err != nil {
 			_ = stream.Close()
 			return errorf(http.StatusBadGateway, err.Error(), "The agent did not answer the connection request")
 		}
@@ -499,6 +500,7 @@ func (api *API) closeOnShutdown(ctx context.Context, c io.Closer) {
 // ends, then writes the connection's record e.
 func (api *API) relayUserConn(ctx context.Context, nc net.Conn, stream *agentStream, e *auditEntry) {
 	stream.log.Info("relay connection opened")
+	defer api.trackSession(e.row.ResourceID)() // the agent's id: activity moves the deadline (schedules_activity.go)
 	began := time.Now()
 	up, down := splice(nc, stream)
 	if err := stream.await(); err != nil {
@@ -514,12 +516,12 @@ func (api *API) relayUserConn(ctx context.Context, nc net.Conn, stream *agentStr
 }
 
 // acceptRelayConn takes over a relay request's connection: raw bytes after
-// an upgrade to codersdk.RelayProtocol (the CLI and agents), or a binary
+// an upgrade to relayconn.Protocol (the CLI and agents), or a binary
 // WebSocket (browsers, and clients behind a proxy that passes only
 // WebSockets), which ctx ends.
 func acceptRelayConn(ctx context.Context, c *gin.Context) (net.Conn, error) {
-	if codersdk.IsRelayUpgrade(c.Request) {
-		return codersdk.AcceptRelayUpgrade(c.Writer)
+	if relayconn.IsUpgrade(c.Request) {
+		return relayconn.AcceptUpgrade(c.Writer)
 	}
 	ws, err := websocket.Accept(c.Writer, c.Request, &websocket.AcceptOptions{CompressionMode: websocket.CompressionDisabled})
 	if err != nil {
@@ -528,30 +530,13 @@ func acceptRelayConn(ctx context.Context, c *gin.Context) (net.Conn, error) {
 	return websocket.NetConn(ctx, ws, websocket.MessageBinary), nil
 }
 
-// splice copies between a and b until either side ends, then closes both.
-// It returns the bytes copied a→b and b→a. a is the user's side: a relay
-// connection over TLS reads what its socket already holds and batches its
-// records (codersdk.AcceptRelayUpgrade).
+// splice relays user connection a and agent connection b until either
+// ends, then closes both; it returns the bytes copied a→b and b→a. a is the
+// user's side: a relay connection over TLS reads what its socket already
+// holds and batches its records (relayconn.AcceptUpgrade), and the upload
+// is pipelined so that reading a and writing b use two cores.
 func splice(a, b net.Conn) (ab, ba int64) {
-	var once sync.Once
-	closeBoth := func() {
-		once.Do(func() {
-			_ = a.Close()
-			_ = b.Close()
-		})
-	}
-	down := make(chan int64, 1)
-	go func() {
-		n, _ := codersdk.CopyBuffered(a, b)
-		closeBoth()
-		down <- n
-	}()
-	// Uploads on the caller's goroutine: a connection's first bytes, which
-	// wait in a's socket, leave at once instead of after a new goroutine
-	// is scheduled (which took hundreds of µs on a busy machine).
-	ab, _ = codersdk.CopyPipelined(b, a)
-	closeBoth()
-	return ab, <-down
+	return relayconn.Splice(a, b, relayconn.SpliceOptions{Pipelined: true})
 }
 
 // errAgentGone is returned by relay dials when the agent has no session.

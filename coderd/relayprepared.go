@@ -8,6 +8,7 @@ import (
 
 	"airgapcoder/coderd/database"
 	"airgapcoder/codersdk"
+	"airgapcoder/relayconn"
 )
 
 // Prepared relay connections (codersdk.PreparedConn): the request is
@@ -40,7 +41,7 @@ func (api *API) workspaceAgentPrepared(c *gin.Context) error {
 	api.closeOnShutdown(ctx, nc)
 	_ = nc.SetReadDeadline(time.Now().Add(codersdk.PreparedConnIdle))
 	var target codersdk.RelayTarget
-	if err := codersdk.ReadRelayFrame(nc, &target); err != nil {
+	if err := relayconn.ReadFrame(nc, &target); err != nil {
 		_ = nc.Close() // never used: nothing to record
 		return nil
 	}
@@ -50,7 +51,7 @@ func (api *API) workspaceAgentPrepared(c *gin.Context) error {
 	stream, err := api.connectPrepared(ctx, a, me, token, target, remote, e, api.authStillHolds(epoch, key))
 	if err != nil {
 		reply := api.targetReply(err, "agent", a.ID, "remote", remote)
-		_ = codersdk.WriteRelayFrame(nc, reply)
+		_ = relayconn.WriteFrame(nc, reply)
 		_ = nc.Close()
 		e.field("error", reply.Message).write(ctx, reply.StatusCode)
 		return nil
@@ -59,7 +60,7 @@ func (api *API) workspaceAgentPrepared(c *gin.Context) error {
 	// behind the stream's header; the client hears the agent's answer
 	// before any byte from the target.
 	stream.onAnswer = func(err error) {
-		if werr := codersdk.WriteRelayFrame(nc, api.targetReply(err, "agent", a.ID, "remote", remote)); werr != nil && err == nil {
+		if werr := relayconn.WriteFrame(nc, api.targetReply(err, "agent", a.ID, "remote", remote)); werr != nil && err == nil {
 			_ = stream.Close()
 		}
 	}

@@ -8,6 +8,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"airgapcoder/codersdk"
+	"airgapcoder/relayconn"
 )
 
 // Spare agent connections. Besides its yamux session, an agent keeps
@@ -62,7 +63,7 @@ func (s *spares) take() net.Conn {
 	for n := len(s.conns); n > 0; n-- {
 		c := s.conns[n-1]
 		s.conns = s.conns[:n-1]
-		if codersdk.Quiet(c) {
+		if relayconn.Quiet(c) {
 			return c
 		}
 		_ = c.Close()
@@ -74,7 +75,7 @@ func (s *spares) take() net.Conn {
 func pruneClosed(conns []net.Conn) []net.Conn {
 	live := conns[:0]
 	for _, c := range conns {
-		if codersdk.Quiet(c) {
+		if relayconn.Quiet(c) {
 			live = append(live, c)
 		} else {
 			_ = c.Close()
@@ -106,10 +107,10 @@ func (api *API) agentSpare(c *gin.Context) error {
 	if s == nil {
 		return errorf(http.StatusConflict, "", "Agent %s has no relay session on this coderd replica: a spare connection must reach the replica its session is on", a.ID)
 	}
-	if !codersdk.IsRelayUpgrade(c.Request) {
-		return errorf(http.StatusBadRequest, "", "A spare connection must upgrade to %s", codersdk.RelayProtocol)
+	if !relayconn.IsUpgrade(c.Request) {
+		return errorf(http.StatusBadRequest, "", "A spare connection must upgrade to %s", relayconn.Protocol)
 	}
-	nc, err := codersdk.AcceptRelayUpgrade(c.Writer)
+	nc, err := relayconn.AcceptUpgrade(c.Writer)
 	if err != nil {
 		api.log.Info("spare agent connection not accepted", "agent", a.ID, "err", err)
 		return nil

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"regexp"
+	"strconv"
 
 	"github.com/gin-gonic/gin"
 	"github.com/google/uuid"
@@ -55,7 +56,7 @@ func (api *API) convertTemplateVersion(c *gin.Context, v database.TemplateVersio
 	return codersdk.TemplateVersion{
 		ID: v.ID, TemplateID: v.TemplateID, OrganizationID: v.OrganizationID, CreatedAt: v.CreatedAt, UpdatedAt: v.UpdatedAt,
 		Name: v.Name, Message: v.Message, Job: cj, CreatedBy: codersdk.MinimalUser{ID: v.CreatedBy, Username: v.CreatedByName},
-		Parameters: params, Variables: vars, WorkspaceTags: tags,
+		Parameters: params, Variables: vars, WorkspaceTags: tags, Archived: v.Archived,
 	}, nil
 }
 
@@ -223,6 +224,9 @@ func (api *API) importedVersion(c *gin.Context, field, id, templateID string) (d
 	if v.TemplateID != nil && *v.TemplateID != templateID {
 		return v, validation(field, "the version belongs to another template")
 	}
+	if v.Archived {
+		return v, errorf(http.StatusBadRequest, "Unarchive it first (coder templates versions unarchive).", "Template version %s is archived", v.Name)
+	}
 	job, err := api.db.JobByID(ctx, v.JobID)
 	if err != nil {
 		return v, err
@@ -377,10 +381,18 @@ func (api *API) deleteTemplate(c *gin.Context) error {
 	return nil
 }
 
+// templateVersions lists a template's versions, newest first; archived
+// ones only with ?include_archived=true (as Coder).
 func (api *API) templateVersions(c *gin.Context) error {
 	t, err := api.templateParam(c, actRead)
 	if err != nil {
 		return err
+	}
+	includeArchived := false
+	if s := c.Query("include_archived"); s != "" {
+		if includeArchived, err = strconv.ParseBool(s); err != nil {
+			return validation("include_archived", "must be true or false")
+		}
 	}
 	vs, err := api.db.TemplateVersionsByTemplate(c.Request.Context(), t.ID)
 	if err != nil {
@@ -388,6 +400,9 @@ func (api *API) templateVersions(c *gin.Context) error {
 	}
 	out := []codersdk.TemplateVersion{}
 	for _, v := range vs {
+		if v.Archived && !includeArchived {
+			continue
+		}
 		cv, err := api.convertTemplateVersion(c, v)
 		if err != nil {
 			return err

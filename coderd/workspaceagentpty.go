@@ -18,6 +18,7 @@ import (
 	"github.com/hashicorp/yamux"
 
 	"airgapcoder/codersdk"
+	"airgapcoder/relayconn"
 )
 
 // The web terminal: GET /api/v2/workspaceagents/{agent}/pty relays a
@@ -39,7 +40,7 @@ const (
 	// ptyReadLimit caps one browser message (a large paste).
 	ptyReadLimit = 1 << 20
 	// ptyChunk is the most input bytes in one frame to the agent: JSON may
-	// escape a byte into six, and a frame holds codersdk.MaxRelayFrame.
+	// escape a byte into six, and a frame holds relayconn.MaxFrame.
 	ptyChunk = 2 << 10
 )
 
@@ -94,6 +95,7 @@ func (api *API) workspaceAgentPTY(c *gin.Context) error {
 	defer ws.CloseNow()
 	ws.SetReadLimit(ptyReadLimit)
 	log.Info("relay connection opened")
+	defer api.trackSession(c.Param("agent"))() // activity moves the deadline (schedules_activity.go)
 	began := time.Now()
 	up, down := api.relayPTY(c.Request.Context(), ws, stream, stream.mux, log)
 	log.Info("relay connection closed", "bytes_to_agent", up, "bytes_from_agent", down, "duration", time.Since(began).Round(time.Millisecond))
@@ -188,13 +190,13 @@ func writePTYRequest(w io.Writer, req codersdk.ReconnectingPTYRequest) (int64, e
 		if cut == 0 {
 			cut = ptyChunk
 		}
-		if err := codersdk.WriteRelayFrame(cw, codersdk.ReconnectingPTYRequest{Data: data[:cut]}); err != nil {
+		if err := relayconn.WriteFrame(cw, codersdk.ReconnectingPTYRequest{Data: data[:cut]}); err != nil {
 			return cw.n, err
 		}
 		data = data[cut:]
 	}
 	req.Data = data
-	err := codersdk.WriteRelayFrame(cw, req)
+	err := relayconn.WriteFrame(cw, req)
 	return cw.n, err
 }
 

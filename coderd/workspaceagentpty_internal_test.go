@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"airgapcoder/codersdk"
+	"airgapcoder/relayconn"
 )
 
 // TestWritePTYRequest: a browser message of any size becomes frames the
@@ -37,7 +38,7 @@ func TestWritePTYRequest(t *testing.T) {
 			frames := 0
 			for {
 				var f codersdk.ReconnectingPTYRequest
-				err := codersdk.ReadRelayFrame(&b, &f)
+				err := relayconn.ReadFrame(&b, &f)
 				if err != nil {
 					if !errors.Is(err, io.EOF) {
 						t.Fatalf("frame %d: %v", frames, err)

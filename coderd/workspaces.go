@@ -1,7 +1,6 @@
 package coderd
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -136,7 +135,7 @@ func (api *API) convertBuilds(c *gin.Context, w database.Workspace, bs []databas
 		}
 		out = append(out, cb)
 	}
-	return out, nil
+	return out, api.fillDeadlines(c.Request.Context(), out)
 }
 
 func (api *API) convertWorkspaces(c *gin.Context, ws []database.Workspace) ([]codersdk.Workspace, error) {
@@ -161,7 +160,7 @@ func (api *API) convertWorkspaces(c *gin.Context, ws []database.Workspace) ([]co
 			LatestBuild: latest,
 		})
 	}
-	return out, nil
+	return out, api.fillSchedules(c.Request.Context(), out)
 }
 
 func (api *API) writeWorkspace(c *gin.Context, status int, w database.Workspace) error {
@@ -189,6 +188,9 @@ func (api *API) postWorkspace(c *gin.Context) error {
 	e.workspace(owner.Username, req.Name).resource("", req.Name)
 	if !workspaceNameRe.MatchString(req.Name) {
 		return validation("name", "must be 1-32 letters, digits or inner hyphens")
+	}
+	if err := api.validCreateSchedule(req); err != nil { // schedules.go
+		return err
 	}
 	ctx := c.Request.Context()
 	var versionID string
@@ -244,6 +246,9 @@ func (api *API) postWorkspace(c *gin.Context) error {
 			return err
 		}
 		e.resource(wsID, "")
+		if err := api.setCreateSchedule(ctx, tx, wsID, req); err != nil {
+			return err
+		}
 		buildID, err := api.insertBuild(c, tx, wsID, "start", build)
 		e.field("build_id", buildID)
 		return err
@@ -262,37 +267,7 @@ func (api *API) postWorkspace(c *gin.Context) error {
 // id. The build stores its non-ephemeral values; ephemeral ones ride in the
 // job's input until a daemon takes the job.
 func (api *API) insertBuild(c *gin.Context, tx *database.DB, workspaceID, transition string, b preparedBuild) (string, error) {
-	ctx := c.Request.Context()
-	stored := b.values.Stored
-	if stored == nil {
-		stored = []codersdk.WorkspaceBuildParameter{}
-	}
-	params, err := json.Marshal(stored)
-	if err != nil {
-		return "", err
-	}
-	var ephemeral []database.ParameterValue
-	for _, p := range b.values.Ephemeral {
-		ephemeral = append(ephemeral, database.ParameterValue{Name: p.Name, Value: p.Value})
-	}
-	job, err := tx.InsertJob(ctx, database.InsertJobParams{
-		OrganizationID: api.org.ID, InitiatorID: actor(c).ID, Type: database.JobTypeWorkspaceBuild,
-		Tags: b.tags, FileID: b.fileID,
-	})
-	if err != nil {
-		return "", err
-	}
-	buildID, err := tx.InsertWorkspaceBuild(ctx, database.InsertBuildParams{
-		WorkspaceID: workspaceID, TemplateVersionID: b.version.ID, Transition: transition, InitiatorID: actor(c).ID,
-		JobID: job.ID, RichParameterValues: params,
-	})
-	if errors.Is(err, database.ErrConflict) {
-		return "", conflict("Another build of this workspace was queued at the same moment; try again")
-	}
-	if err != nil {
-		return "", err
-	}
-	return buildID, tx.SetJobInput(ctx, job.ID, database.JobInput{WorkspaceBuildID: buildID, EphemeralParameters: ephemeral})
+	return api.queueBuild(c.Request.Context(), tx, actor(c).ID, workspaceID, transition, b) // lifecycle.go
 }
 
 // workspaceParam loads the :workspace parameter and checks the caller may

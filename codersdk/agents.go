@@ -2,11 +2,8 @@ package codersdk
 
 import (
 	"context"
-	"encoding/binary"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"net/url"
@@ -260,46 +257,6 @@ type RelayReply struct {
 	Error string `json:"error,omitempty"`
 }
 
-// MaxRelayFrame caps a RelayHeader or RelayReply.
-const MaxRelayFrame = 16 << 10
-
-// WriteRelayFrame writes v as a big-endian uint16 length and that many bytes
-// of JSON.
-func WriteRelayFrame(w io.Writer, v any) error {
-	b, err := json.Marshal(v)
-	if err != nil {
-		return err
-	}
-	if len(b) > MaxRelayFrame {
-		return fmt.Errorf("relay frame of %d bytes is over the %d byte limit", len(b), MaxRelayFrame)
-	}
-	buf := make([]byte, 2+len(b))
-	binary.BigEndian.PutUint16(buf, uint16(len(b)))
-	copy(buf[2:], b)
-	_, err = w.Write(buf)
-	return err
-}
-
-// ReadRelayFrame reads what WriteRelayFrame wrote, and no byte more.
-func ReadRelayFrame(r io.Reader, v any) error {
-	var n [2]byte
-	if _, err := io.ReadFull(r, n[:]); err != nil {
-		return fmt.Errorf("read relay frame length: %w", err)
-	}
-	size := int(binary.BigEndian.Uint16(n[:]))
-	if size > MaxRelayFrame {
-		return fmt.Errorf("relay frame of %d bytes is over the %d byte limit", size, MaxRelayFrame)
-	}
-	b := make([]byte, size)
-	if _, err := io.ReadFull(r, b); err != nil {
-		return fmt.Errorf("read relay frame: %w", err)
-	}
-	if err := json.Unmarshal(b, v); err != nil {
-		return fmt.Errorf("decode relay frame: %w", err)
-	}
-	return nil
-}
-
 // AgentManifest fetches the calling agent's manifest.
 func (c *Client) AgentManifest(ctx context.Context) (AgentManifest, error) {
 	var m AgentManifest
@@ -337,7 +294,7 @@ func (c *Client) PostWorkspaceAppHealth(ctx context.Context, req PostWorkspaceAp
 }
 
 // ConnectAgent opens the calling agent's relay connection to coderd (see
-// RelayProtocol). ctx bounds only the handshake.
+// relayconn.Protocol). ctx bounds only the handshake.
 func (c *Client) ConnectAgent(ctx context.Context) (net.Conn, error) {
 	return c.dialRelay(ctx, "/api/v2/workspaceagents/me/connect")
 }

@@ -1,11 +1,13 @@
 // Package codersdk holds the HTTP API types of coderd and the Go client that
 // the CLI, provisionerd and the agent use to talk to it.
 //
-// It is a leaf package: it imports the standard library and
+// It holds types and the client only. It imports the standard library,
 // github.com/coder/websocket (itself dependency-free, for the relay's
-// WebSocket dial) and nothing else, so that every program that talks to
-// coderd can link it without pulling in the server (gin, pgx). JSON field names follow Coder's API where Coder has the same
-// thing, so that scripts written against Coder keep working.
+// WebSocket fallback) and airgapcoder/relayconn (the relay transport the
+// client dials with, itself standard library only) and nothing else, so
+// that every program that talks to coderd can link it without pulling in
+// the server (gin, pgx). JSON field names follow Coder's API where Coder
+// has the same thing, so that scripts written against Coder keep working.
 package codersdk
 
 import (

@@ -9,6 +9,8 @@ import (
 	"net/url"
 	"sync"
 	"time"
+
+	"airgapcoder/relayconn"
 )
 
 // A prepared relay connection is authenticated, upgraded and bound to one
@@ -70,7 +72,7 @@ func (c *Client) PrepareWorkspaceAgentConn(ctx context.Context, agentID string) 
 	p := &PreparedConn{conn: conn, url: c.URL.String() + path, created: time.Now(), reply: make(chan replyOrErr, 1)}
 	go func() {
 		var r RelayTargetReply
-		err := ReadRelayFrame(conn, &r)
+		err := relayconn.ReadFrame(conn, &r)
 		p.reply <- replyOrErr{r, err}
 	}()
 	return p, nil
@@ -110,7 +112,7 @@ func (p *PreparedConn) Start(opts DialOptions) (*StartedConn, error) {
 	}
 	// coderd answers within its dial timeout; one that does not is gone.
 	_ = p.conn.SetDeadline(time.Now().Add(30 * time.Second))
-	if err := WriteRelayFrame(p.conn, RelayTarget{Kind: opts.Kind, Host: opts.Host, Port: opts.Port}); err != nil {
+	if err := relayconn.WriteFrame(p.conn, RelayTarget{Kind: opts.Kind, Host: opts.Host, Port: opts.Port}); err != nil {
 		_ = p.conn.Close()
 		return nil, fmt.Errorf("%w: %v", ErrPreparedConnLost, err)
 	}
@@ -174,19 +176,4 @@ func (c *StartedConn) Read(b []byte) (int, error) {
 		return 0, err
 	}
 	return c.Conn.Read(b)
-}
-
-// AfterWrite is Conn with Hook called after each write. Both ends of the
-// relay that dial ahead (coder port-forward's prepared connections, the
-// agent's spares) use it to dial the next once a connection's first bytes
-// went back: dialing sooner competes with the connection for the CPU.
-type AfterWrite struct {
-	net.Conn
-	Hook func()
-}
-
-func (w AfterWrite) Write(b []byte) (int, error) {
-	n, err := w.Conn.Write(b)
-	w.Hook()
-	return n, err
 }

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"airgapcoder/codersdk"
+	"airgapcoder/relayconn"
 )
 
 // TestPreparedConnLost: a prepared connection that coderd dropped while it
@@ -18,7 +19,7 @@ import (
 func TestPreparedConnLost(t *testing.T) {
 	drop := make(chan struct{})
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		conn, err := codersdk.AcceptRelayUpgrade(w)
+		conn, err := relayconn.AcceptUpgrade(w)
 		if err != nil {
 			return
 		}
@@ -28,8 +29,8 @@ func TestPreparedConnLost(t *testing.T) {
 		}
 		var target codersdk.RelayTarget
 		if r.Header.Get(codersdk.SessionTokenHeader) == "refuse" {
-			_ = codersdk.ReadRelayFrame(conn, &target)
-			_ = codersdk.WriteRelayFrame(conn, codersdk.RelayTargetReply{StatusCode: http.StatusServiceUnavailable, Response: codersdk.Response{Message: "agent away"}})
+			_ = relayconn.ReadFrame(conn, &target)
+			_ = relayconn.WriteFrame(conn, codersdk.RelayTargetReply{StatusCode: http.StatusServiceUnavailable, Response: codersdk.Response{Message: "agent away"}})
 		} else {
 			<-drop
 		}

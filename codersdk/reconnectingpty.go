@@ -23,7 +23,7 @@ import (
 // Between coderd and the agent the stream starts with a RelayHeader of kind
 // RelayKindPTY; after the agent's RelayReply, the agent sends raw output
 // bytes and coderd sends ReconnectingPTYRequest values, each framed as with
-// WriteRelayFrame. See docs/relay.md.
+// relayconn.WriteFrame. See docs/relay.md.
 
 // RelayPTY is the terminal a RelayKindPTY stream attaches to.
 type RelayPTY struct {

@@ -52,6 +52,9 @@ type TemplateVersion struct {
 	// WorkspaceTags are the template's coder_workspace_tags entries; each
 	// workspace build's job carries them, evaluated, as provisioner tags.
 	WorkspaceTags []WorkspaceTagExpression `json:"workspace_tags,omitempty"`
+	// Archived versions are left out of the list unless asked for and are
+	// never promoted or built.
+	Archived bool `json:"archived"`
 }
 
 // CreateTemplateVersionRequest uploads a new version; it is imported by a

@@ -49,6 +49,15 @@ type Workspace struct {
 	LatestBuild             WorkspaceBuild `json:"latest_build"`
 	Outdated                bool           `json:"outdated"`
 	Name                    string         `json:"name"`
+	// TTLMillis is how long a start build runs before coderd stops it,
+	// counted from the build's end and moved by activity; nil means until
+	// stopped by hand (docs/schedules.md).
+	TTLMillis *int64 `json:"ttl_ms,omitempty"`
+	// AutostartSchedule is a weekly cron line with its time zone
+	// ("CRON_TZ=Europe/Berlin 30 9 * * 1-5"); nil means no autostart.
+	AutostartSchedule *string `json:"autostart_schedule,omitempty"`
+	// LastUsedAt is the last activity the relay saw (zero: none yet).
+	LastUsedAt time.Time `json:"last_used_at"`
 }
 
 // WorkspacesResponse lists workspaces.
@@ -69,6 +78,10 @@ type CreateWorkspaceRequest struct {
 	TemplateVersionID   string                    `json:"template_version_id,omitempty"`
 	Name                string                    `json:"name"`
 	RichParameterValues []WorkspaceBuildParameter `json:"rich_parameter_values,omitempty"`
+	// AutostartSchedule and TTLMillis are the new workspace's schedule, as
+	// in Workspace; nil means none.
+	AutostartSchedule *string `json:"autostart_schedule,omitempty"`
+	TTLMillis         *int64  `json:"ttl_ms,omitempty"`
 }
 
 // WorkspaceBuild is one transition of a workspace.
@@ -91,6 +104,10 @@ type WorkspaceBuild struct {
 	Resources           []WorkspaceResource       `json:"resources"`
 	Status              WorkspaceStatus           `json:"status"`
 	RichParameterValues []WorkspaceBuildParameter `json:"rich_parameter_values,omitempty"`
+	// Deadline is when coderd stops a running start build (its
+	// workspace's TTL after it ended, moved by activity and by
+	// PUT /workspaces/{id}/extend); nil when there is none.
+	Deadline *time.Time `json:"deadline,omitempty"`
 }
 
 // CreateWorkspaceBuildRequest starts, stops or deletes a workspace.

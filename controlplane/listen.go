@@ -16,8 +16,8 @@ import (
 
 	"airgapcoder/coderd/appurl"
 	"airgapcoder/coderd/replicasync"
-	"airgapcoder/codersdk"
 	"airgapcoder/internal/bodydeadline"
+	"airgapcoder/relayconn"
 )
 
 // listen opens the plain HTTP and the HTTPS listener (whichever are on)
@@ -143,8 +143,8 @@ func (st *startup) serveHTTP(name string, ln net.Listener, handler http.Handler,
 		var err error
 		if tlsCfg != nil {
 			// Relay connections send each write's TLS records in one
-			// syscall (codersdk.BatchingListener).
-			err = srv.ServeTLS(codersdk.BatchingListener(ln), "", "")
+			// syscall (relayconn.BatchingListener).
+			err = srv.ServeTLS(relayconn.BatchingListener(ln), "", "")
 		} else {
 			err = srv.Serve(ln)
 		}

@@ -5,7 +5,6 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"os/exec"
 	"strings"
 	"sync"
 	"testing"
@@ -20,25 +19,6 @@ import (
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(coderdtest.Main(m), coderdtest.LeakOptions()...) }
-
-// TestDependencies keeps provisionerd a network client of coderd: it must
-// never link the server's packages.
-func TestDependencies(t *testing.T) {
-	out, err := exec.Command("go", "list", "-deps", "airgapcoder/provisionerd").CombinedOutput()
-	if err != nil {
-		t.Fatalf("go list: %v\n%s", err, out)
-	}
-	for _, dep := range strings.Fields(string(out)) {
-		for _, banned := range []string{"github.com/gin-gonic/gin", "github.com/jackc/pgx", "airgapcoder/coderd/database", "airgapcoder/coderd\n"} {
-			if dep == strings.TrimSpace(banned) {
-				t.Errorf("provisionerd depends on %s", dep)
-			}
-		}
-		if dep == "airgapcoder/coderd" {
-			t.Errorf("provisionerd depends on the coderd server package")
-		}
-	}
-}
 
 type harness struct {
 	deployment *coderdtest.Deployment

@@ -39,6 +39,7 @@ import (
 	"airgapcoder/internal/testbin"
 	"airgapcoder/internal/testprovider"
 	"airgapcoder/postgres"
+	"airgapcoder/relayconn"
 )
 
 // EnvPostgresURL names an external PostgreSQL for tests (a superuser URL).
@@ -189,6 +190,9 @@ type Options struct {
 	// providers and the client that reaches them.
 	ExternalAuth           []externalauth.Config
 	ExternalAuthHTTPClient *http.Client
+	// Lifecycle tunes coderd's autostop/autostart scheduler (e.g. a short
+	// tick and minimum TTL).
+	Lifecycle coderd.LifecycleOptions
 }
 
 // Deployment is a running API.
@@ -281,6 +285,7 @@ func New(t testing.TB, opts Options) *Deployment {
 		BodyReadTimeout: opts.BodyReadTimeout, WildcardAccessURL: wildcard,
 		OIDC: opts.OIDC, DisablePasswordAuth: opts.DisablePasswordAuth,
 		ExternalAuth: opts.ExternalAuth, ExternalAuthHTTPClient: opts.ExternalAuthHTTPClient,
+		Lifecycle: opts.Lifecycle,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -292,7 +297,7 @@ func New(t testing.TB, opts Options) *Deployment {
 		if opts.TLSCertificate != nil {
 			srv.TLS = &tls.Config{Certificates: []tls.Certificate{*opts.TLSCertificate}}
 		}
-		srv.Listener = codersdk.BatchingListener(srv.Listener) // as controlplane serves HTTPS
+		srv.Listener = relayconn.BatchingListener(srv.Listener) // as controlplane serves HTTPS
 		srv.StartTLS()
 		caFile = filepath.Join(t.TempDir(), "ca.pem")
 		if err := os.WriteFile(caFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw}), 0o644); err != nil {

@@ -110,16 +110,18 @@ type TemplateVersion struct {
 	WorkspaceTags      []byte
 	CreatedAt          time.Time
 	UpdatedAt          time.Time
+	// Archived versions leave the version list and are never promoted.
+	Archived bool
 }
 
 const templateVersionSelect = `SELECT v.id, v.template_id, v.organization_id, v.name, v.message, v.job_id, v.created_by, u.username, v.parameters,
-		v.user_variable_values, v.variables, v.workspace_tags, v.created_at, v.updated_at
+		v.user_variable_values, v.variables, v.workspace_tags, v.created_at, v.updated_at, v.archived
 	FROM template_versions v JOIN users u ON u.id = v.created_by`
 
 func scanTemplateVersion(row pgx.Row) (TemplateVersion, error) {
 	var v TemplateVersion
 	err := row.Scan(&v.ID, &v.TemplateID, &v.OrganizationID, &v.Name, &v.Message, &v.JobID, &v.CreatedBy, &v.CreatedByName, &v.Parameters,
-		&v.UserVariableValues, &v.Variables, &v.WorkspaceTags, &v.CreatedAt, &v.UpdatedAt)
+		&v.UserVariableValues, &v.Variables, &v.WorkspaceTags, &v.CreatedAt, &v.UpdatedAt, &v.Archived)
 	return v, mapErr(err)
 }
 

@@ -1,0 +1,59 @@
+package cli
+
+import (
+	"fmt"
+
+	"github.com/spf13/cobra"
+
+	"airgapcoder/codersdk"
+)
+
+func (inv *invocation) restartCmd() *cobra.Command {
+	var yes bool
+	cmd := &cobra.Command{
+		Use:   "restart NAME",
+		Short: "Restart a workspace: a stop build, then a start build",
+		Long: `Restart a workspace: build its stop transition, then its start transition, with
+the version and parameter values of its latest build, streaming both builds'
+logs. A stopped workspace is only started. Exits non-zero if a build fails.`,
+		Args: exactArgs(1, "NAME"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			client, err := inv.client()
+			if err != nil {
+				return err
+			}
+			ctx := cmd.Context()
+			w, err := workspaceByName(ctx, client, args[0])
+			if err != nil {
+				return err
+			}
+			latest := w.LatestBuild
+			if latest.Transition == codersdk.WorkspaceTransitionDelete {
+				return fmt.Errorf("workspace %s is deleted", w.Name)
+			}
+			if err := inv.confirm(yes, fmt.Sprintf("Restart workspace %s?", w.Name)); err != nil {
+				return err
+			}
+			if latest.Transition == codersdk.WorkspaceTransitionStart {
+				b, err := client.CreateWorkspaceBuild(ctx, w.ID, codersdk.CreateWorkspaceBuildRequest{Transition: codersdk.WorkspaceTransitionStop})
+				if err != nil {
+					return fmt.Errorf("stop workspace %s: %w", w.Name, err)
+				}
+				if err := inv.followBuild(ctx, client, b); err != nil {
+					return err
+				}
+			}
+			b, err := client.CreateWorkspaceBuild(ctx, w.ID, codersdk.CreateWorkspaceBuildRequest{Transition: codersdk.WorkspaceTransitionStart})
+			if err != nil {
+				return fmt.Errorf("start workspace %s: %w", w.Name, err)
+			}
+			if err := inv.followBuild(ctx, client, b); err != nil {
+				return err
+			}
+			fmt.Fprintf(inv.stdout, "Workspace %s restarted.\n", w.Name)
+			return nil
+		},
+	}
+	cmd.Flags().BoolVarP(&yes, "yes", "y", false, "Skip the confirmation prompt")
+	return cmd
+}

@@ -1,0 +1,254 @@
+package coderd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/gin-gonic/gin"
+
+	"airgapcoder/coderd/database"
+	"airgapcoder/coderd/schedule"
+	"airgapcoder/codersdk"
+)
+
+// Workspace schedules (issue 35; docs/schedules.md): the TTL, the autostart
+// schedule and the deadline, as Coder's API has them. The scheduler that
+// acts on them is lifecycle.go; activity that moves deadlines is
+// schedules_activity.go.
+
+// scheduleRoutes adds the schedule endpoints to the authenticated group.
+func (api *API) scheduleRoutes(a *gin.RouterGroup) {
+	a.PUT("/workspaces/:workspace/ttl", api.handle(api.putWorkspaceTTL))
+	a.PUT("/workspaces/:workspace/autostart", api.handle(api.putWorkspaceAutostart))
+	a.PUT("/workspaces/:workspace/extend", api.handle(api.putExtendWorkspace))
+}
+
+// validTTL checks a requested TTL: nil (none) or between the minimum and
+// 30 days.
+func (api *API) validTTL(ttlMillis *int64) error {
+	if ttlMillis == nil {
+		return nil
+	}
+	ttl := time.Duration(*ttlMillis) * time.Millisecond
+	if minTTL := api.opts.Lifecycle.MinTTL; ttl < minTTL {
+		return validation("ttl_ms", fmt.Sprintf("must be at least %s (%d ms), or null for no autostop", minTTL, minTTL.Milliseconds()))
+	}
+	if ttl > maxTTL {
+		return validation("ttl_ms", fmt.Sprintf("must be at most %s (30 days)", maxTTL))
+	}
+	return nil
+}
+
+// validAutostart parses a requested schedule: "" for none (nil too), else
+// its canonical cron line.
+func validAutostart(field string, s *string) (string, error) {
+	if s == nil || *s == "" {
+		return "", nil
+	}
+	sched, err := schedule.Weekly(*s)
+	if err != nil {
+		return "", validation(field, err.Error()+`; want e.g. "CRON_TZ=Europe/Berlin 30 9 * * 1-5"`)
+	}
+	return sched.String(), nil
+}
+
+// setCreateSchedule stores a new workspace's schedule from its create
+// request, already validated, inside the create's transaction.
+func (api *API) setCreateSchedule(ctx context.Context, tx *database.DB, workspaceID string, req codersdk.CreateWorkspaceRequest) error {
+	if req.TTLMillis != nil {
+		if err := tx.SetWorkspaceTTL(ctx, workspaceID, req.TTLMillis); err != nil {
+			return err
+		}
+	}
+	autostart, err := validAutostart("autostart_schedule", req.AutostartSchedule)
+	if err != nil || autostart == "" {
+		return err
+	}
+	return tx.SetWorkspaceAutostart(ctx, workspaceID, autostart, api.now())
+}
+
+// validCreateSchedule checks a create request's schedule.
+func (api *API) validCreateSchedule(req codersdk.CreateWorkspaceRequest) error {
+	if err := api.validTTL(req.TTLMillis); err != nil {
+		return err
+	}
+	_, err := validAutostart("autostart_schedule", req.AutostartSchedule)
+	return err
+}
+
+// running reports whether w's latest build is a start build that ended
+// well.
+func running(w database.Workspace) bool {
+	return w.LatestBuild.Transition == string(codersdk.WorkspaceTransitionStart) && w.LatestBuild.Job.Status() == database.JobSucceeded
+}
+
+// putWorkspaceTTL is PUT /api/v2/workspaces/{id}/ttl. A null TTL also
+// removes the running build's deadline (as Coder does); a TTL given to a
+// running workspace without a deadline gives it one, counted from now. A
+// running workspace with a deadline keeps it: the new TTL counts from the
+// next start or activity bump.
+func (api *API) putWorkspaceTTL(c *gin.Context) error {
+	e := api.audit(c, codersdk.AuditActionWrite, codersdk.AuditResourceWorkspace)
+	var req codersdk.UpdateWorkspaceTTLRequest
+	if err := decode(c, &req); err != nil {
+		return err
+	}
+	w, err := api.workspaceParam(c, actUpdate)
+	e.workspaceOf(w)
+	if err != nil {
+		return err
+	}
+	if err := api.validTTL(req.TTLMillis); err != nil {
+		return err
+	}
+	e.field("ttl_ms", req.TTLMillis)
+	ctx := c.Request.Context()
+	deadlines, err := api.db.BuildDeadlines(ctx, []string{w.LatestBuild.ID})
+	if err != nil {
+		return err
+	}
+	err = e.inTx(ctx, http.StatusNoContent, func(tx *database.DB) error {
+		if err := tx.SetWorkspaceTTL(ctx, w.ID, req.TTLMillis); err != nil {
+			return err
+		}
+		switch {
+		case req.TTLMillis == nil && !deadlines[w.LatestBuild.ID].IsZero():
+			return tx.SetBuildDeadline(ctx, w.LatestBuild.ID, time.Time{})
+		case req.TTLMillis != nil && running(w) && deadlines[w.LatestBuild.ID].IsZero():
+			return tx.SetBuildDeadline(ctx, w.LatestBuild.ID, api.now().Add(time.Duration(*req.TTLMillis)*time.Millisecond))
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	c.Status(http.StatusNoContent)
+	return nil
+}
+
+// putWorkspaceAutostart is PUT /api/v2/workspaces/{id}/autostart.
+func (api *API) putWorkspaceAutostart(c *gin.Context) error {
+	e := api.audit(c, codersdk.AuditActionWrite, codersdk.AuditResourceWorkspace)
+	var req codersdk.UpdateWorkspaceAutostartRequest
+	if err := decode(c, &req); err != nil {
+		return err
+	}
+	w, err := api.workspaceParam(c, actUpdate)
+	e.workspaceOf(w)
+	if err != nil {
+		return err
+	}
+	sched, err := validAutostart("schedule", req.Schedule)
+	if err != nil {
+		return err
+	}
+	e.field("autostart_schedule", sched)
+	ctx := c.Request.Context()
+	err = e.inTx(ctx, http.StatusNoContent, func(tx *database.DB) error {
+		return tx.SetWorkspaceAutostart(ctx, w.ID, sched, api.now())
+	})
+	if err != nil {
+		return err
+	}
+	c.Status(http.StatusNoContent)
+	return nil
+}
+
+// putExtendWorkspace is PUT /api/v2/workspaces/{id}/extend: a running
+// workspace with a deadline gets a new one, at least the minimum TTL and
+// at most 30 days from now.
+func (api *API) putExtendWorkspace(c *gin.Context) error {
+	e := api.audit(c, codersdk.AuditActionWrite, codersdk.AuditResourceWorkspace)
+	var req codersdk.PutExtendWorkspaceRequest
+	if err := decode(c, &req); err != nil {
+		return err
+	}
+	w, err := api.workspaceParam(c, actUpdate)
+	e.workspaceOf(w)
+	if err != nil {
+		return err
+	}
+	if !running(w) {
+		return badRequest("Workspace %s is not running (its latest build is a %s that is %s); only a running workspace has a deadline",
+			w.Name, w.LatestBuild.Transition, w.LatestBuild.Job.Status())
+	}
+	ctx := c.Request.Context()
+	deadlines, err := api.db.BuildDeadlines(ctx, []string{w.LatestBuild.ID})
+	if err != nil {
+		return err
+	}
+	if deadlines[w.LatestBuild.ID].IsZero() {
+		return badRequest("Workspace %s has no deadline: it stops only by hand. Set a TTL with `coder schedule stop %s DURATION` first", w.Name, w.Name)
+	}
+	now := api.now()
+	minTTL := api.opts.Lifecycle.MinTTL
+	switch {
+	case req.Deadline.Before(now.Add(minTTL)):
+		return validation("deadline", fmt.Sprintf("must be at least %s from now", minTTL))
+	case req.Deadline.After(now.Add(maxTTL)):
+		return validation("deadline", "must be at most 30 days from now")
+	}
+	deadline := req.Deadline.UTC().Truncate(time.Microsecond)
+	e.field("deadline", deadline)
+	err = e.inTx(ctx, http.StatusOK, func(tx *database.DB) error {
+		return tx.SetBuildDeadline(ctx, w.LatestBuild.ID, deadline)
+	})
+	if errors.Is(err, database.ErrNotFound) {
+		return notFound("Workspace build")
+	}
+	if err != nil {
+		return err
+	}
+	c.JSON(http.StatusOK, codersdk.Response{Message: "Deadline updated to " + deadline.Format(time.RFC3339) + "."})
+	return nil
+}
+
+// fillSchedules adds the schedule fields to workspaces in their API shape.
+func (api *API) fillSchedules(ctx context.Context, out []codersdk.Workspace) error {
+	ids := make([]string, len(out))
+	builds := make([]codersdk.WorkspaceBuild, len(out))
+	for i, w := range out {
+		ids[i], builds[i] = w.ID, w.LatestBuild
+	}
+	scheds, err := api.db.WorkspaceSchedules(ctx, ids)
+	if err != nil {
+		return err
+	}
+	if err := api.fillDeadlines(ctx, builds); err != nil {
+		return err
+	}
+	for i := range out {
+		s := scheds[out[i].ID]
+		out[i].TTLMillis, out[i].LastUsedAt = s.TTLMillis, s.LastUsedAt
+		if s.LastUsedAt.Year() <= 1 {
+			out[i].LastUsedAt = time.Time{}
+		}
+		if s.AutostartSchedule != "" {
+			out[i].AutostartSchedule = &s.AutostartSchedule
+		}
+		out[i].LatestBuild.Deadline = builds[i].Deadline
+	}
+	return nil
+}
+
+// fillDeadlines adds each build's deadline.
+func (api *API) fillDeadlines(ctx context.Context, out []codersdk.WorkspaceBuild) error {
+	ids := make([]string, len(out))
+	for i, b := range out {
+		ids[i] = b.ID
+	}
+	deadlines, err := api.db.BuildDeadlines(ctx, ids)
+	if err != nil {
+		return err
+	}
+	for i := range out {
+		if d := deadlines[out[i].ID]; !d.IsZero() {
+			d = d.UTC()
+			out[i].Deadline = &d
+		}
+	}
+	return nil
+}
