@@ -126,9 +126,7 @@ func TestSSHWaitsForBlockingScripts(t *testing.T) {
 			Script: "sleep 1; echo installed > tool"},
 		{LogSourceID: "bg", DisplayName: "Background", RunOnStart: true, Script: "sleep 60", TimeoutSeconds: 60},
 	}})
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
-	go func() { _ = s.scripts.start(ctx) }()
+	startScripts(t, s)
 	out, errOut, took := s.exec(t, "cat tool")
 	if out != "installed\n" {
 		t.Errorf("the command ran before the blocking script finished: stdout %q stderr %q", out, errOut)
@@ -148,9 +146,7 @@ func TestSSHNonBlockingScriptsDoNotDelayLogin(t *testing.T) {
 	s := newSSHAgent(t, os.Environ(), codersdk.AgentManifest{Scripts: []codersdk.AgentScript{
 		{LogSourceID: "slow", DisplayName: "Startup Script", RunOnStart: true, Script: "sleep 60", TimeoutSeconds: 60},
 	}})
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
-	go func() { _ = s.scripts.start(ctx) }()
+	startScripts(t, s)
 	out, errOut, took := s.exec(t, "echo at once")
 	if out != "at once\n" || errOut != "" || took > 2*time.Second {
 		t.Errorf("got stdout %q stderr %q in %s", out, errOut, took)
@@ -162,9 +158,7 @@ func TestSSHLoginWaitIsCapped(t *testing.T) {
 		{LogSourceID: "stuck", RunOnStart: true, StartBlocksLogin: true, Script: "sleep 60"},
 	}})
 	s.agent.ssh.loginWait = 300 * time.Millisecond
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
-	go func() { _ = s.scripts.start(ctx) }()
+	startScripts(t, s)
 	out, errOut, _ := s.exec(t, "echo in")
 	if out != "in\n" || !strings.Contains(errOut, "coder agent: the startup scripts are still running after 300ms; going on without them") {
 		t.Errorf("got stdout %q stderr %q", out, errOut)
@@ -175,7 +169,7 @@ func TestSSHFailedBlockingScriptIsReported(t *testing.T) {
 	s := newSSHAgent(t, os.Environ(), codersdk.AgentManifest{Scripts: []codersdk.AgentScript{
 		{LogSourceID: "fails", RunOnStart: true, StartBlocksLogin: true, Script: "sleep 0.5; exit 1"},
 	}})
-	go func() { _ = s.scripts.start(context.Background()) }()
+	startScripts(t, s)
 	out, errOut, _ := s.exec(t, "echo in")
 	if out != "in\n" || !strings.Contains(errOut, "coder agent: a startup script failed") {
 		t.Errorf("got stdout %q stderr %q", out, errOut)
@@ -206,4 +200,20 @@ func TestSSHShowsMOTD(t *testing.T) {
 	if out, _, _ := s.exec(t, "echo cmd"); out != "cmd\n" {
 		t.Errorf("command output %q", out)
 	}
+}
+
+// startScripts runs the agent's start scripts in the background until the
+// test ends, and waits for them then: a script still writing into the
+// test's folders would fail its removal.
+func startScripts(t *testing.T, s *sshAgent) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = s.scripts.start(ctx)
+	}()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+	})
 }

@@ -81,12 +81,7 @@ func (inv *invocation) certsImportCmd() *cobra.Command {
 		Long: `Add CA certificates to the trust store. Every certificate must be a CA inside its
 validity period; a leaf certificate, an expired CA, a private key or anything else
 refuses the whole import, and nothing changes. CAs already imported are skipped.`,
-		Args: func(cmd *cobra.Command, args []string) error {
-			if len(args) == 0 {
-				return usageErrorf("%s needs at least one FILE (see --help)", cmd.CommandPath())
-			}
-			return nil
-		},
+		Args: minArgs(1, "at least one FILE"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := cfg.resolve(cmd, inv.environ); err != nil {
 				return err

@@ -18,15 +18,11 @@ the version and parameter values of its latest build, streaming both builds'
 logs. A stopped workspace is only started. Exits non-zero if a build fails.`,
 		Args: exactArgs(1, "NAME"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			client, err := inv.client()
+			client, w, err := inv.workspaceArg(cmd, args[0])
 			if err != nil {
 				return err
 			}
 			ctx := cmd.Context()
-			w, err := workspaceByName(ctx, client, args[0])
-			if err != nil {
-				return err
-			}
 			latest := w.LatestBuild
 			if latest.Transition == codersdk.WorkspaceTransitionDelete {
 				return fmt.Errorf("workspace %s is deleted", w.Name)

@@ -230,6 +230,17 @@ func exactArgs(n int, names ...string) cobra.PositionalArgs {
 	}
 }
 
+// minArgs wants at least n arguments; what says which ("at least one
+// template NAME").
+func minArgs(n int, what string) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, args []string) error {
+		if len(args) < n {
+			return usageErrorf("%s needs %s (see --help)", cmd.CommandPath(), what)
+		}
+		return nil
+	}
+}
+
 func (inv *invocation) logger() *slog.Logger {
 	level := slog.LevelInfo
 	if inv.verbose {

@@ -169,15 +169,11 @@ scheduler tick after each occurrence when it is stopped.`,
 			line := s.String()
 			cronLine, sched = &line, s
 		}
-		client, err := inv.client()
+		client, w, err := inv.workspaceArg(cmd, args[0])
 		if err != nil {
 			return err
 		}
 		ctx := cmd.Context()
-		w, err := workspaceByName(ctx, client, args[0])
-		if err != nil {
-			return err
-		}
 		if err := client.UpdateWorkspaceAutostart(ctx, w.ID, codersdk.UpdateWorkspaceAutostartRequest{Schedule: cronLine}); err != nil {
 			return fmt.Errorf("set the autostart schedule of %s: %w", w.Name, err)
 		}
@@ -211,15 +207,11 @@ running workspace keeps its current deadline (see coder schedule extend).`,
 				ms := d.Milliseconds()
 				ttl = &ms
 			}
-			client, err := inv.client()
+			client, w, err := inv.workspaceArg(cmd, args[0])
 			if err != nil {
 				return err
 			}
 			ctx := cmd.Context()
-			w, err := workspaceByName(ctx, client, args[0])
-			if err != nil {
-				return err
-			}
 			if err := client.UpdateWorkspaceTTL(ctx, w.ID, codersdk.UpdateWorkspaceTTLRequest{TTLMillis: ttl}); err != nil {
 				return fmt.Errorf("set the autostop of %s: %w", w.Name, err)
 			}
@@ -244,15 +236,11 @@ func (inv *invocation) scheduleExtendCmd() *cobra.Command {
 			if err != nil {
 				return usageErrorf("%v", err)
 			}
-			client, err := inv.client()
+			client, w, err := inv.workspaceArg(cmd, args[0])
 			if err != nil {
 				return err
 			}
 			ctx := cmd.Context()
-			w, err := workspaceByName(ctx, client, args[0])
-			if err != nil {
-				return err
-			}
 			deadline := time.Now().Add(d)
 			if err := client.PutExtendWorkspace(ctx, w.ID, codersdk.PutExtendWorkspaceRequest{Deadline: deadline}); err != nil {
 				return fmt.Errorf("extend %s: %w", w.Name, err)

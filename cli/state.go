@@ -53,15 +53,11 @@ its number; the default is the latest.`,
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
-			client, err := inv.client()
+			client, w, err := inv.workspaceArg(cmd, args[0])
 			if err != nil {
 				return err
 			}
 			ctx := cmd.Context()
-			w, err := workspaceByName(ctx, client, args[0])
-			if err != nil {
-				return err
-			}
 			b, err := stateBuild(ctx, client, w, build)
 			if err != nil {
 				return err
@@ -95,15 +91,11 @@ which starts from the new state, streaming its logs (owners only).
 state of build N instead of the latest.`,
 		Args: exactArgs(2, "NAME", "FILE"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			client, err := inv.client()
+			client, w, err := inv.workspaceArg(cmd, args[0])
 			if err != nil {
 				return err
 			}
 			ctx := cmd.Context()
-			w, err := workspaceByName(ctx, client, args[0])
-			if err != nil {
-				return err
-			}
 			b, err := stateBuild(ctx, client, w, build)
 			if err != nil {
 				return err

@@ -149,25 +149,16 @@ func (inv *invocation) templatesDeleteCmd() *cobra.Command {
 		Short: "Delete templates that no workspace uses",
 		Long: `Delete templates. coderd refuses a template that workspaces still use (delete
 those first); the templates named before it are deleted.`,
-		Args: func(cmd *cobra.Command, args []string) error {
-			if len(args) == 0 {
-				return usageErrorf("%s needs at least one template NAME (see --help)", cmd.CommandPath())
-			}
-			return nil
-		},
+		Args: minArgs(1, "at least one template NAME"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			client, err := inv.client()
 			if err != nil {
 				return err
 			}
 			ctx := cmd.Context()
-			var ts []codersdk.Template
-			for _, name := range args {
-				t, err := templateByName(ctx, client, name)
-				if err != nil {
-					return err
-				}
-				ts = append(ts, t)
+			ts, err := templatesByName(ctx, client, args)
+			if err != nil {
+				return err
 			}
 			if err := inv.confirm(yes, fmt.Sprintf("Delete the templates %s?", strings.Join(args, ", "))); err != nil {
 				return err
@@ -194,25 +185,16 @@ func (inv *invocation) templatesArchiveCmd() *cobra.Command {
 --all every version that is not active and that no workspace's latest build
 uses. Archived versions leave coder templates versions list (see
 --include-archived); coder templates versions unarchive brings one back.`,
-		Args: func(cmd *cobra.Command, args []string) error {
-			if len(args) == 0 {
-				return usageErrorf("%s needs at least one template NAME (see --help)", cmd.CommandPath())
-			}
-			return nil
-		},
+		Args: minArgs(1, "at least one template NAME"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			client, err := inv.client()
 			if err != nil {
 				return err
 			}
 			ctx := cmd.Context()
-			var ts []codersdk.Template
-			for _, name := range args {
-				t, err := templateByName(ctx, client, name)
-				if err != nil {
-					return err
-				}
-				ts = append(ts, t)
+			ts, err := templatesByName(ctx, client, args)
+			if err != nil {
+				return err
 			}
 			if err := inv.confirm(yes, fmt.Sprintf("Archive unused versions of the templates %s?", strings.Join(args, ", "))); err != nil {
 				return err

@@ -22,6 +22,19 @@ func templateByName(ctx context.Context, client *codersdk.Client, name string) (
 	return t, err
 }
 
+// templatesByName looks up each named template, in order.
+func templatesByName(ctx context.Context, client *codersdk.Client, names []string) ([]codersdk.Template, error) {
+	ts := make([]codersdk.Template, 0, len(names))
+	for _, name := range names {
+		t, err := templateByName(ctx, client, name)
+		if err != nil {
+			return nil, err
+		}
+		ts = append(ts, t)
+	}
+	return ts, nil
+}
+
 // templateVersionByName finds a version of t by name, archived ones
 // included.
 func templateVersionByName(ctx context.Context, client *codersdk.Client, t codersdk.Template, name string) (codersdk.TemplateVersion, error) {
@@ -185,12 +198,7 @@ func (inv *invocation) templateVersionsArchiveCmd(archive bool) *cobra.Command {
 		Long: short + `.
 The active version and versions a workspace's latest build uses cannot be
 archived; coder templates archive archives every unused version at once.`,
-		Args: func(cmd *cobra.Command, args []string) error {
-			if len(args) < 2 {
-				return usageErrorf("%s needs a TEMPLATE and at least one VERSION (see --help)", cmd.CommandPath())
-			}
-			return nil
-		},
+		Args: minArgs(2, "a TEMPLATE and at least one VERSION"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			client, err := inv.client()
 			if err != nil {

@@ -29,6 +29,17 @@ func workspaceByName(ctx context.Context, client *codersdk.Client, arg string) (
 	return w, err
 }
 
+// workspaceArg is the client and the workspace a command's NAME argument
+// ("name" or "owner/name") names.
+func (inv *invocation) workspaceArg(cmd *cobra.Command, arg string) (*codersdk.Client, codersdk.Workspace, error) {
+	client, err := inv.client()
+	if err != nil {
+		return nil, codersdk.Workspace{}, err
+	}
+	w, err := workspaceByName(cmd.Context(), client, arg)
+	return client, w, err
+}
+
 // followBuild prints a build's logs until it ends.
 func (inv *invocation) followBuild(ctx context.Context, client *codersdk.Client, b codersdk.WorkspaceBuild) error {
 	_, err := client.WaitJob(ctx, b.Job, func(ctx context.Context, after int64, fn func(codersdk.ProvisionerJobLog) error) error {
@@ -198,15 +209,11 @@ values are given.`,
 			if err != nil {
 				return err
 			}
-			client, err := inv.client()
+			client, w, err := inv.workspaceArg(cmd, args[0])
 			if err != nil {
 				return err
 			}
 			ctx := cmd.Context()
-			w, err := workspaceByName(ctx, client, args[0])
-			if err != nil {
-				return err
-			}
 			latest := w.LatestBuild
 			if !w.Outdated && latest.TemplateVersionID == w.TemplateActiveVersionID && !pf.any() {
 				fmt.Fprintf(inv.stdout, "Workspace %s is up to date (version %s).\n", w.Name, latest.TemplateVersionName)
@@ -289,15 +296,11 @@ func (inv *invocation) transitionCmd(use string, transition codersdk.WorkspaceTr
 		Short: fmt.Sprintf("Build a workspace's %s transition", transition),
 		Args:  exactArgs(1, "NAME"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			client, err := inv.client()
+			client, w, err := inv.workspaceArg(cmd, args[0])
 			if err != nil {
 				return err
 			}
 			ctx := cmd.Context()
-			w, err := workspaceByName(ctx, client, args[0])
-			if err != nil {
-				return err
-			}
 			b, err := client.CreateWorkspaceBuild(ctx, w.ID, codersdk.CreateWorkspaceBuildRequest{Transition: transition})
 			if err != nil {
 				return err
