@@ -18,8 +18,8 @@ func (inv *invocation) groupsCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use: "groups", Aliases: []string{"group"}, Short: "Manage groups",
 		Long: `Manage groups. Owners create, edit and delete groups; template admins read them all;
-members read the groups they are in. The implicit "Everyone" group holds every user and
-cannot be edited. Share a template with a group with "coder templates permissions".`,
+members read the groups they are in. The implicit "Everyone" group holds every user; only
+its quota allowance can be edited. Share a template with a group with "coder templates permissions".`,
 	}
 	cmd.AddCommand(inv.groupsListCmd(), inv.groupsCreateCmd(), inv.groupsEditCmd(), inv.groupsDeleteCmd(),
 		inv.groupsMembersCmd("add", "Add users to a group (owners only)", true),
@@ -47,10 +47,10 @@ func (inv *invocation) groupsListCmd() *cobra.Command {
 		if err != nil {
 			return err
 		}
-		return render(inv.stdout, *out, gs, []string{"NAME", "DISPLAY NAME", "SOURCE", "MEMBERS", "ORGANIZATION ID"}, func() [][]string {
+		return render(inv.stdout, *out, gs, []string{"NAME", "DISPLAY NAME", "SOURCE", "MEMBERS", "QUOTA ALLOWANCE", "ORGANIZATION ID"}, func() [][]string {
 			rows := [][]string{}
 			for _, g := range gs {
-				rows = append(rows, []string{g.Name, g.DisplayName, string(g.Source), memberList(g), g.OrganizationID})
+				rows = append(rows, []string{g.Name, g.DisplayName, string(g.Source), memberList(g), fmt.Sprint(g.QuotaAllowance), g.OrganizationID})
 			}
 			return rows
 		})
@@ -99,12 +99,16 @@ func (inv *invocation) groupByName(cmd *cobra.Command, name string) (*codersdk.C
 func (inv *invocation) groupsEditCmd() *cobra.Command {
 	var name, displayName string
 	var add, remove []string
+	var allowance int
 	cmd := &cobra.Command{
 		Use:   "edit NAME",
-		Short: "Rename a group or change its members (owners only)",
-		Long: `Rename a group or change its members (owners only).
+		Short: "Rename a group, change its members or its quota allowance (owners only)",
+		Long: `Rename a group, change its members or its quota allowance (owners only).
 Users are named by username, email or id, e.g.
-  coder groups edit devs --add-users alice,bob --rm-users carol`,
+  coder groups edit devs --add-users alice,bob --rm-users carol
+The quota allowance is the credits a day the group adds to each member's workspace
+budget; the Everyone group takes an allowance and nothing else, e.g.
+  coder groups edit Everyone --quota-allowance 10`,
 		Args: exactArgs(1, "NAME"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			client, g, err := inv.groupByName(cmd, args[0])
@@ -114,6 +118,9 @@ Users are named by username, email or id, e.g.
 			req := codersdk.PatchGroupRequest{Name: name, AddUsers: add, RemoveUsers: remove}
 			if cmd.Flags().Changed("display-name") {
 				req.DisplayName = &displayName
+			}
+			if cmd.Flags().Changed("quota-allowance") {
+				req.QuotaAllowance = &allowance
 			}
 			if _, err := client.PatchGroup(cmd.Context(), g.ID, req); err != nil {
 				return err
@@ -127,6 +134,7 @@ Users are named by username, email or id, e.g.
 	f.StringVar(&displayName, "display-name", "", "New display name of the group")
 	f.StringSliceVarP(&add, "add-users", "a", nil, "Users to add (comma-separated usernames, emails or ids)")
 	f.StringSliceVarP(&remove, "rm-users", "r", nil, "Users to remove (comma-separated usernames, emails or ids)")
+	f.IntVar(&allowance, "quota-allowance", 0, "Credits a day the group adds to each member's workspace quota budget (0 adds none)")
 	return cmd
 }
 

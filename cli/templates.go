@@ -19,7 +19,8 @@ import (
 func (inv *invocation) templatesCmd() *cobra.Command {
 	cmd := &cobra.Command{Use: "templates", Aliases: []string{"template"}, Short: "Manage templates"}
 	cmd.AddCommand(inv.templatePushCmd("create", true), inv.templatePushCmd("push", false), inv.templatesListCmd(),
-		inv.templatesPermissionsCmd(), inv.templateVersionsCmd(), inv.templatePullCmd(), inv.templatesDeleteCmd(), inv.templatesArchiveCmd())
+		inv.templatesPermissionsCmd(), inv.templateVersionsCmd(), inv.templatePullCmd(), inv.templatesDeleteCmd(), inv.templatesArchiveCmd(),
+		inv.templateEditCmd()) // templateedit.go
 	return cmd
 }
 

@@ -408,6 +408,9 @@ func writeWorkspace(out io.Writer, w codersdk.Workspace, now time.Time) {
 		fmt.Fprintf(out, "Outdated: the template has a newer active version; `coder update %s` builds with it\n", w.Name)
 	}
 	fmt.Fprintf(out, "Status: %s (build #%d, %s, %s)\n", b.Status, b.BuildNumber, b.Transition, agoFrom(now, b.CreatedAt))
+	if line := describeDormancy(w); line != "" { // templateedit.go
+		fmt.Fprintln(out, line)
+	}
 	if line := describeSchedule(w, now); line != "" { // schedule.go
 		fmt.Fprintln(out, line)
 	}

@@ -389,6 +389,7 @@ func (api *API) routes() *gin.Engine {
 	a.POST("/users/logout", api.handle(api.postLogout))
 	a.GET("/users", api.handle(api.users))
 	a.POST("/users", api.handle(api.postUser))
+	a.GET("/workspace-quota/:user", api.handle(api.workspaceQuota)) // quotas.go
 	a.GET("/users/:user", api.handle(api.user))
 	a.DELETE("/users/:user", api.handle(api.deleteUser)) // adminapi.go
 	a.PUT("/users/:user/roles", api.handle(api.putUserRoles))
@@ -457,6 +458,7 @@ func (api *API) routes() *gin.Engine {
 	a.GET("/audit", api.handle(api.auditLogs))
 	api.workspaceProxyRoutes(v2, a) // workspaceproxies.go
 	api.scheduleRoutes(a)           // schedules.go
+	api.templateScheduleRoutes(a)   // templateschedules.go
 	return r
 }
 

@@ -59,11 +59,15 @@ func (api *API) convertGroups(ctx context.Context, gs []database.Group) ([]coder
 	if err != nil {
 		return nil, err
 	}
+	allowances, err := api.db.QuotaAllowances(ctx, api.org.ID) // quotas.go
+	if err != nil {
+		return nil, err
+	}
 	out := make([]codersdk.Group, 0, len(gs))
 	for _, g := range gs {
 		cg := codersdk.Group{
 			ID: g.ID, Name: g.Name, DisplayName: g.DisplayName, OrganizationID: g.OrganizationID, Source: codersdk.GroupSource(g.Source),
-			OrganizationName: api.org.Name, OrganizationDisplayName: api.org.DisplayName, Members: []codersdk.ReducedUser{},
+			QuotaAllowance: int(allowances[g.ID]), OrganizationName: api.org.Name, OrganizationDisplayName: api.org.DisplayName, Members: []codersdk.ReducedUser{},
 		}
 		if g.ID == api.org.ID {
 			for _, u := range all {
@@ -151,6 +155,9 @@ func (api *API) postGroup(c *gin.Context) error {
 		return err
 	}
 	e.resource("", req.Name)
+	if req.QuotaAllowance < 0 || req.QuotaAllowance > maxQuotaAllowance {
+		return validation("quota_allowance", "must be 0 to 1000000")
+	}
 	if !groupNameRe.MatchString(req.Name) {
 		return validation("name", "must be 1-64 letters, digits, '_', '.' or inner '-'")
 	}
@@ -163,7 +170,11 @@ func (api *API) postGroup(c *gin.Context) error {
 		var err error
 		g, err = tx.InsertGroup(ctx, database.Group{OrganizationID: api.org.ID, Name: req.Name, DisplayName: req.DisplayName, Source: database.GroupSourceUser})
 		e.resource(g.ID, "").field("display_name", req.DisplayName)
-		return err
+		if err != nil || req.QuotaAllowance == 0 {
+			return err
+		}
+		e.field("quota_allowance", req.QuotaAllowance)
+		return tx.SetQuotaAllowance(ctx, api.org.ID, g.ID, int32(req.QuotaAllowance))
 	})
 	if errors.Is(err, database.ErrConflict) {
 		return conflict("A group named %q already exists", req.Name)
@@ -274,6 +285,13 @@ func (api *API) patchGroup(c *gin.Context) error {
 	if err := decode(c, &req); err != nil {
 		return err
 	}
+	if req.QuotaAllowance != nil && (*req.QuotaAllowance < 0 || *req.QuotaAllowance > maxQuotaAllowance) {
+		return validation("quota_allowance", "must be 0 to 1000000")
+	}
+	if g.ID == api.org.ID && req.QuotaAllowance != nil && req.Name == "" && req.DisplayName == nil && len(req.AddUsers) == 0 && len(req.RemoveUsers) == 0 {
+		// The Everyone group takes a quota allowance, nothing else.
+		return api.patchQuotaAllowance(c, e, g, *req.QuotaAllowance) // quotas.go
+	}
 	if g.ID == api.org.ID {
 		return badRequest("The %s group holds every user; it cannot be renamed or have members added or removed", codersdk.EveryoneGroup)
 	}
@@ -326,6 +344,10 @@ func (api *API) patchGroup(c *gin.Context) error {
 			}
 		}
 		e.resource("", g.Name).field("added_users", nonNilStrings(added)).field("removed_users", nonNilStrings(removed))
+		if req.QuotaAllowance != nil {
+			e.field("quota_allowance", *req.QuotaAllowance)
+			return tx.SetQuotaAllowance(ctx, api.org.ID, g.ID, int32(*req.QuotaAllowance))
+		}
 		return nil
 	})
 	if errors.Is(err, database.ErrConflict) {

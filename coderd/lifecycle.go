@@ -104,6 +104,9 @@ type LifecycleResult struct {
 	Held bool
 	// Stopped and Started are the ids of the workspaces built.
 	Stopped, Started []string
+	// Dormant and Deleted are the ids of the workspaces marked dormant
+	// and those whose delete build was queued (templateschedules.go).
+	Dormant, Deleted []string
 }
 
 // LifecycleTick runs one tick of the scheduler now (Run calls it every
@@ -118,7 +121,7 @@ func (api *API) LifecycleTick(ctx context.Context) LifecycleResult {
 		}
 		for _, c := range cands {
 			transition, reason := api.lifecycleTransition(c, now)
-			if transition == "" {
+			if transition == "" || (transition == codersdk.WorkspaceTransitionStart && api.isDormant(ctx, c.WorkspaceID)) {
 				continue
 			}
 			if err := api.autobuild(ctx, c, transition, reason); err != nil {
@@ -133,7 +136,7 @@ func (api *API) LifecycleTick(ctx context.Context) LifecycleResult {
 				res.Started = append(res.Started, c.WorkspaceID)
 			}
 		}
-		return nil
+		return api.dormancyTick(ctx, now, &res) // templateschedules.go
 	})
 	res.Held = held
 	if err != nil && ctx.Err() == nil {
@@ -200,6 +203,13 @@ func (api *API) autobuild(ctx context.Context, c database.LifecycleCandidate, tr
 		ResourceTarget: w.Name, WorkspaceOwner: w.OwnerName, WorkspaceName: w.Name, StatusCode: http.StatusCreated, Success: true,
 	}
 	return api.db.InTx(ctx, func(tx *database.DB) error {
+		if transition == codersdk.WorkspaceTransitionStart {
+			// An autostart is held to the owner's quota like a start by
+			// hand (quotas.go); a refusal is logged by the tick.
+			if err := api.checkQuota(ctx, tx, w.OwnerID, w.ID, v.ID); err != nil {
+				return err
+			}
+		}
 		buildID, err := api.queueBuild(ctx, tx, w.OwnerID, w.ID, string(transition), build)
 		if err != nil {
 			return err

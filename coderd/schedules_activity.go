@@ -121,7 +121,7 @@ func (a *activity) bump(ctx context.Context, api *API, agentID string) {
 		}
 	}
 	a.mu.Unlock()
-	moved, err := api.db.BumpWorkspaceDeadline(ctx, wsID, now)
+	moved, err := api.db.BumpWorkspaceActivity(ctx, wsID, now) // the template's activity bump, else the TTL
 	if err != nil {
 		if ctx.Err() == nil {
 			api.log.Warn("activity bump", "workspace", wsID, "err", err)

@@ -276,8 +276,7 @@ func (api *API) postTemplate(c *gin.Context) error {
 	if err != nil {
 		return err
 	}
-	c.JSON(http.StatusCreated, api.convertTemplate(t))
-	return nil
+	return api.writeTemplate(c, http.StatusCreated, t) // templateschedules.go
 }
 
 func (api *API) templates(c *gin.Context) error {
@@ -300,6 +299,9 @@ func (api *API) templates(c *gin.Context) error {
 		if ok {
 			out = append(out, api.convertTemplate(t))
 		}
+	}
+	if err := api.fillTemplateSchedules(c.Request.Context(), out); err != nil { // templateschedules.go
+		return err
 	}
 	c.JSON(http.StatusOK, out)
 	return nil
@@ -325,8 +327,7 @@ func (api *API) templateByName(c *gin.Context) error {
 	if err != nil {
 		return err
 	}
-	c.JSON(http.StatusOK, api.convertTemplate(t))
-	return nil
+	return api.writeTemplate(c, http.StatusOK, t) // templateschedules.go
 }
 
 func (api *API) templateParam(c *gin.Context, act action) (database.Template, error) {
@@ -352,8 +353,7 @@ func (api *API) template(c *gin.Context) error {
 	if err != nil {
 		return err
 	}
-	c.JSON(http.StatusOK, api.convertTemplate(t))
-	return nil
+	return api.writeTemplate(c, http.StatusOK, t) // templateschedules.go
 }
 
 func (api *API) deleteTemplate(c *gin.Context) error {

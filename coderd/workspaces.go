@@ -160,6 +160,9 @@ func (api *API) convertWorkspaces(c *gin.Context, ws []database.Workspace) ([]co
 			LatestBuild: latest,
 		})
 	}
+	if err := api.fillDormancy(c.Request.Context(), out); err != nil { // templateschedules.go
+		return nil, err
+	}
 	return out, api.fillSchedules(c.Request.Context(), out)
 }
 
@@ -224,6 +227,9 @@ func (api *API) postWorkspace(c *gin.Context) error {
 	if err := api.requireTemplateRole(c, template, codersdk.TemplateRoleUse); err != nil {
 		return err
 	}
+	if err := api.applyTemplateDefaults(ctx, &req, template.ID); err != nil { // templateschedules.go
+		return err
+	}
 	v, err := api.importedVersion(c, "template_version_id", versionID, template.ID)
 	if err != nil {
 		return err
@@ -247,6 +253,9 @@ func (api *API) postWorkspace(c *gin.Context) error {
 		}
 		e.resource(wsID, "")
 		if err := api.setCreateSchedule(ctx, tx, wsID, req); err != nil {
+			return err
+		}
+		if err := api.checkQuota(ctx, tx, owner.ID, wsID, v.ID); err != nil { // quotas.go
 			return err
 		}
 		buildID, err := api.insertBuild(c, tx, wsID, "start", build)
@@ -422,6 +431,9 @@ func (api *API) postWorkspaceBuild(c *gin.Context) error {
 		if err := api.requireTemplateRole(c, t, codersdk.TemplateRoleUse); err != nil {
 			return err
 		}
+		if err := api.refuseDormant(ctx, w); err != nil { // templateschedules.go
+			return err
+		}
 	}
 	versionID := latest.TemplateVersionID
 	if req.TemplateVersionID != "" {
@@ -450,6 +462,11 @@ func (api *API) postWorkspaceBuild(c *gin.Context) error {
 	}
 	e.field("template_version", v.Name)
 	err = e.inTx(ctx, http.StatusCreated, func(tx *database.DB) error {
+		if req.Transition == codersdk.WorkspaceTransitionStart {
+			if err := api.checkQuota(ctx, tx, w.OwnerID, w.ID, v.ID); err != nil { // quotas.go
+				return err
+			}
+		}
 		buildID, err := api.insertBuild(c, tx, w.ID, string(req.Transition), build)
 		e.resource(buildID, "")
 		return err

@@ -42,8 +42,10 @@ type Group struct {
 	// every user.
 	Members          []ReducedUser `json:"members"`
 	TotalMemberCount int           `json:"total_member_count"`
-	// AvatarURL and QuotaAllowance are Coder's; always empty and 0 here.
-	AvatarURL      string      `json:"avatar_url"`
+	// AvatarURL is Coder's; always empty here.
+	AvatarURL string `json:"avatar_url"`
+	// QuotaAllowance is the credits a day the group adds to each member's
+	// workspace quota budget (docs/quotas.md); 0 adds none.
 	QuotaAllowance int         `json:"quota_allowance"`
 	Source         GroupSource `json:"source"`
 	// OrganizationName and OrganizationDisplayName name the organization.
@@ -58,10 +60,10 @@ func (g Group) IsEveryone() bool { return g.ID == g.OrganizationID }
 type CreateGroupRequest struct {
 	Name        string `json:"name"`
 	DisplayName string `json:"display_name,omitempty"`
-	// AvatarURL and QuotaAllowance are accepted for Coder's clients and
-	// ignored.
-	AvatarURL      string `json:"avatar_url,omitempty"`
-	QuotaAllowance int    `json:"quota_allowance,omitempty"`
+	// AvatarURL is accepted for Coder's clients and ignored.
+	AvatarURL string `json:"avatar_url,omitempty"`
+	// QuotaAllowance is the group's quota allowance (credits a day).
+	QuotaAllowance int `json:"quota_allowance,omitempty"`
 }
 
 // PatchGroupRequest changes a group. Users are named by id, username or
@@ -71,10 +73,11 @@ type PatchGroupRequest struct {
 	RemoveUsers []string `json:"remove_users,omitempty"`
 	Name        string   `json:"name,omitempty"`
 	DisplayName *string  `json:"display_name,omitempty"`
-	// AvatarURL and QuotaAllowance are accepted for Coder's clients and
-	// ignored.
-	AvatarURL      *string `json:"avatar_url,omitempty"`
-	QuotaAllowance *int    `json:"quota_allowance,omitempty"`
+	// AvatarURL is accepted for Coder's clients and ignored.
+	AvatarURL *string `json:"avatar_url,omitempty"`
+	// QuotaAllowance, when set, sets the group's quota allowance (credits a
+	// day); it is the only change the Everyone group takes.
+	QuotaAllowance *int `json:"quota_allowance,omitempty"`
 }
 
 // Groups lists the organization's groups ("default" names the default

@@ -21,6 +21,32 @@ type Template struct {
 	ActiveVersionID  string    `json:"active_version_id"`
 	CreatedByID      string    `json:"created_by_id"`
 	CreatedByName    string    `json:"created_by_name"`
+	TemplateScheduleFields
+}
+
+// TemplateScheduleFields are a template's schedule defaults and dormancy
+// rules, in milliseconds as Coder's; 0 means off.
+type TemplateScheduleFields struct {
+	// DefaultTTLMillis is the TTL of a workspace created without ttl_ms.
+	DefaultTTLMillis int64 `json:"default_ttl_ms"`
+	// ActivityBumpMillis is how far activity moves a running workspace's
+	// deadline; 0 means by the workspace's TTL.
+	ActivityBumpMillis int64 `json:"activity_bump_ms"`
+	// TimeTilDormantMillis is how long a stopped workspace may go unused
+	// before it is marked dormant.
+	TimeTilDormantMillis int64 `json:"time_til_dormant_ms"`
+	// TimeTilDormantAutoDeleteMillis is how long a dormant workspace lives
+	// before coderd deletes it.
+	TimeTilDormantAutoDeleteMillis int64 `json:"time_til_dormant_autodelete_ms"`
+}
+
+// UpdateTemplateMeta is the body of PATCH /api/v2/templates/{id}; fields
+// left out keep their value.
+type UpdateTemplateMeta struct {
+	DefaultTTLMillis               *int64 `json:"default_ttl_ms,omitempty"`
+	ActivityBumpMillis             *int64 `json:"activity_bump_ms,omitempty"`
+	TimeTilDormantMillis           *int64 `json:"time_til_dormant_ms,omitempty"`
+	TimeTilDormantAutoDeleteMillis *int64 `json:"time_til_dormant_autodelete_ms,omitempty"`
 }
 
 // CreateTemplateRequest creates a template from an imported version.
@@ -218,4 +244,11 @@ func (c *Client) TemplateVersionsByTemplate(ctx context.Context, template string
 // DeleteTemplate deletes a template that no workspace uses.
 func (c *Client) DeleteTemplate(ctx context.Context, id string) error {
 	return c.do(ctx, http.MethodDelete, "/api/v2/templates/"+id, nil, nil)
+}
+
+// UpdateTemplateMeta changes a template's schedule defaults (template
+// admins).
+func (c *Client) UpdateTemplateMeta(ctx context.Context, id string, req UpdateTemplateMeta) (Template, error) {
+	var t Template
+	return t, c.do(ctx, http.MethodPatch, "/api/v2/templates/"+id, req, &t)
 }

@@ -58,6 +58,11 @@ type Workspace struct {
 	AutostartSchedule *string `json:"autostart_schedule,omitempty"`
 	// LastUsedAt is the last activity the relay saw (zero: none yet).
 	LastUsedAt time.Time `json:"last_used_at"`
+	// DormantAt is when the workspace was marked dormant (nil: it is not);
+	// a dormant workspace does not start until it is marked active again.
+	DormantAt *time.Time `json:"dormant_at,omitempty"`
+	// DeletingAt is when coderd deletes the dormant workspace (nil: never).
+	DeletingAt *time.Time `json:"deleting_at,omitempty"`
 }
 
 // WorkspacesResponse lists workspaces.
@@ -316,4 +321,14 @@ func (c *Client) WorkspaceBuildLogs(ctx context.Context, id string, after int64,
 // CancelWorkspaceBuild cancels a pending or running build.
 func (c *Client) CancelWorkspaceBuild(ctx context.Context, id string) error {
 	return c.do(ctx, http.MethodPatch, "/api/v2/workspacebuilds/"+id+"/cancel", nil, nil)
+}
+
+// UpdateWorkspaceDormancy is the body of PUT /api/v2/workspaces/{id}/dormant.
+type UpdateWorkspaceDormancy struct {
+	Dormant bool `json:"dormant"`
+}
+
+// UpdateWorkspaceDormancy marks a workspace dormant or active again.
+func (c *Client) UpdateWorkspaceDormancy(ctx context.Context, id string, req UpdateWorkspaceDormancy) error {
+	return c.do(ctx, http.MethodPut, "/api/v2/workspaces/"+id+"/dormant", req, nil, http.StatusNoContent)
 }

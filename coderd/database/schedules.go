@@ -136,26 +136,6 @@ func (db *DB) ArmBuildDeadline(ctx context.Context, buildID string) error {
 	return mapErr(err)
 }
 
-// BumpWorkspaceDeadline records activity on a workspace at now: its
-// last_used_at, and, when its latest build is a running start build with a
-// deadline that is less than its TTL away, a deadline of now plus the TTL
-// (Coder's activity bump). It reports whether the deadline moved.
-func (db *DB) BumpWorkspaceDeadline(ctx context.Context, workspaceID string, now time.Time) (bool, error) {
-	if _, err := db.q().Exec(ctx, `UPDATE workspaces SET last_used_at = $2 WHERE id = $1 AND last_used_at < $2`, workspaceID, now); err != nil {
-		return false, mapErr(err)
-	}
-	tag, err := db.q().Exec(ctx, `UPDATE workspace_builds b SET deadline = $2::timestamptz + `+ttlInterval+`, updated_at = $2
-		FROM workspaces w, provisioner_jobs j
-		WHERE w.id = $1 AND b.workspace_id = w.id AND j.id = b.job_id
-		  AND b.build_number = (SELECT max(build_number) FROM workspace_builds WHERE workspace_id = w.id)
-		  AND b.transition = 'start' AND `+jobSucceeded+` AND NOT w.deleted AND w.ttl_ms > 0
-		  AND b.deadline > '0001-01-01 00:00:00+00' AND b.deadline < $2::timestamptz + `+ttlInterval, workspaceID, now)
-	if err != nil {
-		return false, mapErr(err)
-	}
-	return tag.RowsAffected() > 0, nil
-}
-
 // AgentWorkspaceID returns the id of the workspace an agent belongs to.
 func (db *DB) AgentWorkspaceID(ctx context.Context, agentID string) (string, error) {
 	var id string
