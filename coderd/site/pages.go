@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"airgapcoder/coderd/schedule"
 	"airgapcoder/codersdk"
 )
 
@@ -250,8 +251,36 @@ func (h *Handler) workspace(w http.ResponseWriter, r *http.Request, s session) e
 	}
 	h.render(w, http.StatusOK, "workspace", page{Title: ws.OwnerName + "/" + ws.Name, User: &s.user, Error: r.URL.Query().Get("error"),
 		Data: map[string]any{"W": ws, "Base": "/@" + url.PathEscape(ws.OwnerName) + "/" + url.PathEscape(ws.Name), "Can": actionsFor(ws),
-			"AppBase": appBase(r, s.client), "NoWildcard": noWildcardReason}})
+			"AppBase": appBase(r, s.client), "NoWildcard": noWildcardReason, "Schedule": scheduleFacts(ws)}})
 	return nil
+}
+
+// scheduleFacts are the workspace page's schedule lines (issue 35): its
+// autostart, its autostop after start or last use, the running build's
+// deadline, and dormancy; none for a workspace without any.
+func scheduleFacts(ws codersdk.Workspace) []string {
+	var out []string
+	if ws.AutostartSchedule != nil {
+		start := *ws.AutostartSchedule
+		if sched, err := schedule.Weekly(start); err == nil {
+			start = sched.Human()
+		}
+		out = append(out, "Starts "+start)
+	}
+	if ws.TTLMillis != nil {
+		out = append(out, fmt.Sprintf("Stops %s after it starts or was last used", time.Duration(*ws.TTLMillis)*time.Millisecond))
+	}
+	if d := ws.LatestBuild.Deadline; d != nil && ws.LatestBuild.Status == codersdk.WorkspaceStatusRunning {
+		out = append(out, "Stops at "+d.UTC().Format("2006-01-02 15:04 MST")+" unless used")
+	}
+	if ws.DormantAt != nil {
+		line := "Dormant since " + ws.DormantAt.UTC().Format("2006-01-02 15:04 MST")
+		if ws.DeletingAt != nil {
+			line += "; deleted at " + ws.DeletingAt.UTC().Format("2006-01-02 15:04 MST") + " unless made active"
+		}
+		out = append(out, line)
+	}
+	return out
 }
 
 // actions says which of the workspace page's build buttons apply to the

@@ -319,3 +319,31 @@ func workspaceLiveParts(b *browser) {
 	b.waitText("startup script output appears", "#workspace [data-field=agent-logs]", "startup-says-hello", 60*time.Second)
 	b.waitText("resources are listed", "#workspace [data-field=resources]", "terraform_data.agent", 10*time.Second)
 }
+
+// TestWorkspacePageSchedule: the workspace page says when the workspace
+// starts and stops (issue 35), as `coder show` does.
+func TestWorkspacePageSchedule(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	d := coderdtest.New(t, coderdtest.Options{ProvisionerPSK: "psk"})
+	admin, _ := d.CreateFirstUser(t)
+	daemon := d.NewDaemon(t, "schedule", nil)
+	tpl := coderdtest.CreateTemplate(t, admin, daemon, "schedule", coderdtest.MinimalTemplate, nil)
+	ttl := (8 * time.Hour).Milliseconds()
+	start := "CRON_TZ=Europe/Berlin 30 9 * * 1-5"
+	if _, err := admin.CreateWorkspace(ctx, codersdk.Me, codersdk.CreateWorkspaceRequest{
+		TemplateID: tpl.ID, Name: "sched", TTLMillis: &ttl, AutostartSchedule: &start,
+	}); err != nil {
+		t.Fatal(err)
+	}
+	daemon.RunOne(t)
+	status, page := getPage(t, d.URL, admin.SessionToken, "/@admin/sched")
+	if status != http.StatusOK {
+		t.Fatalf("GET the workspace page: %d", status)
+	}
+	for _, want := range []string{`id="schedule"`, "Starts ", "Europe/Berlin", "Stops 8h0m0s after it starts or was last used", "Stops at "} {
+		if !strings.Contains(page, want) {
+			t.Errorf("the workspace page lacks %q:\n%s", want, page)
+		}
+	}
+}
