@@ -40,7 +40,7 @@ func newFakeGitea(t *testing.T) *fakeGitea {
 	t.Helper()
 	git, err := exec.LookPath("git")
 	if err != nil {
-		t.Skipf("git is not installed: %v", err)
+		t.Fatalf("git is not installed (scripts/install-deps.sh installs it): %v", err)
 	}
 	out, err := exec.Command(git, "--exec-path").Output()
 	if err != nil {
@@ -48,7 +48,7 @@ func newFakeGitea(t *testing.T) *fakeGitea {
 	}
 	backend := filepath.Join(strings.TrimSpace(string(out)), "git-http-backend")
 	if _, err := os.Stat(backend); err != nil {
-		t.Skipf("git http-backend is not installed: %v", err)
+		t.Fatalf("git http-backend is not installed (it comes with Debian's git, which scripts/install-deps.sh installs): %v", err)
 	}
 	g := &fakeGitea{token: "gta_" + strings.ReplaceAll(uuid.NewString(), "-", ""), reposDir: t.TempDir()}
 	const code = "the-code"
