@@ -40,15 +40,11 @@ uploaded) or a version's name. --tar writes the tar itself to stdout instead.`,
 			if tarMode && len(args) == 2 {
 				return usageErrorf("--tar writes to stdout: give no DIR")
 			}
-			client, err := inv.client()
+			client, t, err := inv.templateArg(cmd, args[0])
 			if err != nil {
 				return err
 			}
 			ctx := cmd.Context()
-			t, err := templateByName(ctx, client, args[0])
-			if err != nil {
-				return err
-			}
 			var v codersdk.TemplateVersion
 			switch version {
 			case "", "active":

@@ -22,6 +22,17 @@ func templateByName(ctx context.Context, client *codersdk.Client, name string) (
 	return t, err
 }
 
+// templateArg is the client and the template a command's NAME argument
+// names.
+func (inv *invocation) templateArg(cmd *cobra.Command, name string) (*codersdk.Client, codersdk.Template, error) {
+	client, err := inv.client()
+	if err != nil {
+		return nil, codersdk.Template{}, err
+	}
+	t, err := templateByName(cmd.Context(), client, name)
+	return client, t, err
+}
+
 // templatesByName looks up each named template, in order.
 func templatesByName(ctx context.Context, client *codersdk.Client, names []string) ([]codersdk.Template, error) {
 	ts := make([]codersdk.Template, 0, len(names))
@@ -82,15 +93,11 @@ func (inv *invocation) templateVersionsListCmd() *cobra.Command {
 	out := outputFlag(cmd)
 	cmd.Flags().BoolVar(&includeArchived, "include-archived", false, "Include archived versions (an ARCHIVED column says which)")
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
-		client, err := inv.client()
+		client, t, err := inv.templateArg(cmd, args[0])
 		if err != nil {
 			return err
 		}
 		ctx := cmd.Context()
-		t, err := templateByName(ctx, client, args[0])
-		if err != nil {
-			return err
-		}
 		list := client.TemplateVersionsByTemplate
 		if includeArchived {
 			list = client.TemplateVersionsIncludingArchived
@@ -158,15 +165,11 @@ have been imported successfully.`,
 			if template == "" || version == "" {
 				return usageErrorf("--template and --template-version are required")
 			}
-			client, err := inv.client()
+			client, t, err := inv.templateArg(cmd, template)
 			if err != nil {
 				return err
 			}
 			ctx := cmd.Context()
-			t, err := templateByName(ctx, client, template)
-			if err != nil {
-				return err
-			}
 			v, err := templateVersionByName(ctx, client, t, version)
 			if err != nil {
 				return err
@@ -200,15 +203,11 @@ The active version and versions a workspace's latest build uses cannot be
 archived; coder templates archive archives every unused version at once.`,
 		Args: minArgs(2, "a TEMPLATE and at least one VERSION"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			client, err := inv.client()
+			client, t, err := inv.templateArg(cmd, args[0])
 			if err != nil {
 				return err
 			}
 			ctx := cmd.Context()
-			t, err := templateByName(ctx, client, args[0])
-			if err != nil {
-				return err
-			}
 			var versions []codersdk.TemplateVersion
 			for _, name := range args[1:] {
 				v, err := templateVersionByName(ctx, client, t, name)
