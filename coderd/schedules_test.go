@@ -256,10 +256,12 @@ func TestAutostop(t *testing.T) {
 func TestActivityBump(t *testing.T) {
 	t.Parallel()
 	tick := 200 * time.Millisecond
-	f := newScheduleFixture(t, coderdtest.Options{Lifecycle: coderd.LifecycleOptions{Tick: tick, MinTTL: 2 * time.Second}})
+	// A 6 s TTL bumped every 3 s leaves 3 s for a loaded machine's delays
+	// (a CI run once missed a 2 s TTL bumped every second).
+	f := newScheduleFixture(t, coderdtest.Options{Lifecycle: coderd.LifecycleOptions{Tick: tick, MinTTL: 6 * time.Second}})
 	agent := codersdk.ProvisionedAgent{Name: "main", Token: "9f0bd4a5-64a1-4b4d-9f08-2c2a0a6a7f10"}
 	tpl := coderdtest.CreateTemplate(t, f.admin, f.daemon, "withagent", coderdtest.MinimalTemplate, nil)
-	w, err := f.member.CreateWorkspace(context.Background(), codersdk.Me, codersdk.CreateWorkspaceRequest{TemplateID: tpl.ID, Name: "dev", TTLMillis: msOf(2 * time.Second)})
+	w, err := f.member.CreateWorkspace(context.Background(), codersdk.Me, codersdk.CreateWorkspaceRequest{TemplateID: tpl.ID, Name: "dev", TTLMillis: msOf(6 * time.Second)})
 	if err != nil {
 		t.Fatal(err)
 	}
