@@ -134,6 +134,11 @@ type Options struct {
 	// register again (workspaceproxies.go); one silent for three intervals
 	// is unreachable. 0 means DefaultWorkspaceProxyHeartbeatInterval.
 	WorkspaceProxyHeartbeatInterval time.Duration
+	// WorkspaceProxyAuthTTL is how long a proxy may reuse the primary's
+	// answer about a user's token (codersdk.ProxyAuthorizeConnectResponse):
+	// the bound on revocation at a proxy. 0 means
+	// DefaultWorkspaceProxyAuthTTL.
+	WorkspaceProxyAuthTTL time.Duration
 	// Lifecycle tunes the workspace lifecycle scheduler (autostop and
 	// autostart, lifecycle.go); the zero value means its defaults.
 	Lifecycle LifecycleOptions

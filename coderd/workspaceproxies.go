@@ -40,6 +40,10 @@ import (
 // again when Options.WorkspaceProxyHeartbeatInterval is zero.
 const DefaultWorkspaceProxyHeartbeatInterval = 10 * time.Second
 
+// DefaultWorkspaceProxyAuthTTL is how long a proxy may reuse an answer
+// about a user's token when Options.WorkspaceProxyAuthTTL is zero.
+const DefaultWorkspaceProxyAuthTTL = 10 * time.Second
+
 // proxyUnreachableAfter is how many heartbeat intervals a proxy may stay
 // silent before it counts as unreachable.
 const proxyUnreachableAfter = 3
@@ -74,6 +78,8 @@ func (api *API) workspaceProxyRoutes(v2, signedIn *gin.RouterGroup) {
 	signedIn.GET("/workspaceproxies/:proxy", api.handle(api.workspaceProxy))
 	signedIn.DELETE("/workspaceproxies/:proxy", api.handle(api.deleteWorkspaceProxy))
 	signedIn.GET("/regions", api.handle(api.regions))
+	api.workspaceProxyRelayRoutes(v2) // workspaceproxyrelay.go
+	api.workspaceProxyAppRoutes(v2)   // workspaceproxyapps.go
 }
 
 func (api *API) postWorkspaceProxy(c *gin.Context) error {

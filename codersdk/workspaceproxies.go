@@ -146,6 +146,10 @@ type RegisterWorkspaceProxyRequest struct {
 	ReplicaHostname string `json:"hostname"`
 	// HealthReport is the proxy's own health report.
 	HealthReport ProxyHealthReport `json:"health_report"`
+	// ActiveAgentIDs are the agents with at least one user connection open
+	// through the proxy now: their workspaces' deadlines are bumped as for
+	// connections through the primary (docs/schedules.md).
+	ActiveAgentIDs []string `json:"active_agent_ids,omitempty"`
 }
 
 // RegisterWorkspaceProxyResponse is what the primary tells a registering

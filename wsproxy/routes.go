@@ -28,9 +28,11 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("GET /healthz", s.healthz)
 	mux.HandleFunc("GET /healthz-report", s.healthzReport)
 	mux.HandleFunc("GET /api/v2/buildinfo", s.buildInfo)
+	s.relayRoutes(mux) // relay.go
+	s.appRoutes(mux)   // apps.go
 	mux.HandleFunc("/api/v2/", s.apiNotServed)
 	mux.HandleFunc("/", s.redirectToPrimary)
-	return mux
+	return s.byHost(mux)
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
