@@ -15,7 +15,7 @@ PROVIDER_VERSION ?= $(shell sed -n 's|^[[:space:]]*github.com/coder/terraform-pr
 PROVIDER_OS      ?= $(shell $(GO) env GOOS)
 PROVIDER_ARCH    ?= $(shell $(GO) env GOARCH)
 
-.PHONY: all deps build run run-server test test-e2e bench fuzz clean web-vendor
+.PHONY: all deps build run run-server test test-e2e bench fuzz clean web-vendor docs
 
 all: build
 
@@ -87,6 +87,11 @@ FUZZ_TARGETS := \
 	./internal/templatetar/:FuzzValidate ./internal/templatetar/:FuzzExtract \
 	./appliance/:FuzzLoadConfig ./relayconn/:FuzzReadFrame \
 	./mirror/:FuzzParseImageRef ./coderd/:FuzzParseDevURL
+
+# Rewrites the generated parts of docs/ (the package graph in
+# docs/architecture.md); a test fails when they are stale.
+docs:
+	go test -run TestArchitecturePackageGraph -update -count=1 .
 
 fuzz:
 	@failed=; log=$$(mktemp); trap 'rm -f "$$log" "$$log.rc"' EXIT; \

@@ -1,7 +1,8 @@
 // Package mirror serves and lays out the offline copies of what Terraform and
 // container runtimes download: the provider network mirror protocol over a
-// provider tree, a read-only OCI registry over the bundle's images, and the
-// copy of those images into a site registry. It documents the file formats
+// provider tree, Terraform's module registry protocol over the bundle's
+// module packages (modules.go), a read-only OCI registry over the bundle's
+// images, and the copy of those images into a site registry. It documents the file formats
 // it writes and reads; it must never fetch from the internet (the only
 // outbound connections it makes are PushImages' to the registry it is told).
 //
@@ -14,6 +15,7 @@
 // current release):
 //
 //	/terraform/providers/…   the provider network mirror over DIR/providers
+//	/terraform/modules/…     the module registry over DIR/modules (modules.go)
 //	/v2/…                    the OCI distribution registry over DIR/images
 //	/healthz                 "OK"
 //

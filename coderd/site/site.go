@@ -1,6 +1,7 @@
 // Package site is the dashboard: the web pages coderd serves outside /api
 // (setup, login, workspaces, one workspace, its terminal, templates and their
-// versions, and the owners' admin pages: users, provisioners, audit), rendered
+// versions, external auth, and the owners' admin pages: users, provisioners,
+// audit, replicas and the appliance), rendered
 // on the server from html/template files, with one CSS file and a few small
 // vanilla JavaScript files for the live parts. Every asset is embedded with
 // go:embed; the pages load nothing from another host (no CDN, no web fonts).
