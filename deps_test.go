@@ -65,6 +65,10 @@ var depRules = []depRule{
 		forbidden: []string{"airgapcoder/certs"},
 	},
 	{
+		pkg: "airgapcoder/coderd/auditjournal", why: "the journal's format cannot follow the database's row type: it links no other package of the module",
+		forbidden: []string{"airgapcoder"},
+	},
+	{
 		pkg: "airgapcoder/wsproxy", why: "a workspace proxy reaches the deployment only through its API and never its database",
 		forbidden: []string{"airgapcoder/coderd", "airgapcoder/postgres", "github.com/jackc/pgx"},
 	},

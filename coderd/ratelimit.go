@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/gin-gonic/gin"
+	"golang.org/x/time/rate"
 )
 
 // Rate limits
@@ -24,19 +25,27 @@ import (
 //     delay that doubles with every failure (1s, 2s, 4s, … at most 5
 //     minutes) from the pair's latest failure; a success from that pair, or
 //     LoginWindow of quiet after the delay ended, forgets its failures. An
-//     address also gets at most LoginPerIP failures in a sliding LoginWindow
-//     over all accounts. Other addresses are never delayed by these counts,
-//     so nobody can lock an account's owner out by failing on purpose. An
-//     attempt that must wait answers 429 without its password being checked,
-//     right or wrong, and is audited (account, source IP, reason);
-//   - the API as a whole (this file): requests in a sliding APIWindow per
-//     session token, counted as the token only once it has authenticated; a
-//     request without a token, or whose token fails (a forged secret),
-//     counts against its source IP. Agents (/api/v2/workspaceagents/me/),
-//     provisioner daemons (/api/v2/provisionerdaemons/...), relay
-//     WebSockets (.../connect) and everything outside /api/v2 (/healthz,
-//     /bin/, dev URLs, the dashboard's pages, whose in-process API calls are
-//     counted) are not counted.
+//     address also has a bucket of LoginPerIP failures over all accounts,
+//     refilled evenly over LoginWindow. Other addresses are never delayed
+//     by these counts, so nobody can lock an account's owner out by failing
+//     on purpose. An attempt that must wait answers 429 without its
+//     password being checked, right or wrong, and is audited (account,
+//     source IP, reason);
+//   - the API as a whole (this file): a bucket of API requests per session
+//     token, refilled evenly over APIWindow, counted as the token only once
+//     it has authenticated; a request without a token, or whose token fails
+//     (a forged secret), counts against its source IP. Agents
+//     (/api/v2/workspaceagents/me/), provisioner daemons
+//     (/api/v2/provisionerdaemons/...), relay WebSockets (.../connect) and
+//     everything outside /api/v2 (/healthz, /bin/, dev URLs, the
+//     dashboard's pages, whose in-process API calls are counted) are not
+//     counted.
+//
+// "N per window" is a token bucket (golang.org/x/time/rate): N at once,
+// then one more every window/N, so N per window sustained; a client that
+// starts with a full bucket can get up to 2N-1 within its first window, and
+// a refused one may retry as soon as one token is back (window/N), not when
+// its oldest request leaves a sliding window.
 //
 // A refused request gets 429 Too Many Requests, a Retry-After header (whole
 // seconds until the attempt would be allowed) and the error envelope. The
@@ -51,7 +60,8 @@ type RateLimits struct {
 	// session token, or per source IP for requests without a valid one
 	// (default 512, as Coder).
 	API int
-	// APIWindow is the API limit's window (default one minute).
+	// APIWindow is the API limit's window, over which a bucket of API
+	// requests refills (default one minute).
 	APIWindow time.Duration
 	// LoginPerAccount is the number of failed password logins allowed for
 	// one account from one source IP before each further attempt from that
@@ -60,9 +70,9 @@ type RateLimits struct {
 	// LoginPerIP is the number of failed password logins per LoginWindow
 	// allowed from one source IP, over all accounts (default 20).
 	LoginPerIP int
-	// LoginWindow is the per-IP login limit's window, and the quiet after
-	// which an (account, IP) pair's failures are forgotten (default one
-	// minute).
+	// LoginWindow is the per-IP login limit's window, over which its
+	// bucket refills, and the quiet after which an (account, IP) pair's
+	// failures are forgotten (default one minute).
 	LoginWindow time.Duration
 }
 
@@ -93,21 +103,21 @@ func (l RateLimits) withDefaults() RateLimits {
 
 // rateLimiters are the API's limiters; a nil one is a limit turned off.
 type rateLimiters struct {
-	api          *slidingWindow
+	api          *tokenBuckets
 	loginBackoff *loginBackoff
-	loginPerIP   *slidingWindow
+	loginPerIP   *tokenBuckets
 	// logged lets each key's refusals be logged once a minute, not once
 	// per refused request.
-	logged *slidingWindow
+	logged *tokenBuckets
 }
 
 func newRateLimiters(l RateLimits, now func() time.Time) *rateLimiters {
 	l = l.withDefaults()
 	return &rateLimiters{
-		api:          newSlidingWindow(l.API, l.APIWindow, now),
+		api:          newTokenBuckets(l.API, l.APIWindow, now),
 		loginBackoff: newLoginBackoff(l.LoginPerAccount, l.LoginWindow, now),
-		loginPerIP:   newSlidingWindow(l.LoginPerIP, l.LoginWindow, now),
-		logged:       newSlidingWindow(1, time.Minute, now),
+		loginPerIP:   newTokenBuckets(l.LoginPerIP, l.LoginWindow, now),
+		logged:       newTokenBuckets(1, time.Minute, now),
 	}
 }
 
@@ -117,105 +127,93 @@ func (r *rateLimiters) firstRefusal(key string) bool {
 	return ok
 }
 
-// slidingWindow counts events per key over the last window: an exact log
-// of each key's event times, oldest first, holding only those still inside
-// the window (so memory is bounded by the events of one window). Keys whose
-// events have all expired are dropped, every key on a sweep once a window.
-// A nil *slidingWindow (a limit turned off) allows everything.
-type slidingWindow struct {
+// tokenBuckets are a token bucket per key (golang.org/x/time/rate): each
+// holds at most limit tokens, refilled evenly over window (one every
+// window/limit), and an event takes one. A bucket that is full again is no
+// different from a new one, so a sweep once a window drops those: memory
+// holds only the keys seen within about a window. Every call reads the
+// clock under mu, so each bucket sees time move forward. A nil
+// *tokenBuckets (a limit turned off) allows everything.
+type tokenBuckets struct {
 	limit  int
 	window time.Duration
 	now    func() time.Time
 
 	mu        sync.Mutex
-	events    map[string][]time.Time
+	buckets   map[string]*rate.Limiter
 	nextSweep time.Time
 }
 
-func newSlidingWindow(limit int, window time.Duration, now func() time.Time) *slidingWindow {
+func newTokenBuckets(limit int, window time.Duration, now func() time.Time) *tokenBuckets {
 	if limit <= 0 {
 		return nil
 	}
-	return &slidingWindow{limit: limit, window: window, now: now, events: map[string][]time.Time{}}
+	return &tokenBuckets{limit: limit, window: window, now: now, buckets: map[string]*rate.Limiter{}}
 }
 
-// live returns key's events inside the window at now, dropping older ones.
-// The caller holds mu.
-func (s *slidingWindow) live(key string, now time.Time) []time.Time {
-	if !now.Before(s.nextSweep) {
-		for k, ev := range s.events {
-			if len(ev) == 0 || !now.Before(ev[len(ev)-1].Add(s.window)) {
-				delete(s.events, k)
+// bucket is key's bucket, a full one when key has none. It drops the full
+// buckets first when a window passed since the last sweep. The caller
+// holds mu.
+func (b *tokenBuckets) bucket(key string, now time.Time) *rate.Limiter {
+	if !now.Before(b.nextSweep) {
+		for k, l := range b.buckets {
+			if l.TokensAt(now) >= float64(b.limit) {
+				delete(b.buckets, k)
 			}
 		}
-		s.nextSweep = now.Add(s.window)
+		b.nextSweep = now.Add(b.window)
 	}
-	ev := s.events[key]
-	i := 0
-	for i < len(ev) && !now.Before(ev[i].Add(s.window)) {
-		i++
+	l, ok := b.buckets[key]
+	if !ok {
+		l = rate.NewLimiter(rate.Limit(float64(b.limit)/b.window.Seconds()), b.limit)
+		b.buckets[key] = l
 	}
-	ev = ev[i:]
-	if len(ev) == 0 {
-		delete(s.events, key)
-		return nil
-	}
-	s.events[key] = ev
-	return ev
+	return l
 }
 
-// wait is how long key must wait for room for one more event (0: room now).
-// The caller holds mu.
-func (s *slidingWindow) wait(key string, now time.Time) time.Duration {
-	ev := s.live(key, now)
-	if len(ev) < s.limit {
-		return 0
+// reserve takes a token of key at now and returns its reservation (to give
+// it back with refund); when key has none it takes nothing and returns how
+// long until it will. The caller holds mu.
+func (b *tokenBuckets) reserve(key string, now time.Time) (*rate.Reservation, time.Duration) {
+	r := b.bucket(key, now).ReserveN(now, 1)
+	if wait := r.DelayFrom(now); wait > 0 {
+		r.CancelAt(now)
+		return nil, wait
 	}
-	return ev[len(ev)-s.limit].Add(s.window).Sub(now)
+	return r, 0
 }
 
-// add records an event at now. The caller holds mu.
-func (s *slidingWindow) add(key string, now time.Time) {
-	s.events[key] = append(s.live(key, now), now)
-}
-
-// take records an event for key when there is room, and otherwise returns
-// how long to wait.
-func (s *slidingWindow) take(key string) (time.Duration, bool) {
-	if s == nil {
+// take takes a token of key when it has one, and otherwise returns how
+// long until it will.
+func (b *tokenBuckets) take(key string) (time.Duration, bool) {
+	if b == nil {
 		return 0, true
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	now := s.now()
-	if d := s.wait(key, now); d > 0 {
-		return d, false
-	}
-	s.add(key, now)
-	return 0, true
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	r, wait := b.reserve(key, b.now())
+	return wait, r != nil
 }
 
-// remove forgets one event of key recorded at t (a refund).
-func (s *slidingWindow) remove(key string, t time.Time) {
-	if s == nil {
+// refund gives back the token r took at time at, as far as
+// rate.Reservation.CancelAt can: exactly when the bucket saw no other
+// event since at, within the refill of the moments in between when it
+// granted others, and not at all when it refused key in between (erring on
+// the side of counting). A nil r (nothing taken) gives back nothing.
+func (b *tokenBuckets) refund(r *rate.Reservation, at time.Time) {
+	if b == nil || r == nil {
 		return
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	ev := s.events[key]
-	for i := len(ev) - 1; i >= 0; i-- {
-		if ev[i].Equal(t) {
-			s.events[key] = append(ev[:i:i], ev[i+1:]...)
-			return
-		}
-	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	r.CancelAt(at)
 }
 
 // len is the number of keys held (for tests).
-func (s *slidingWindow) len() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return len(s.events)
+func (b *tokenBuckets) len() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return len(b.buckets)
 }
 
 // tooManyRequests is the 429 answer: Retry-After in whole seconds (at least

@@ -2,6 +2,7 @@ package coderd
 
 import (
 	"net/http/httptest"
+	"strconv"
 	"testing"
 	"time"
 )
@@ -12,55 +13,67 @@ type fakeClock struct{ t time.Time }
 func (c *fakeClock) now() time.Time          { return c.t }
 func (c *fakeClock) advance(d time.Duration) { c.t = c.t.Add(d) }
 
-func TestSlidingWindow(t *testing.T) {
+// TestTokenBuckets: a key gets its limit at once, then one more every
+// window/limit; keys have their own buckets; a refund gives a token back;
+// full buckets are dropped by the sweep.
+func TestTokenBuckets(t *testing.T) {
 	t.Parallel()
 	clock := &fakeClock{t: time.Date(2026, 11, 23, 16, 0, 0, 0, time.UTC)}
-	w := newSlidingWindow(3, 10*time.Second, clock.now)
-	for i := range 3 {
-		if _, ok := w.take("a"); !ok {
-			t.Fatalf("take %d: refused, want allowed", i+1)
+	b := newTokenBuckets(4, 8*time.Second, clock.now) // a token every 2s
+	wantTake := func(what, key string, wantWait time.Duration) {
+		t.Helper()
+		wait, ok := b.take(key)
+		if ok != (wantWait == 0) || wait != wantWait {
+			t.Fatalf("%s: got wait %s ok=%v, want wait %s", what, wait, ok, wantWait)
 		}
-		clock.advance(time.Second)
 	}
-	// Events at 0s, 1s, 2s; now 3s: the first leaves the window at 10s.
-	if wait, ok := w.take("a"); ok || wait != 7*time.Second {
-		t.Fatalf("4th take: got wait %s ok=%v, want 7s refused", wait, ok)
+	for i := range 4 {
+		wantTake("take "+strconv.Itoa(i+1), "a", 0)
 	}
-	if _, ok := w.take("b"); !ok {
-		t.Fatal("another key: refused, want allowed")
-	}
-	clock.advance(7 * time.Second)
-	if _, ok := w.take("a"); !ok {
-		t.Fatal("after the oldest event expired: refused, want allowed")
-	}
-	if wait, ok := w.take("a"); ok || wait != time.Second {
-		t.Fatalf("window full again: got wait %s ok=%v, want 1s refused", wait, ok)
-	}
+	wantTake("5th take", "a", 2*time.Second)
+	clock.advance(time.Second)
+	wantTake("half a token later", "a", time.Second)
+	wantTake("another key", "b", 0)
+	clock.advance(time.Second)
+	wantTake("a token later", "a", 0)
+	wantTake("empty again", "a", 2*time.Second)
 
-	// A refund makes room at once.
+	// A refund at the moment of the take gives the whole token back.
+	b.mu.Lock()
+	r, wait := b.reserve("a", clock.now())
+	b.mu.Unlock()
+	if r != nil || wait != 2*time.Second {
+		t.Fatalf("reserve from an empty bucket: got %v, wait %s, want nothing and 2s", r, wait)
+	}
+	clock.advance(2 * time.Second)
 	at := clock.now()
-	w.remove("a", at)
-	if _, ok := w.take("a"); !ok {
-		t.Fatal("after a refund: refused, want allowed")
+	b.mu.Lock()
+	r, _ = b.reserve("a", at)
+	b.mu.Unlock()
+	if r == nil {
+		t.Fatal("reserve after a refill: got nothing, want a token")
 	}
+	wantTake("the token is taken", "a", 2*time.Second)
+	b.refund(r, at)
+	wantTake("after its refund", "a", 0)
 
-	// Idle keys are dropped by the sweep once their events expired.
+	// A full bucket is dropped by the next sweep.
 	clock.advance(time.Minute)
-	w.take("c")
-	if got := w.len(); got != 1 {
-		t.Errorf("keys after a idle window: got %d, want 1 (only c)", got)
+	wantTake("another key, later", "c", 0)
+	if got := b.len(); got != 1 {
+		t.Errorf("keys after an idle window: got %d, want 1 (only c)", got)
 	}
 }
 
-func TestSlidingWindowOff(t *testing.T) {
+func TestTokenBucketsOff(t *testing.T) {
 	t.Parallel()
-	var w *slidingWindow = newSlidingWindow(-1, time.Minute, time.Now)
+	b := newTokenBuckets(-1, time.Minute, time.Now)
 	for range 1000 {
-		if _, ok := w.take("k"); !ok {
+		if _, ok := b.take("k"); !ok {
 			t.Fatal("a limit turned off refused a request")
 		}
 	}
-	w.remove("k", time.Now())
+	b.refund(nil, time.Now())
 }
 
 func TestRateLimitDefaults(t *testing.T) {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/gin-gonic/gin"
+	"golang.org/x/time/rate"
 
 	"airgapcoder/coderd/database"
 	"airgapcoder/codersdk"
@@ -33,7 +34,7 @@ const (
 // (see ratelimit.go): a doubling delay per (account, source IP) pair (the
 // account is the user, however it was named, or the name given when no
 // such user exists, so unknown accounts are limited like known ones) and a
-// sliding window per source IP, over all accounts.
+// token bucket per source IP, over all accounts.
 //
 // Every attempt takes its place in both before the password is checked, so
 // parallel guesses cannot slip past the count, and gives it back unless it
@@ -79,17 +80,17 @@ func (api *API) limitLogin(h handler) handler {
 		switch {
 		case err == nil:
 			l.loginBackoff.succeeded(t)
-			l.loginPerIP.remove(ip, t.at)
+			l.loginPerIP.refund(t.ipToken, t.at)
 		case !errors.As(err, &ae) || ae.status != http.StatusUnauthorized:
 			l.loginBackoff.refund(t)
-			l.loginPerIP.remove(ip, t.at)
+			l.loginPerIP.refund(t.ipToken, t.at)
 		}
 		return err
 	}
 }
 
 // takeLogin records an attempt for account from ip when neither its pair
-// must wait nor the address's window is full; otherwise it returns how
+// must wait nor the address's bucket is empty; otherwise it returns how
 // long to wait and why (loginRefusedBackoff or loginRefusedIP).
 func (l *rateLimiters) takeLogin(account, ip string) (loginTicket, time.Duration, string) {
 	pairs, byIP := l.loginBackoff, l.loginPerIP
@@ -110,29 +111,30 @@ func (l *rateLimiters) takeLogin(account, ip string) (loginTicket, time.Duration
 	default:
 		now = byIP.now()
 	}
+	t := loginTicket{key: account + " " + ip, at: now}
 	// When both must wait, the longer wait is the one that matters.
 	var wait time.Duration
 	reason := ""
-	key := account + " " + ip
 	if pairs != nil {
-		if d := pairs.wait(key, now); d > wait {
+		if d := pairs.wait(t.key, now); d > wait {
 			wait, reason = d, loginRefusedBackoff
 		}
 	}
 	if byIP != nil {
-		if d := byIP.wait(ip, now); d > wait {
+		var d time.Duration
+		if t.ipToken, d = byIP.reserve(ip, now); d > wait {
 			wait, reason = d, loginRefusedIP
 		}
 	}
-	t := loginTicket{key: key, at: now}
 	if wait > 0 {
+		if t.ipToken != nil { // the pair must wait: give the token back
+			t.ipToken.CancelAt(now)
+			t.ipToken = nil
+		}
 		return t, wait, reason
 	}
 	if pairs != nil {
-		t.prev = pairs.add(key, now)
-	}
-	if byIP != nil {
-		byIP.add(ip, now)
+		t.prev = pairs.add(t.key, now)
 	}
 	return t, 0, ""
 }
@@ -160,12 +162,13 @@ type backoffState struct {
 	last     time.Time
 }
 
-// loginTicket is an attempt that took its place: the pair, when, and the
-// pair's state before it (to give the place back).
+// loginTicket is an attempt that took its place: the pair, when, the
+// pair's state before it and the address's token (to give the place back).
 type loginTicket struct {
-	key  string
-	at   time.Time
-	prev backoffState
+	key     string
+	at      time.Time
+	prev    backoffState
+	ipToken *rate.Reservation
 }
 
 func newLoginBackoff(allowed int, window time.Duration, now func() time.Time) *loginBackoff {
