@@ -144,6 +144,7 @@ func (inv *invocation) root() *cobra.Command {
 		client(inv.listCmd()),
 		client(inv.showCmd()),
 		client(inv.scheduleCmd()), // schedule.go
+		client(inv.dormantCmd()),  // schedule_dormant.go
 		client(inv.transitionCmd("start", codersdk.WorkspaceTransitionStart)),
 		client(inv.transitionCmd("stop", codersdk.WorkspaceTransitionStop)),
 		client(inv.transitionCmd("delete", codersdk.WorkspaceTransitionDelete)),

@@ -34,6 +34,13 @@ type scheduleRow struct {
 	StartsNext *time.Time `json:"starts_next,omitempty"`
 	StopsAfter string     `json:"stops_after"`
 	StopsNext  *time.Time `json:"stops_next,omitempty"`
+	// MaxDeadline is the latest the running build may run to (its
+	// template's maximum TTL after it started).
+	MaxDeadline *time.Time `json:"max_deadline,omitempty"`
+	// DormantAt and DeletingAt are set for a dormant workspace, which does
+	// not start: StartsAt then says "dormant" and StartsNext is empty.
+	DormantAt  *time.Time `json:"dormant_at,omitempty"`
+	DeletingAt *time.Time `json:"deleting_at,omitempty"`
 }
 
 func scheduleOf(w codersdk.Workspace, now time.Time) scheduleRow {
@@ -51,7 +58,14 @@ func scheduleOf(w codersdk.Workspace, now time.Time) scheduleRow {
 		r.StopsAfter = humanDuration(time.Duration(*w.TTLMillis) * time.Millisecond)
 	}
 	if d := w.LatestBuild.Deadline; d != nil && w.LatestBuild.Status == codersdk.WorkspaceStatusRunning {
-		r.StopsNext = d
+		r.StopsNext, r.MaxDeadline = d, w.LatestBuild.MaxDeadline
+	}
+	if w.DormantAt != nil {
+		r.DormantAt, r.DeletingAt, r.StartsNext = w.DormantAt, w.DeletingAt, nil
+		r.StartsAt = "dormant"
+		if w.DeletingAt != nil {
+			r.StartsAt = "dormant, deleted " + timeOr(w.DeletingAt, "")
+		}
 	}
 	return r
 }
@@ -65,11 +79,12 @@ func timeOr(t *time.Time, none string) string {
 
 // humanDuration prints a TTL as people write it: 8h, 1h30m, 45m, 90s.
 func humanDuration(d time.Duration) string {
-	s := d.Round(time.Second).String()
-	s = strings.TrimSuffix(s, "0s")
-	s = strings.TrimSuffix(s, "0m")
-	if s == "" {
-		return "0s"
+	s := d.Round(time.Second).String() // e.g. 1h30m0s, 8h0m0s, 45m0s, 0s
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
 	}
 	return s
 }
@@ -297,7 +312,10 @@ func describeSchedule(w codersdk.Workspace, now time.Time) string {
 	}
 	r := scheduleOf(w, now)
 	line := "Schedule: starts by hand"
-	if r.StartsAt != "manual" {
+	switch {
+	case r.DormantAt != nil:
+		line = "Schedule: does not start while dormant"
+	case r.StartsAt != "manual":
 		line = "Schedule: starts " + r.StartsAt
 	}
 	if r.StartsNext != nil {
@@ -309,7 +327,11 @@ func describeSchedule(w codersdk.Workspace, now time.Time) string {
 		line += ", stops " + r.StopsAfter + " after start or last use"
 	}
 	if r.StopsNext != nil {
-		line += fmt.Sprintf(" (deadline %s, in %s)", timeOr(r.StopsNext, ""), max(r.StopsNext.Sub(now), 0).Round(time.Second))
+		line += fmt.Sprintf(" (deadline %s, in %s", timeOr(r.StopsNext, ""), max(r.StopsNext.Sub(now), 0).Round(time.Second))
+		if r.MaxDeadline != nil && !r.MaxDeadline.Equal(*r.StopsNext) {
+			line += "; at the latest " + timeOr(r.MaxDeadline, "") + ", the template's maximum"
+		}
+		line += ")"
 	}
 	return line
 }

@@ -42,6 +42,7 @@ var serverOptions = options{
 	{flag: "login-rate-limit", env: "CODER_LOGIN_RATE_LIMIT"},
 	{flag: "login-rate-limit-ip", env: "CODER_LOGIN_RATE_LIMIT_IP"},
 	{flag: "audit-retention", env: "CODER_AUDIT_RETENTION"},
+	{flag: "autobuild-poll-interval", env: "CODER_AUTOBUILD_POLL_INTERVAL"},
 	{flag: "prometheus-enable", env: "CODER_PROMETHEUS_ENABLE"},
 	{flag: "prometheus-address", env: "CODER_PROMETHEUS_ADDRESS"},
 	{flag: "oidc-issuer-url", env: "CODER_OIDC_ISSUER_URL"},
@@ -153,6 +154,11 @@ DISPLAY_NAME, DISPLAY_ICON, NO_REFRESH, EXTRA_TOKEN_KEYS (docs/external-auth.md)
 	f.IntVar(&cfg.RateLimits.LoginPerAccount, "login-rate-limit", coderd.DefaultLoginRateLimit, "Failed password logins allowed per account and source IP address before further attempts from there wait (1 s, doubling to 5 min; answered 429); 0 turns the limit off")
 	f.IntVar(&cfg.RateLimits.LoginPerIP, "login-rate-limit-ip", coderd.DefaultLoginRateLimitPerIP, "Failed password logins per minute allowed per source IP address, over all accounts; 0 turns the limit off")
 	f.DurationVar(&cfg.AuditRetention, "audit-retention", 0, "Delete audit log records older than this, hourly (e.g. 2160h); 0 keeps them forever")
+	// Coder's hidden flag: how often the workspace lifecycle scheduler
+	// looks for workspaces to stop, start, mark dormant or delete
+	// (docs/schedules.md). Tests set seconds; deployments keep the minute.
+	f.DurationVar(&cfg.Lifecycle.Tick, "autobuild-poll-interval", coderd.DefaultLifecycleTick, "How often the lifecycle scheduler looks for workspaces to autostart, autostop, mark dormant or delete")
+	_ = f.MarkHidden("autobuild-poll-interval")
 	f.BoolVar(&cfg.Prometheus.Enable, "prometheus-enable", false, "Serve Prometheus metrics at /metrics on --prometheus-address (never on the public listeners)")
 	f.StringVar(&cfg.Prometheus.Address, "prometheus-address", controlplane.DefaultPrometheusAddress, "Bind address of the Prometheus metrics listener")
 	oidcFlags(cmd, &cfg.OIDC)

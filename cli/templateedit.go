@@ -13,7 +13,7 @@ import (
 // with Coder's flag names (docs/schedules.md).
 
 func (inv *invocation) templateEditCmd() *cobra.Command {
-	var defaultTTL, activityBump, dormancy, autoDelete string
+	var defaultTTL, activityBump, dormancy, autoDelete, maxTTL string
 	cmd := &cobra.Command{
 		Use:   "edit NAME",
 		Short: "Edit a template's schedule defaults and dormancy rules",
@@ -26,7 +26,11 @@ flags given change; 0 turns a setting off. Durations are Go durations
                             deadline (0: by the workspace's TTL)
   --dormancy-threshold      a stopped workspace unused this long is marked
                             dormant and does not start until made active
-  --dormancy-auto-deletion  a dormant workspace is deleted after this long`,
+  --dormancy-auto-deletion  a dormant workspace is deleted after this long
+  --max-ttl                 the longest TTL a workspace may ask for, and the
+                            longest a workspace runs after it started, activity
+                            or not (Coder's max_ttl); applies from each
+                            workspace's next start`,
 		Args: exactArgs(1, "NAME"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var req codersdk.UpdateTemplateMeta
@@ -38,6 +42,7 @@ flags given change; 0 turns a setting off. Durations are Go durations
 				{"activity-bump", activityBump, &req.ActivityBumpMillis},
 				{"dormancy-threshold", dormancy, &req.TimeTilDormantMillis},
 				{"dormancy-auto-deletion", autoDelete, &req.TimeTilDormantAutoDeleteMillis},
+				{"max-ttl", maxTTL, &req.MaxTTLMillis},
 			} {
 				if !cmd.Flags().Changed(f.flag) {
 					continue
@@ -50,7 +55,7 @@ flags given change; 0 turns a setting off. Durations are Go durations
 				*f.field = &ms
 			}
 			if req == (codersdk.UpdateTemplateMeta{}) {
-				return usageErrorf("nothing to change: give at least one of --default-ttl, --activity-bump, --dormancy-threshold, --dormancy-auto-deletion")
+				return usageErrorf("nothing to change: give at least one of --default-ttl, --activity-bump, --dormancy-threshold, --dormancy-auto-deletion, --max-ttl")
 			}
 			client, err := inv.client()
 			if err != nil {
@@ -64,8 +69,8 @@ flags given change; 0 turns a setting off. Durations are Go durations
 			if err != nil {
 				return fmt.Errorf("edit template %s: %w", args[0], err)
 			}
-			fmt.Fprintf(inv.stdout, "Updated template %s: default TTL %s, activity bump %s, dormancy threshold %s, dormancy auto-deletion %s.\n",
-				t.Name, offOr(t.DefaultTTLMillis), offOr(t.ActivityBumpMillis), offOr(t.TimeTilDormantMillis), offOr(t.TimeTilDormantAutoDeleteMillis))
+			fmt.Fprintf(inv.stdout, "Updated template %s: default TTL %s, activity bump %s, dormancy threshold %s, dormancy auto-deletion %s, max TTL %s.\n",
+				t.Name, offOr(t.DefaultTTLMillis), offOr(t.ActivityBumpMillis), offOr(t.TimeTilDormantMillis), offOr(t.TimeTilDormantAutoDeleteMillis), offOr(t.MaxTTLMillis))
 			return nil
 		},
 	}
@@ -74,6 +79,7 @@ flags given change; 0 turns a setting off. Durations are Go durations
 	f.StringVar(&activityBump, "activity-bump", "", "how far activity moves a deadline (0: by the workspace's TTL)")
 	f.StringVar(&dormancy, "dormancy-threshold", "", "mark stopped workspaces unused this long dormant (0: never)")
 	f.StringVar(&autoDelete, "dormancy-auto-deletion", "", "delete dormant workspaces after this long (0: never)")
+	f.StringVar(&maxTTL, "max-ttl", "", "longest TTL and longest run of a workspace after it started (0: no limit)")
 	return cmd
 }
 
@@ -99,9 +105,9 @@ func describeDormancy(w codersdk.Workspace) string {
 	if w.DormantAt == nil {
 		return ""
 	}
-	line := "Dormant: since " + timeOr(w.DormantAt, "") + ", unused for too long; it starts again once made active (PUT /api/v2/workspaces/" + w.ID + "/dormant {\"dormant\": false})"
+	line := "Dormant: since " + timeOr(w.DormantAt, "") + ", unused for too long; it starts again once made active with `coder dormant off " + w.Name + "`"
 	if w.DeletingAt != nil {
-		line += "; deleted at " + timeOr(w.DeletingAt, "")
+		line += "; deleted at " + timeOr(w.DeletingAt, "") + " unless made active"
 	}
 	return line
 }

@@ -18,8 +18,8 @@ func TestDescribeDormancy(t *testing.T) {
 		want []string
 	}{
 		{"active", codersdk.Workspace{}, nil},
-		{"dormant", codersdk.Workspace{ID: "w1", DormantAt: &at}, []string{"Dormant: since", "/api/v2/workspaces/w1/dormant"}},
-		{"dormant, deleted later", codersdk.Workspace{ID: "w1", DormantAt: &at, DeletingAt: &del}, []string{"Dormant: since", "; deleted at "}},
+		{"dormant", codersdk.Workspace{ID: "w1", Name: "dev", DormantAt: &at}, []string{"Dormant: since", "`coder dormant off dev`"}},
+		{"dormant, deleted later", codersdk.Workspace{ID: "w1", Name: "dev", DormantAt: &at, DeletingAt: &del}, []string{"Dormant: since", "; deleted at ", " unless made active"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got := describeDormancy(tc.w)

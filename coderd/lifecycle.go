@@ -20,7 +20,9 @@ import (
 // and queues
 //
 //   - a stop build (reason "autostop") for each running workspace whose
-//     latest build's deadline has passed, and
+//     latest build's deadline has passed (a deadline never passes the
+//     build's max_deadline, its template's maximum TTL after it started:
+//     templateschedules.go), and
 //   - a start build (reason "autostart") for each stopped workspace whose
 //     autostart schedule had an occurrence after both its latest build and
 //     the moment the schedule was set,

@@ -104,21 +104,38 @@ func (api *API) putWorkspaceTTL(c *gin.Context) error {
 	if err := api.validTTL(req.TTLMillis); err != nil {
 		return err
 	}
-	e.field("ttl_ms", req.TTLMillis)
 	ctx := c.Request.Context()
+	maxTTL, err := api.templateMaxTTL(ctx, w.TemplateID)
+	if err != nil {
+		return err
+	}
+	if err := checkMaxTTL(req.TTLMillis, maxTTL); err != nil { // templateschedules.go
+		return err
+	}
+	e.field("ttl_ms", req.TTLMillis)
 	deadlines, err := api.db.BuildDeadlines(ctx, []string{w.LatestBuild.ID})
 	if err != nil {
 		return err
 	}
+	maxDeadlines, err := api.db.BuildMaxDeadlines(ctx, []string{w.LatestBuild.ID})
+	if err != nil {
+		return err
+	}
+	maxDeadline := maxDeadlines[w.LatestBuild.ID]
 	err = e.inTx(ctx, http.StatusNoContent, func(tx *database.DB) error {
 		if err := tx.SetWorkspaceTTL(ctx, w.ID, req.TTLMillis); err != nil {
 			return err
 		}
 		switch {
 		case req.TTLMillis == nil && !deadlines[w.LatestBuild.ID].IsZero():
-			return tx.SetBuildDeadline(ctx, w.LatestBuild.ID, time.Time{})
+			// Without a TTL the build still stops at its max_deadline.
+			return tx.SetBuildDeadline(ctx, w.LatestBuild.ID, maxDeadline)
 		case req.TTLMillis != nil && running(w) && deadlines[w.LatestBuild.ID].IsZero():
-			return tx.SetBuildDeadline(ctx, w.LatestBuild.ID, api.now().Add(time.Duration(*req.TTLMillis)*time.Millisecond))
+			deadline := api.now().Add(time.Duration(*req.TTLMillis) * time.Millisecond)
+			if !maxDeadline.IsZero() && deadline.After(maxDeadline) {
+				deadline = maxDeadline
+			}
+			return tx.SetBuildDeadline(ctx, w.LatestBuild.ID, deadline)
 		}
 		return nil
 	})
@@ -191,6 +208,14 @@ func (api *API) putExtendWorkspace(c *gin.Context) error {
 	case req.Deadline.After(now.Add(maxTTL)):
 		return validation("deadline", "must be at most 30 days from now")
 	}
+	maxDeadlines, err := api.db.BuildMaxDeadlines(ctx, []string{w.LatestBuild.ID})
+	if err != nil {
+		return err
+	}
+	if md := maxDeadlines[w.LatestBuild.ID]; !md.IsZero() && req.Deadline.After(md) {
+		return validation("deadline", fmt.Sprintf("must be at most the build's max deadline %s (the template's maximum TTL after the start); stop and start the workspace to run longer",
+			md.UTC().Format(time.RFC3339)))
+	}
 	deadline := req.Deadline.UTC().Truncate(time.Microsecond)
 	e.field("deadline", deadline)
 	err = e.inTx(ctx, http.StatusOK, func(tx *database.DB) error {
@@ -229,7 +254,7 @@ func (api *API) fillSchedules(ctx context.Context, out []codersdk.Workspace) err
 		if s.AutostartSchedule != "" {
 			out[i].AutostartSchedule = &s.AutostartSchedule
 		}
-		out[i].LatestBuild.Deadline = builds[i].Deadline
+		out[i].LatestBuild.Deadline, out[i].LatestBuild.MaxDeadline = builds[i].Deadline, builds[i].MaxDeadline
 	}
 	return nil
 }
@@ -244,10 +269,18 @@ func (api *API) fillDeadlines(ctx context.Context, out []codersdk.WorkspaceBuild
 	if err != nil {
 		return err
 	}
+	maxDeadlines, err := api.db.BuildMaxDeadlines(ctx, ids)
+	if err != nil {
+		return err
+	}
 	for i := range out {
 		if d := deadlines[out[i].ID]; !d.IsZero() {
 			d = d.UTC()
 			out[i].Deadline = &d
+		}
+		if d := maxDeadlines[out[i].ID]; !d.IsZero() {
+			d = d.UTC()
+			out[i].MaxDeadline = &d
 		}
 	}
 	return nil

@@ -19,7 +19,10 @@ import (
 // each lifecycle tick marks a stopped workspace unused for the template's
 // time_til_dormant dormant, and deletes a dormant one whose
 // time_til_dormant_autodelete has passed. A dormant workspace does not
-// start until it is marked active (PUT /workspaces/{id}/dormant).
+// start until it is marked active (PUT /workspaces/{id}/dormant). A
+// template's max_ttl_ms (Coder's max_ttl) caps workspace TTLs and gives
+// each start build a max_deadline its deadline never passes (schedules.go,
+// database.ArmBuildDeadline).
 
 // BuildReasonAutodelete is the reason of a dormant workspace's delete
 // build, as Coder's.
@@ -51,6 +54,7 @@ func sdkTemplateSchedule(s database.TemplateSchedule) codersdk.TemplateScheduleF
 	return codersdk.TemplateScheduleFields{
 		DefaultTTLMillis: s.DefaultTTLMillis, ActivityBumpMillis: s.ActivityBumpMillis,
 		TimeTilDormantMillis: s.TimeTilDormantMillis, TimeTilDormantAutoDeleteMillis: s.TimeTilDormantAutodeleteMillis,
+		MaxTTLMillis: s.MaxTTLMillis,
 	}
 }
 
@@ -95,6 +99,7 @@ func (api *API) patchTemplateMeta(c *gin.Context) error {
 		{"activity_bump_ms", req.ActivityBumpMillis, &s.ActivityBumpMillis, maxTTL},
 		{"time_til_dormant_ms", req.TimeTilDormantMillis, &s.TimeTilDormantMillis, 0},
 		{"time_til_dormant_autodelete_ms", req.TimeTilDormantAutoDeleteMillis, &s.TimeTilDormantAutodeleteMillis, 0},
+		{"max_ttl_ms", req.MaxTTLMillis, &s.MaxTTLMillis, maxTTL},
 	} {
 		if f.in == nil {
 			continue
@@ -109,6 +114,10 @@ func (api *API) patchTemplateMeta(c *gin.Context) error {
 		*f.out = *f.in
 		e.field(f.name, *f.in)
 	}
+	if s.MaxTTLMillis > 0 && s.DefaultTTLMillis > s.MaxTTLMillis {
+		return validation("default_ttl_ms", fmt.Sprintf("must be at most the template's max_ttl_ms (%s); lower the default TTL or raise the maximum",
+			time.Duration(s.MaxTTLMillis)*time.Millisecond))
+	}
 	err = e.inTx(ctx, http.StatusOK, func(tx *database.DB) error { return tx.SetTemplateSchedule(ctx, s) })
 	if err != nil {
 		return err
@@ -121,19 +130,38 @@ func (api *API) patchTemplateMeta(c *gin.Context) error {
 }
 
 // applyTemplateDefaults gives a create request without a TTL the
-// template's default TTL, if it has one.
+// template's default TTL, if it has one, and refuses a TTL above the
+// template's maximum.
 func (api *API) applyTemplateDefaults(ctx context.Context, req *codersdk.CreateWorkspaceRequest, templateID string) error {
-	if req.TTLMillis != nil {
-		return nil
-	}
 	scheds, err := api.db.TemplateSchedules(ctx, []string{templateID})
 	if err != nil {
 		return err
 	}
-	if ttl := scheds[templateID].DefaultTTLMillis; ttl > 0 {
+	s := scheds[templateID]
+	if ttl := s.DefaultTTLMillis; req.TTLMillis == nil && ttl > 0 {
 		req.TTLMillis = &ttl
 	}
-	return nil
+	return checkMaxTTL(req.TTLMillis, s.MaxTTLMillis)
+}
+
+// checkMaxTTL refuses a TTL longer than a template's max_ttl_ms (0: no
+// maximum). No TTL is fine: such a workspace stops at its build's
+// max_deadline.
+func checkMaxTTL(ttlMillis *int64, maxMillis int64) error {
+	if ttlMillis == nil || maxMillis <= 0 || *ttlMillis <= maxMillis {
+		return nil
+	}
+	return validation("ttl_ms", fmt.Sprintf("must be at most the template's maximum TTL, %s (max_ttl_ms %d); ask a template admin to raise it (coder templates edit --max-ttl)",
+		time.Duration(maxMillis)*time.Millisecond, maxMillis))
+}
+
+// templateMaxTTL is the max_ttl_ms of a template (0: none).
+func (api *API) templateMaxTTL(ctx context.Context, templateID string) (int64, error) {
+	scheds, err := api.db.TemplateSchedules(ctx, []string{templateID})
+	if err != nil {
+		return 0, err
+	}
+	return scheds[templateID].MaxTTLMillis, nil
 }
 
 // fillDormancy adds each workspace's dormant_at and deleting_at.
@@ -169,8 +197,8 @@ func (api *API) refuseDormant(ctx context.Context, w database.Workspace) error {
 		return err
 	}
 	if _, dormant := ds[w.ID]; dormant {
-		return badRequest("Workspace %s is dormant (unused for too long); make it active first: "+
-			"PUT /api/v2/workspaces/%s/dormant {\"dormant\": false}", w.Name, w.ID)
+		return badRequest("Workspace %s is dormant (unused for too long) and does not start; make it active first with "+
+			"`coder dormant off %s` (or PUT /api/v2/workspaces/%s/dormant {\"dormant\": false})", w.Name, w.Name, w.ID)
 	}
 	return nil
 }

@@ -38,6 +38,10 @@ type TemplateScheduleFields struct {
 	// TimeTilDormantAutoDeleteMillis is how long a dormant workspace lives
 	// before coderd deletes it.
 	TimeTilDormantAutoDeleteMillis int64 `json:"time_til_dormant_autodelete_ms"`
+	// MaxTTLMillis is Coder's max_ttl: the longest TTL a workspace of the
+	// template may ask for, and the longest a start build runs (activity
+	// does not move its deadline past the build's max_deadline).
+	MaxTTLMillis int64 `json:"max_ttl_ms"`
 }
 
 // UpdateTemplateMeta is the body of PATCH /api/v2/templates/{id}; fields
@@ -47,6 +51,7 @@ type UpdateTemplateMeta struct {
 	ActivityBumpMillis             *int64 `json:"activity_bump_ms,omitempty"`
 	TimeTilDormantMillis           *int64 `json:"time_til_dormant_ms,omitempty"`
 	TimeTilDormantAutoDeleteMillis *int64 `json:"time_til_dormant_autodelete_ms,omitempty"`
+	MaxTTLMillis                   *int64 `json:"max_ttl_ms,omitempty"`
 }
 
 // CreateTemplateRequest creates a template from an imported version.

@@ -113,6 +113,10 @@ type WorkspaceBuild struct {
 	// workspace's TTL after it ended, moved by activity and by
 	// PUT /workspaces/{id}/extend); nil when there is none.
 	Deadline *time.Time `json:"deadline,omitempty"`
+	// MaxDeadline is the latest the deadline may be, from the template's
+	// max_ttl_ms when the build started (as Coder's max_deadline); nil when
+	// there is no limit.
+	MaxDeadline *time.Time `json:"max_deadline,omitempty"`
 }
 
 // CreateWorkspaceBuildRequest starts, stops or deletes a workspace.

@@ -116,6 +116,10 @@ type Config struct {
 	RateLimits coderd.RateLimits
 	// AuditRetention deletes audit records older than this (0 keeps them).
 	AuditRetention time.Duration
+	// Lifecycle tunes the workspace lifecycle scheduler (see
+	// coderd.LifecycleOptions; the zero value means coderd's defaults, a
+	// one-minute tick).
+	Lifecycle coderd.LifecycleOptions
 	// AuditJournal is an audit journal to copy into the audit log at start
 	// (the appliance's; see package auditjournal). Empty means none.
 	AuditJournal string

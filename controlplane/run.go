@@ -148,7 +148,7 @@ func (st *startup) startAPI(ctx context.Context) error {
 		DB: st.db, Pubsub: st.pubsub, Logger: st.log.With("component", "api"), AccessURL: st.accessURL, Version: cfg.Version,
 		ProvisionerPSK: cfg.ProvisionerPSK, BuiltinProvisionerKey: st.builtinKey, JobHeartbeatTimeout: cfg.JobHeartbeatTimeout,
 		Telemetry: cfg.Telemetry, UpdateCheck: cfg.UpdateCheck, UpdateChecker: st.checker, Registerer: st.registry,
-		AuditRetention: cfg.AuditRetention, AuditJournal: cfg.AuditJournal,
+		AuditRetention: cfg.AuditRetention, AuditJournal: cfg.AuditJournal, Lifecycle: cfg.Lifecycle,
 		AgentBinariesDir: cfg.AgentBinariesDir, Replicas: st.replicas, HealthChecks: cfg.HealthChecks, OnFirstUser: cfg.OnFirstUser, RateLimits: cfg.RateLimits,
 		OIDC: oidcCfg, DisablePasswordAuth: cfg.DisablePasswordAuth,
 		ExternalAuth: externalAuth, ExternalAuthHTTPClient: externalAuthClient,

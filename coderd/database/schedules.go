@@ -20,9 +20,6 @@ const scheduleLockID = 7031_0035
 // (ProvisionerJob.Status's "succeeded").
 const jobSucceeded = `(j.canceled_at IS NULL AND j.started_at IS NOT NULL AND j.completed_at IS NOT NULL AND j.error = '')`
 
-// ttlInterval is the SQL interval of a workspace alias w's TTL.
-const ttlInterval = `(w.ttl_ms * interval '1 millisecond')`
-
 // WorkspaceSchedule is a workspace's autostop and autostart settings.
 type WorkspaceSchedule struct {
 	WorkspaceID string
@@ -128,12 +125,45 @@ func (db *DB) SetBuildReason(ctx context.Context, buildID, reason string) error 
 }
 
 // ArmBuildDeadline gives a start build that has just finished its deadline:
-// now plus its workspace's TTL. Other builds, and workspaces without a
-// TTL, keep none. Called when the build's job completes.
+// now plus its workspace's TTL, capped by its template's max_ttl_ms, which
+// also sets its max_deadline (now plus max_ttl_ms); a workspace without a
+// TTL gets the max_deadline as its deadline. Other builds, and workspaces
+// without a TTL of templates without a maximum, keep none. Called when the
+// build's job completes.
 func (db *DB) ArmBuildDeadline(ctx context.Context, buildID string) error {
-	_, err := db.q().Exec(ctx, `UPDATE workspace_builds b SET deadline = $2::timestamptz + `+ttlInterval+`
-		FROM workspaces w WHERE b.id = $1 AND w.id = b.workspace_id AND b.transition = 'start' AND w.ttl_ms > 0`, buildID, db.now())
+	// least() skips NULLs; nullif turns "none" (NULL or 0) into NULL.
+	_, err := db.q().Exec(ctx, `UPDATE workspace_builds b SET
+		deadline = $2::timestamptz + least(nullif(w.ttl_ms, 0), nullif(t.max_ttl_ms, 0)) * interval '1 millisecond',
+		max_deadline = CASE WHEN t.max_ttl_ms > 0 THEN $2::timestamptz + t.max_ttl_ms * interval '1 millisecond' ELSE b.max_deadline END
+		FROM workspaces w, templates t WHERE b.id = $1 AND w.id = b.workspace_id AND t.id = w.template_id AND b.transition = 'start'
+		  AND (w.ttl_ms > 0 OR t.max_ttl_ms > 0)`, buildID, db.now())
 	return mapErr(err)
+}
+
+// BuildMaxDeadlines returns the max_deadline of the given builds, keyed by
+// id; a build without one maps to the zero time.
+func (db *DB) BuildMaxDeadlines(ctx context.Context, buildIDs []string) (map[string]time.Time, error) {
+	out := make(map[string]time.Time, len(buildIDs))
+	if len(buildIDs) == 0 {
+		return out, nil
+	}
+	rows, err := db.q().Query(ctx, `SELECT id, max_deadline FROM workspace_builds WHERE id = ANY($1::uuid[])`, buildIDs)
+	if err != nil {
+		return nil, err
+	}
+	type pair struct {
+		id string
+		t  time.Time
+	}
+	list, err := collect(rows, func(row pgx.Row) (pair, error) {
+		var p pair
+		err := row.Scan(&p.id, &p.t)
+		return p, err
+	})
+	for _, p := range list {
+		out[p.id] = zeroIfNone(p.t)
+	}
+	return out, err
 }
 
 // AgentWorkspaceID returns the id of the workspace an agent belongs to.

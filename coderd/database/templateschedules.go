@@ -26,6 +26,10 @@ type TemplateSchedule struct {
 	// TimeTilDormantAutodeleteMillis is how long a dormant workspace lives
 	// before it is deleted (0: never).
 	TimeTilDormantAutodeleteMillis int64
+	// MaxTTLMillis is the longest TTL a workspace of the template may have
+	// and the longest a start build runs, activity or not (0: no limit;
+	// migration 000018).
+	MaxTTLMillis int64
 }
 
 // TemplateSchedules returns the schedules of the given templates, keyed by
@@ -35,14 +39,14 @@ func (db *DB) TemplateSchedules(ctx context.Context, templateIDs []string) (map[
 	if len(templateIDs) == 0 {
 		return out, nil
 	}
-	rows, err := db.q().Query(ctx, `SELECT id, default_ttl_ms, activity_bump_ms, time_til_dormant_ms, time_til_dormant_autodelete_ms
+	rows, err := db.q().Query(ctx, `SELECT id, default_ttl_ms, activity_bump_ms, time_til_dormant_ms, time_til_dormant_autodelete_ms, max_ttl_ms
 		FROM templates WHERE id = ANY($1::uuid[])`, templateIDs)
 	if err != nil {
 		return nil, err
 	}
 	list, err := collect(rows, func(row pgx.Row) (TemplateSchedule, error) {
 		var s TemplateSchedule
-		err := row.Scan(&s.TemplateID, &s.DefaultTTLMillis, &s.ActivityBumpMillis, &s.TimeTilDormantMillis, &s.TimeTilDormantAutodeleteMillis)
+		err := row.Scan(&s.TemplateID, &s.DefaultTTLMillis, &s.ActivityBumpMillis, &s.TimeTilDormantMillis, &s.TimeTilDormantAutodeleteMillis, &s.MaxTTLMillis)
 		return s, err
 	})
 	for _, s := range list {
@@ -56,8 +60,8 @@ func (db *DB) TemplateSchedules(ctx context.Context, templateIDs []string) (map[
 func (db *DB) SetTemplateSchedule(ctx context.Context, s TemplateSchedule) error {
 	now := db.now()
 	if _, err := db.q().Exec(ctx, `UPDATE templates SET default_ttl_ms = $2, activity_bump_ms = $3, time_til_dormant_ms = $4,
-		time_til_dormant_autodelete_ms = $5, updated_at = $6 WHERE id = $1`,
-		s.TemplateID, s.DefaultTTLMillis, s.ActivityBumpMillis, s.TimeTilDormantMillis, s.TimeTilDormantAutodeleteMillis, now); err != nil {
+		time_til_dormant_autodelete_ms = $5, max_ttl_ms = $7, updated_at = $6 WHERE id = $1`,
+		s.TemplateID, s.DefaultTTLMillis, s.ActivityBumpMillis, s.TimeTilDormantMillis, s.TimeTilDormantAutodeleteMillis, now, s.MaxTTLMillis); err != nil {
 		return mapErr(err)
 	}
 	_, err := db.q().Exec(ctx, `UPDATE workspaces SET deleting_at = CASE WHEN $2::bigint > 0 THEN dormant_at + $2::bigint * interval '1 millisecond' END
@@ -164,18 +168,21 @@ func (db *DB) DormancyCandidates(ctx context.Context, now time.Time) ([]Dormancy
 // activity bump): its last_used_at, and, when its latest build is a
 // running start build with a deadline, a deadline of now plus the
 // template's activity_bump_ms when set, else plus the workspace's TTL,
-// whenever less than that remains. It reports whether the deadline moved.
+// whenever less than that remains, never past the build's max_deadline. It
+// reports whether the deadline moved.
 func (db *DB) BumpWorkspaceActivity(ctx context.Context, workspaceID string, now time.Time) (bool, error) {
 	if _, err := db.q().Exec(ctx, `UPDATE workspaces SET last_used_at = $2 WHERE id = $1 AND last_used_at < $2`, workspaceID, now); err != nil {
 		return false, mapErr(err)
 	}
 	const bump = `(CASE WHEN t.activity_bump_ms > 0 THEN t.activity_bump_ms ELSE w.ttl_ms END * interval '1 millisecond')`
-	tag, err := db.q().Exec(ctx, `UPDATE workspace_builds b SET deadline = $2::timestamptz + `+bump+`, updated_at = $2
+	const bumped = `(CASE WHEN b.max_deadline > '0001-01-01 00:00:00+00' THEN least($2::timestamptz + ` + bump + `, b.max_deadline)
+		ELSE $2::timestamptz + ` + bump + ` END)`
+	tag, err := db.q().Exec(ctx, `UPDATE workspace_builds b SET deadline = `+bumped+`, updated_at = $2
 		FROM workspaces w, templates t, provisioner_jobs j
 		WHERE w.id = $1 AND t.id = w.template_id AND b.workspace_id = w.id AND j.id = b.job_id
 		  AND b.build_number = (SELECT max(build_number) FROM workspace_builds WHERE workspace_id = w.id)
 		  AND b.transition = 'start' AND `+jobSucceeded+` AND NOT w.deleted AND w.ttl_ms > 0
-		  AND b.deadline > '0001-01-01 00:00:00+00' AND b.deadline < $2::timestamptz + `+bump, workspaceID, now)
+		  AND b.deadline > '0001-01-01 00:00:00+00' AND b.deadline < `+bumped, workspaceID, now)
 	if err != nil {
 		return false, mapErr(err)
 	}
