@@ -26,8 +26,9 @@ import (
 //   - `coder schedule stop|extend|show`, `coder list` and `coder show`
 //     show and change the schedule.
 //
-// Two replicas starting a workspace once is TestAutostartTwoReplicas in
-// package coderd.
+// Two replicas starting a workspace once is TestAutostartTwoReplicasBinary
+// (two `coder server` processes, schedule_replicas_test.go) and, in
+// process, TestAutostartTwoReplicas in package coderd.
 func TestScheduleCLI(t *testing.T) {
 	t.Parallel()
 	const tick = time.Second
