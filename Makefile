@@ -61,7 +61,7 @@ bench: deps
 	trap './scripts/test-postgres.sh stop' EXIT; \
 	export CODER_TEST_POSTGRES_URL="$$url"; mkdir -p build; out=$(CURDIR)/build/bench.txt; : > "$$out"; \
 	run() { $(GO) test -run '^$$' -timeout 60m "$$@" | tee -a "$$out"; }; \
-	run ./bench/ -bench 'PortForwardIperf3|PortForwardAcrossReplicas|SSHCat|Load200Agents|IdleRelayedConnections' -benchtime 1x; \
+	run ./bench/ -bench 'PortForwardIperf3|PortForwardAcrossReplicas|SSHCat|Load200Agents|IdleRelayedConnections|WorkspaceProxySSHRoundTrip' -benchtime 1x; \
 	run ./bench/ -bench PortForwardConnect -benchtime 300x; \
 	run ./bench/ -bench 'BundleBuildImages|MirrorPull|ApplianceDeltaInstall' -benchtime 3x; \
 	run ./bench/ -bench 'JobClaimLatency|ListWorkspaces10k|ProcessWorkspaceBuild|EnqueueToProvisionerStart' -benchtime 20x; \

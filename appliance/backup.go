@@ -70,6 +70,9 @@ func withDatabase(ctx context.Context, dir string, log *slog.Logger, needStopped
 	if cfg.PostgresURL != "" {
 		return errors.New("this appliance uses an external database (postgres-url): back it up with that server's tools")
 	}
+	if cfg.IsProxy() {
+		return fmt.Errorf("%s is a workspace proxy (role: proxy): it has no database; run this on the primary (%s)", dir, cfg.PrimaryAccessURL)
+	}
 	release, err := l.CurrentRelease()
 	if err != nil || release == "" {
 		return fmt.Errorf("nothing is installed in %s", dir)

@@ -25,6 +25,30 @@ const ConfigFile = "appliance.yaml"
 
 // Config is DIR/appliance.yaml. Keys are the yaml names below.
 type Config struct {
+	// Role is what this appliance runs (role): "primary", the default,
+	// runs the deployment (PostgreSQL, the mirror, coderd and its
+	// provisioners); "proxy" runs a workspace proxy of a primary's
+	// deployment and nothing else (proxy.go, docs/wsproxy.md).
+	Role string `koanf:"role"`
+	// The proxy role's keys, named as coder wsproxy server's flags. Only
+	// role: proxy takes them.
+	//
+	// PrimaryAccessURL is the primary's access URL, https
+	// (primary-access-url).
+	PrimaryAccessURL string `koanf:"primary-access-url"`
+	// ProxySessionToken, or better ProxySessionTokenFile (a file only the
+	// user that runs the appliance reads, mode 0600), is the proxy's token
+	// as coder wsproxy create printed it (proxy-session-token,
+	// proxy-session-token-file). It is never logged.
+	ProxySessionToken     string `koanf:"proxy-session-token"`
+	ProxySessionTokenFile string `koanf:"proxy-session-token-file"`
+	// PrimaryCAFile is a PEM file of the CA that issued the primary's
+	// certificate (primary-ca-file; e.g. the primary's DIR/certs/ca.pem),
+	// trusted for the primary besides trust.pem (the system roots, this
+	// appliance's CA and the CAs coder certs import added). Empty trusts
+	// trust.pem only.
+	PrimaryCAFile string `koanf:"primary-ca-file"`
+
 	// TLSAddress is where the dashboard, API, dev URLs and agent
 	// connections are served over HTTPS with the appliance certificate
 	// (tls-address).
@@ -118,6 +142,7 @@ type Config struct {
 // DefaultConfig is what install writes.
 func DefaultConfig() Config {
 	return Config{
+		Role:                   RolePrimary,
 		TLSAddress:             "127.0.0.1:3443",
 		HTTPAddress:            "127.0.0.1:3000",
 		MirrorAddress:          "127.0.0.1:8443",
@@ -133,6 +158,7 @@ func DefaultConfig() Config {
 }
 
 var knownKeys = map[string]bool{
+	"role": true, "primary-access-url": true, "proxy-session-token": true, "proxy-session-token-file": true, "primary-ca-file": true,
 	"tls-address": true, "http-address": true, "access-url": true, "wildcard-access-url": true, "mirror-address": true, "hosts": true, "provisioner-daemons": true,
 	"service-user": true, "postgres-url": true, "egress-allow": true, "telemetry": true, "update-check": true, "block-direct-connections": true,
 	"prometheus-enable": true, "prometheus-address": true,
@@ -151,6 +177,7 @@ func LoadConfig(dir string, overrides map[string]any) (Config, error) {
 	k := koanf.New(".")
 	def := DefaultConfig()
 	if err := k.Load(confmap.Provider(map[string]any{
+		"role":        def.Role,
 		"tls-address": def.TLSAddress, "http-address": def.HTTPAddress, "mirror-address": def.MirrorAddress, "provisioner-daemons": def.ProvisionerDaemons,
 		"service-user": def.ServiceUser, "block-direct-connections": def.BlockDirectConnections,
 		"oidc-scopes": def.OIDCScopes, "oidc-allow-signups": def.OIDCAllowSignups, "oidc-username-field": def.OIDCUsernameField,
@@ -190,7 +217,7 @@ func LoadConfig(dir string, overrides map[string]any) (Config, error) {
 	if err := c.Validate(path); err != nil {
 		return c, err
 	}
-	c.EgressAllow = allowHosts(c.EgressAllow, append(c.issuerHosts(), c.externalAuth("", nil).Hosts()...)...)
+	c.EgressAllow = allowHosts(c.EgressAllow, append(append(c.issuerHosts(), c.externalAuth("", nil).Hosts()...), c.primaryHosts()...)...)
 	return c, nil
 }
 
@@ -198,6 +225,9 @@ func LoadConfig(dir string, overrides map[string]any) (Config, error) {
 // gap.
 func (c Config) Validate(source string) error {
 	var errs []error
+	if err := c.validateRole(); err != nil {
+		errs = append(errs, err)
+	}
 	if c.Telemetry {
 		errs = append(errs, errors.New("telemetry: true is not allowed on the appliance: it runs offline and sends nothing; remove the key"))
 	}
@@ -269,6 +299,19 @@ func checkListenAddress(addr string) error {
 // configTemplate is the commented file install writes.
 const configTemplate = `# Settings of this appliance. Every key is optional; the values shown are
 # the defaults. Restart the appliance (coder appliance up) after a change.
+
+# primary runs the deployment: PostgreSQL, the mirror, coderd and its
+# provisioners. proxy runs only a workspace proxy (a region) of a primary's
+# deployment (docs/wsproxy.md): create it on the primary with
+# coder wsproxy create NAME, then set the keys below, uncommented, and
+# tls-address, access-url, hosts (and wildcard-access-url) for the proxy.
+# The primary-only keys (mirror-address, provisioner-daemons,
+# postgres-url, prometheus-*, oidc-*, disable-password-auth,
+# external-auth) must then stay at their defaults.
+role: primary
+# primary-access-url: https://coder.example.internal
+# proxy-session-token-file: /etc/coder/proxy-token   # owned by service-user, mode 0600
+# primary-ca-file: /etc/coder/primary-ca.pem         # the primary's certs/ca.pem
 
 # Where the dashboard, the API, dev URLs and agent connections are served,
 # over HTTPS with the appliance certificate (certs/server.pem), and how users

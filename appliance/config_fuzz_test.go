@@ -63,6 +63,9 @@ func FuzzLoadConfig(f *testing.F) {
 			"provisioner-daemons: 0\negress-allow: [\"git.corp.example\", \"*.corp.example\", 10.0.0.0/8]\n",
 		"postgres-url: postgres://coder:secret@db.corp.example/coder?sslmode=verify-full\nservice-user: svc-coder\n",
 		"hosts: coder.corp.example\nprovisioner-daemons: \"2\"\ntelemetry: \"false\"\n",
+		// The proxy role: valid, then with a primary's key.
+		"role: proxy\nprimary-access-url: https://coder.corp.example\nproxy-session-token-file: /etc/coder/proxy-token\nprimary-ca-file: /etc/coder/ca.pem\n",
+		"role: proxy\nprimary-access-url: https://coder.corp.example\nproxy-session-token: a:b\npostgres-url: postgres://db/coder\n",
 		"base: &b 127.0.0.1:3000\nhttp-address: *b\n",
 		// Broken: the air gap undone, unknown and nested keys, bad values,
 		// YAML errors.

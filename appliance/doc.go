@@ -1,6 +1,8 @@
 // Package appliance turns a verified bundle into a running, offline system
 // on one host, and keeps it running: install, up, status, upgrade, backup
-// and restore.
+// and restore. The host is the deployment's primary (role: primary, the
+// default) or a workspace proxy of a primary (role: proxy: the proxy and
+// nothing else; proxy.go).
 //
 // It owns the appliance folder (DIR):
 //

@@ -252,7 +252,7 @@ func preflightInstall(l Layout, m bundle.Manifest, info bundle.Info, now time.Ti
 			return err
 		}
 		for key, addr := range map[string]string{"tls-address": cfg.TLSAddress, "http-address": cfg.HTTPAddress, "mirror-address": cfg.MirrorAddress} {
-			if addr == "" {
+			if addr == "" || key == "mirror-address" && cfg.IsProxy() { // a proxy runs no mirror
 				continue
 			}
 			ln, err := net.Listen("tcp", addr)

@@ -12,6 +12,7 @@ func TestOverviewRedactedConfig(t *testing.T) {
 	c := DefaultConfig()
 	c.PostgresURL = "postgres://coder:planted-password@db.example.internal/coder?sslmode=verify-full&sslpassword=planted-ssl"
 	c.EgressAllow = []string{"git.example.internal"}
+	c.ProxySessionToken = "0d6e:planted-proxy-token" // a proxy's
 	got := redactedConfig(c)
 	for key := range knownKeys {
 		if _, ok := got[key]; !ok {

@@ -96,9 +96,10 @@ func serveLauncher(ctx context.Context, l Layout, acct serviceAccount, log *slog
 }
 
 // UpAsRoot is `coder appliance up` started as root: it serves the
-// workspace launcher and runs the appliance (this binary with args) as the
-// service user, passing SIGTERM on when ctx ends, until that child exits.
-// The child's failure is returned.
+// workspace launcher (not for role: proxy, which starts no workspaces) and
+// runs the appliance (this binary with args) as the service user, passing
+// SIGTERM on when ctx ends, until that child exits. The child's failure is
+// returned.
 func UpAsRoot(ctx context.Context, opts UpOptions, args []string) error {
 	log := opts.Logger
 	if log == nil {
@@ -112,17 +113,23 @@ func UpAsRoot(ctx context.Context, opts UpOptions, args []string) error {
 	if err != nil {
 		return err
 	}
-	lctx, stopLauncher := context.WithCancel(context.WithoutCancel(ctx))
-	defer stopLauncher()
-	ready := make(chan struct{})
-	launcherDone := make(chan error, 1)
-	go func() { launcherDone <- serveLauncher(lctx, l, acct, log, ready) }()
-	select {
-	case <-ready:
-	case err := <-launcherDone:
-		return fmt.Errorf("workspace launcher: %w", err)
+	cfg, err := LoadConfig(l.Dir, opts.Overrides)
+	if err != nil {
+		return err
 	}
-	defer func() { stopLauncher(); <-launcherDone }()
+	if !cfg.IsProxy() { // a proxy starts no workspaces
+		lctx, stopLauncher := context.WithCancel(context.WithoutCancel(ctx))
+		defer stopLauncher()
+		ready := make(chan struct{})
+		launcherDone := make(chan error, 1)
+		go func() { launcherDone <- serveLauncher(lctx, l, acct, log, ready) }()
+		select {
+		case <-ready:
+		case err := <-launcherDone:
+			return fmt.Errorf("workspace launcher: %w", err)
+		}
+		defer func() { stopLauncher(); <-launcherDone }()
+	}
 
 	cmd := exec.Command(exe, args...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = nil, os.Stdout, os.Stderr
@@ -143,7 +150,11 @@ func UpAsRoot(ctx context.Context, opts UpOptions, args []string) error {
 		// too rather than run on without its launcher.
 		Pdeathsig: syscall.SIGTERM,
 	}
-	log.Info("running the appliance as the service user; root keeps only the workspace launcher", "user", acct.Name, "uid", acct.UID)
+	if cfg.IsProxy() {
+		log.Info("running the workspace proxy as the service user", "user", acct.Name, "uid", acct.UID)
+	} else {
+		log.Info("running the appliance as the service user; root keeps only the workspace launcher", "user", acct.Name, "uid", acct.UID)
+	}
 	started := make(chan error, 1)
 	exited := make(chan error, 1)
 	go func() {
@@ -259,8 +270,10 @@ func prepareServiceUser(dir string, overrides map[string]any) (Layout, serviceAc
 	if err := reachableBy(l.Dir, acct); err != nil {
 		return l, acct, err
 	}
-	if err := ensureSubordinateIDs(acct.Name); err != nil {
-		return l, acct, err
+	if !cfg.IsProxy() { // rootless podman's; a proxy runs no workspaces
+		if err := ensureSubordinateIDs(acct.Name); err != nil {
+			return l, acct, err
+		}
 	}
 	if err := giveToServiceUser(l, acct); err != nil {
 		return l, acct, fmt.Errorf("give the service user %s its folders: %w", acct.Name, err)

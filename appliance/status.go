@@ -16,7 +16,9 @@ import (
 
 // Status is what `coder appliance status` shows.
 type Status struct {
-	Dir        string      `json:"dir"`
+	Dir string `json:"dir"`
+	// Role is appliance.yaml's role: "primary" or "proxy".
+	Role       string      `json:"role"`
 	Bundle     string      `json:"bundle"`
 	Release    string      `json:"release"`
 	Previous   string      `json:"previous,omitempty"`
@@ -30,8 +32,12 @@ type Status struct {
 
 // Component is one part's health.
 type Component struct {
-	Name    string `json:"name"`
-	State   string `json:"state"` // "ok", "down" or "unknown"
+	Name string `json:"name"`
+	// State is "ok", "down" or "unknown"; a proxy's wsproxy is also
+	// "starting" (its /healthz answers 503: not registered with the
+	// primary yet, or not ready otherwise; Detail says why) or
+	// "unhealthy" (its own health report has errors).
+	State   string `json:"state"`
 	Version string `json:"version,omitempty"`
 	Detail  string `json:"detail,omitempty"`
 }
@@ -78,9 +84,15 @@ func getStatus(ctx context.Context, dir string) (Status, bundle.Manifest, error)
 	if err != nil {
 		return st, m, err
 	}
+	st.Role = cfg.Role
 	// Each listener is probed on this host (loopback for a wildcard
 	// address), its certificate verified as the name clients use.
 	trust, _ := certs.Load(dir)
+	if cfg.IsProxy() {
+		// A proxy runs nothing else (proxy.go).
+		st.Components = append(st.Components, proxyStatus(ctx, cfg, trust), egressComponent(l))
+		return st, m, nil
+	}
 	probe := func(name, advertised, local, serverName string) Component {
 		c := Component{Name: name, State: "down"}
 		client := &http.Client{Timeout: 3 * time.Second}

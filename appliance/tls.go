@@ -23,14 +23,18 @@ func localTransport(trust *certs.Store, serverName string) *http.Transport {
 
 // checkAdvertisedNames refuses a serving certificate (a site's: the
 // appliance widens its own) that does not cover a name the appliance
-// advertises: the access URL's host and the registry's, which agents,
-// the CLI and container engines verify.
+// advertises: the access URL's host and (but on a proxy) the registry's,
+// which agents, the CLI and container engines verify.
 func checkAdvertisedNames(cert *x509.Certificate, cfg Config) error {
 	if cert == nil {
 		return nil
 	}
 	var missing []string
-	for _, name := range dedupe([]string{cfg.AccessHost(), cfg.AdvertisedHost(cfg.MirrorAddress)}) {
+	names := []string{cfg.AccessHost()}
+	if !cfg.IsProxy() {
+		names = append(names, cfg.AdvertisedHost(cfg.MirrorAddress)) // a proxy runs no mirror
+	}
+	for _, name := range dedupe(names) {
 		if cert.VerifyHostname(name) != nil {
 			missing = append(missing, name)
 		}

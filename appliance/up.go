@@ -30,6 +30,7 @@ import (
 	"airgapcoder/internal/templatetar"
 	"airgapcoder/mirror"
 	"airgapcoder/terraform"
+	"airgapcoder/wsproxy"
 
 	"airgapcoder/internal/atomicfile"
 )
@@ -61,6 +62,9 @@ type UpOptions struct {
 // mirror are supervised (supervise.go): restarted when they crash or hang,
 // and Up returns an error naming one that keeps failing, so that systemd
 // restarts the whole appliance. So does a control plane that stops.
+//
+// With role: proxy it runs [upRun.proxySteps] instead: a workspace proxy
+// of the primary and nothing else (proxy.go).
 func Up(ctx context.Context, opts UpOptions) (err error) {
 	u, err := newUpRun(opts)
 	if err != nil {
@@ -75,6 +79,9 @@ func Up(ctx context.Context, opts UpOptions) (err error) {
 	// Components that fail after their step report here.
 	u.failed = make(chan error, 2)
 	steps := u.steps()
+	if u.cfg.IsProxy() {
+		steps = u.proxySteps() // proxy.go: the proxy and nothing else
+	}
 	for i, step := range steps {
 		// systemd shows what the appliance is doing (systemctl status).
 		steps[i].Run = func(ctx context.Context) error {
@@ -85,17 +92,24 @@ func Up(ctx context.Context, opts UpOptions) (err error) {
 	if err := lifecycle.Start(ctx, u.log, steps); err != nil || ctx.Err() != nil {
 		return err
 	}
-	caFile := filepath.Join(certs.CertsDir(u.dir), "ca.pem")
-	if u.issued.CA == nil {
-		caFile = u.agentCA // a site certificate: its CA is among the imported ones
+	serving := u.cfg.accessURL()
+	if u.cfg.IsProxy() {
+		u.log.Info("the workspace proxy is ready: registered with the primary", "url", serving, "primary", u.cfg.PrimaryAccessURL,
+			"ca_file", filepath.Join(certs.CertsDir(u.dir), "ca.pem"))
+	} else {
+		serving = u.srv.AccessURL().String()
+		caFile := filepath.Join(certs.CertsDir(u.dir), "ca.pem")
+		if u.issued.CA == nil {
+			caFile = u.agentCA // a site certificate: its CA is among the imported ones
+		}
+		u.log.Info("the appliance is ready", "url", serving, "mirror", "https://"+u.registry, "ca_file", caFile,
+			"first_user", fmt.Sprintf("coder login %s --ca-file %s --first-user-username admin --first-user-email admin@example.com --first-user-password ...", serving, caFile))
 	}
-	u.log.Info("the appliance is ready", "url", u.srv.AccessURL().String(), "mirror", "https://"+u.registry, "ca_file", caFile,
-		"first_user", fmt.Sprintf("coder login %s --ca-file %s --first-user-username admin --first-user-email admin@example.com --first-user-password ...", u.srv.AccessURL(), caFile))
 	if opts.Ready != nil {
 		close(opts.Ready)
 	}
 	// systemd (Type=notify) hears READY=1 only now that every part serves.
-	if err := notifySystemd("READY=1\nSTATUS=serving " + u.srv.AccessURL().String()); err != nil {
+	if err := notifySystemd("READY=1\nSTATUS=serving " + serving); err != nil {
 		u.log.Warn("tell systemd the appliance is ready", "err", err)
 	}
 	select {
@@ -138,6 +152,11 @@ type upRun struct {
 	localClient    *codersdk.Client
 	// apiReady is closed once localClient is set.
 	apiReady chan struct{}
+
+	// The proxy role's parts (proxy.go).
+	primaryClient *http.Client
+	proxyToken    string
+	proxy         *wsproxy.Server
 }
 
 // newUpRun reads what Up runs: the configuration and the current release.
@@ -168,7 +187,7 @@ func newUpRun(opts UpOptions) (*upRun, error) {
 		return nil, err
 	}
 	log = log.With("release", release)
-	log.Info("starting the appliance", "bundle", m.Name, "dir", dir)
+	log.Info("starting the appliance", "bundle", m.Name, "dir", dir, "role", cfg.Role)
 	return &upRun{opts: opts, log: log, dir: dir, l: l, cfg: cfg, rel: rel, m: m, platform: runtime.GOOS + "/" + runtime.GOARCH,
 		stop: lifecycle.Stack{Log: log}, apiReady: make(chan struct{})}, nil
 }
@@ -197,7 +216,11 @@ func (u *upRun) guardEgress(context.Context) error {
 	}
 	cfg := u.cfg
 	hosts := append([]string{"localhost", "127.0.0.1", "::1"}, cfg.Hosts...)
-	for _, addr := range []string{cfg.TLSAddress, cfg.MirrorAddress, cfg.HTTPAddress} {
+	addrs := []string{cfg.TLSAddress, cfg.HTTPAddress}
+	if !cfg.IsProxy() {
+		addrs = append(addrs, cfg.MirrorAddress) // a proxy runs no mirror
+	}
+	for _, addr := range addrs {
 		if h := cfg.AdvertisedHost(addr); h != "" {
 			hosts = append(hosts, h)
 		}

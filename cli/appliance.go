@@ -108,9 +108,18 @@ it was. BUNDLE is the .bundle file or, for a split bundle, its .part000.`,
 
 func (inv *invocation) applianceUpCmd() *cobra.Command {
 	var dir, httpAddress, tlsAddress, accessURL string
+	var proxy bool
 	cmd := &cobra.Command{
 		Use:   "up",
 		Short: "Run the installed appliance: PostgreSQL, certificates, mirror, coderd and provisioners",
+		Long: `Run the installed appliance until SIGTERM or Ctrl-C: PostgreSQL, certificates, mirror,
+coderd and provisioners, configured by DIR/appliance.yaml.
+
+With role: proxy in appliance.yaml, or --proxy, it runs a workspace proxy of a primary's
+deployment instead, and nothing else (no PostgreSQL, mirror, coderd or provisioners): it
+serves HTTPS on tls-address with the appliance CA's certificate for hosts, and registers
+with primary-access-url using proxy-session-token-file, trusting trust.pem and
+primary-ca-file (docs/wsproxy.md).`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := (options{logFormatOption}).resolve(cmd, "", inv.environ); err != nil {
 				return err
@@ -127,6 +136,9 @@ func (inv *invocation) applianceUpCmd() *cobra.Command {
 			}
 			if cmd.Flags().Changed("access-url") {
 				overrides["access-url"] = accessURL
+			}
+			if proxy {
+				overrides["role"] = appliance.RoleProxy
 			}
 			log, recent := inv.loggerWithRecentLogs(cmd)
 			opts := appliance.UpOptions{Dir: dir, Overrides: overrides, Logger: log, RecentLogs: recent}
@@ -152,6 +164,7 @@ func (inv *invocation) applianceUpCmd() *cobra.Command {
 	cmd.Flags().StringVar(&tlsAddress, "tls-address", "", "HTTPS address of the dashboard, API and agent connections (default from appliance.yaml)")
 	cmd.Flags().StringVar(&httpAddress, "http-address", "", "Plain HTTP address that only redirects to the access URL (default from appliance.yaml)")
 	cmd.Flags().StringVar(&accessURL, "access-url", "", "URL users and workspaces reach the appliance at")
+	cmd.Flags().BoolVar(&proxy, "proxy", false, "Run as a workspace proxy (role: proxy), whatever appliance.yaml's role says")
 	logFormatFlag(cmd)
 	return cmd
 }
@@ -170,6 +183,7 @@ func (inv *invocation) applianceStatusCmd() *cobra.Command {
 		}
 		return render(inv.stdout, *out, st, []string{"COMPONENT", "STATE", "DETAIL"}, func() [][]string {
 			rows := [][]string{
+				{"role", st.Role, ""},
 				{"bundle", st.Bundle + " " + st.Release, "previous: " + orDash(st.Previous)},
 				{"providers", strconv.Itoa(st.Providers), ""},
 				{"images", strconv.Itoa(st.Images), ""},

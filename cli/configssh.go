@@ -31,15 +31,25 @@ const (
 // sshConfigBlock renders the Host entries for workspaces; ciphers, when
 // not empty, is their Ciphers line (see sshClientCiphers).
 func sshConfigBlock(coderPath, globalConfig string, workspaces, ciphers []string) string {
+	return sshConfigBlockVia(coderPath, globalConfig, "", workspaces, ciphers)
+}
+
+// sshConfigBlockVia is sshConfigBlock whose ProxyCommand connects through
+// the region proxy names (--proxy; "" leaves the choice to coder ssh).
+func sshConfigBlockVia(coderPath, globalConfig, proxy string, workspaces, ciphers []string) string {
 	// OpenSSH runs ProxyCommand with the user's shell and expands %
 	// tokens first.
 	esc := func(s string) string { return strings.ReplaceAll(shellQuote(s), "%", "%%") }
+	region := ""
+	if proxy != "" {
+		region = " --proxy " + esc(proxy)
+	}
 	var b strings.Builder
 	fmt.Fprintln(&b, sshConfigStart)
 	fmt.Fprintln(&b, "# This section is managed by coder. Do not edit: run `coder config-ssh` to update it.")
 	for _, w := range workspaces {
 		fmt.Fprintf(&b, "\nHost %s%s\n", sshHostPrefix, w)
-		fmt.Fprintf(&b, "\tProxyCommand %s --global-config %s ssh --stdio %%h\n", esc(coderPath), esc(globalConfig))
+		fmt.Fprintf(&b, "\tProxyCommand %s --global-config %s ssh%s --stdio %%h\n", esc(coderPath), esc(globalConfig), region)
 		fmt.Fprintln(&b, "\tConnectTimeout 0")
 		fmt.Fprintln(&b, "\tStrictHostKeyChecking no")
 		fmt.Fprintln(&b, "\tUserKnownHostsFile /dev/null")
@@ -105,8 +115,9 @@ func replaceSSHBlock(config, block string) (string, error) {
 
 func (inv *invocation) configSSHCmd() *cobra.Command {
 	var (
-		yes  bool
-		path string
+		yes   bool
+		path  string
+		proxy string
 	)
 	cmd := &cobra.Command{
 		Use:   "config-ssh",
@@ -114,10 +125,18 @@ func (inv *invocation) configSSHCmd() *cobra.Command {
 		Long: `Write a "Host coder.<workspace>" entry for each of your workspaces into a marked
 section of ~/.ssh/config, so that plain OpenSSH (ssh, scp, sftp, editors' remote
 plugins) reaches them through coderd: ssh coder.<workspace>. Running it again
-rewrites only that section.`,
+rewrites only that section. With --proxy NAME (or CODER_WORKSPACE_PROXY) the
+entries connect through that region (coder ssh --proxy NAME); without it, coder ssh
+picks the region with the lowest latency each time (remembered for 5m).`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := regionOptions.resolve(cmd, "", inv.environ); err != nil {
+				return err
+			}
 			client, err := inv.client()
 			if err != nil {
+				return err
+			}
+			if proxy, err = inv.configSSHProxy(cmd, client, proxy); err != nil {
 				return err
 			}
 			resp, err := client.Workspaces(cmd.Context(), codersdk.WorkspaceFilter{Owner: codersdk.Me})
@@ -155,7 +174,7 @@ rewrites only that section.`,
 			if err != nil && !errors.Is(err, fs.ErrNotExist) {
 				return err
 			}
-			next, err := replaceSSHBlock(string(old), sshConfigBlock(self, globalConfig, names, sshClientCiphers(cmd.Context())))
+			next, err := replaceSSHBlock(string(old), sshConfigBlockVia(self, globalConfig, proxy, names, sshClientCiphers(cmd.Context())))
 			if err != nil {
 				return fmt.Errorf("%s: %w", path, err)
 			}
@@ -189,7 +208,33 @@ rewrites only that section.`,
 	}
 	cmd.Flags().BoolVarP(&yes, "yes", "y", false, "Skip the confirmation prompt")
 	cmd.Flags().StringVar(&path, "ssh-config-file", "", "SSH config file to write (default ~/.ssh/config)")
+	proxyFlag(cmd, &proxy)
 	return cmd
+}
+
+// configSSHProxy checks --proxy for config-ssh and returns what the
+// entries pass to coder ssh: "" for auto (coder ssh's default), else the
+// region's name. A name that is no proxy is a usage error; a proxy that
+// is not healthy now is written with a warning (coder ssh uses the
+// primary until it is).
+func (inv *invocation) configSSHProxy(cmd *cobra.Command, client *codersdk.Client, proxy string) (string, error) {
+	switch {
+	case proxy == "" || strings.EqualFold(proxy, regionAuto):
+		return "", nil
+	case strings.EqualFold(proxy, regionPrimary):
+		return regionPrimary, nil
+	}
+	reg, why, err := inv.regionChooser(cmd, client).lookupProxy(cmd.Context(), proxy)
+	if err != nil {
+		return "", err
+	}
+	if why != "" {
+		fmt.Fprintf(inv.stderr, "Warning: workspace proxy %q %s; the entries use it once it is healthy, and the primary until then.\n", proxy, why)
+	}
+	if reg.Name != "" {
+		return reg.Name, nil
+	}
+	return proxy, nil
 }
 
 func prefixed(names []string) []string {

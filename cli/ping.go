@@ -19,12 +19,14 @@ func (inv *invocation) pingCmd() *cobra.Command {
 		count   int
 		wait    time.Duration
 		timeout time.Duration
+		proxy   string
 	)
 	cmd := &cobra.Command{
 		Use:   "ping NAME",
 		Short: "Measure round trips to a workspace's agent through coderd's relay",
 		Long: `Measure round trips to a workspace's agent along the path coder ssh takes:
-through coderd's relay to the agent's SSH server. It connects once, then sends
+through coderd's relay (at the region --proxy chooses) to the agent's SSH
+server. It connects once, then sends
 an SSH keepalive request (which the agent answers) every --wait, printing each
 round trip, and a summary after the last (or on Ctrl-C).
 NAME is [owner/]workspace[.agent]. Exits 1 when no round trip succeeds.`,
@@ -36,6 +38,9 @@ NAME is [owner/]workspace[.agent]. Exits 1 when no round trip succeeds.`,
 			if timeout <= 0 {
 				return usageErrorf("--timeout %s: must be positive", timeout)
 			}
+			if err := regionOptions.resolve(cmd, "", inv.environ); err != nil {
+				return err
+			}
 			client, err := inv.client()
 			if err != nil {
 				return err
@@ -45,8 +50,12 @@ NAME is [owner/]workspace[.agent]. Exits 1 when no round trip succeeds.`,
 			if err != nil {
 				return err
 			}
+			route, err := inv.agentRoute(ctx, cmd, client, proxy)
+			if err != nil {
+				return err
+			}
 			start := time.Now()
-			conn, err := inv.dialAgent(ctx, client, wa, codersdk.DialOptions{Kind: codersdk.RelayKindSSH}, timeout, false)
+			conn, err := inv.dialAgent(ctx, route, wa, codersdk.DialOptions{Kind: codersdk.RelayKindSSH}, timeout, false)
 			if err != nil {
 				return err
 			}
@@ -63,8 +72,9 @@ NAME is [owner/]workspace[.agent]. Exits 1 when no round trip succeeds.`,
 			}
 			sc := ssh.NewClient(sconn, chans, reqs)
 			defer sc.Close()
-			fmt.Fprintf(inv.stdout, "Connected to agent %s of workspace %s through coderd's relay in %s (SSH handshake %s).\n",
-				wa.agent.Name, wa.workspace.Name, fmtMillis(dialed), fmtMillis(time.Since(start)-dialed))
+			via := route.via()
+			fmt.Fprintf(inv.stdout, "Connected to agent %s of workspace %s through %s in %s (SSH handshake %s).\n",
+				wa.agent.Name, wa.workspace.Name, via, fmtMillis(dialed), fmtMillis(time.Since(start)-dialed))
 			s := pingStats{name: wa.workspace.Name}
 			defer s.write(inv.stdout)
 			for i := range count {
@@ -86,7 +96,7 @@ NAME is [owner/]workspace[.agent]. Exits 1 when no round trip succeeds.`,
 					continue
 				}
 				s.add(rtt)
-				fmt.Fprintf(inv.stdout, "pong from %s via coderd's relay in %s\n", wa.workspace.Name, fmtMillis(rtt))
+				fmt.Fprintf(inv.stdout, "pong from %s via %s in %s\n", wa.workspace.Name, via, fmtMillis(rtt))
 			}
 			return s.result()
 		},
@@ -94,6 +104,7 @@ NAME is [owner/]workspace[.agent]. Exits 1 when no round trip succeeds.`,
 	cmd.Flags().IntVarP(&count, "num", "n", 10, "Number of pings to send")
 	cmd.Flags().DurationVar(&wait, "wait", time.Second, "Time between pings")
 	cmd.Flags().DurationVarP(&timeout, "timeout", "t", 5*time.Second, "How long to wait for each answer (and for the connection)")
+	proxyFlag(cmd, &proxy)
 	return cmd
 }
 

@@ -47,13 +47,15 @@ func (inv *invocation) portForwardCmd() *cobra.Command {
 	var (
 		specs []string
 		wait  time.Duration
+		proxy string
 	)
 	cmd := &cobra.Command{
 		Use:   "port-forward NAME --tcp LOCAL:REMOTE [--tcp ...]",
 		Short: "Forward local TCP ports to ports inside a workspace, through coderd",
 		Long: `Listen on local TCP ports (127.0.0.1 unless a bind address is given) and forward
-every connection to a port inside the workspace, through coderd's relay. Runs until
-interrupted. NAME is [owner/]workspace[.agent].`,
+every connection to a port inside the workspace, through coderd's relay, reached at
+the region --proxy chooses (falling back to the primary when a workspace proxy
+fails). Runs until interrupted. NAME is [owner/]workspace[.agent].`,
 		Args: exactArgs(1, "NAME"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if len(specs) == 0 {
@@ -67,12 +69,19 @@ interrupted. NAME is [owner/]workspace[.agent].`,
 				}
 				fs = append(fs, f)
 			}
+			if err := regionOptions.resolve(cmd, "", inv.environ); err != nil {
+				return err
+			}
 			ctx := cmd.Context()
 			client, err := inv.client()
 			if err != nil {
 				return err
 			}
 			wa, err := resolveAgent(ctx, client, args[0])
+			if err != nil {
+				return err
+			}
+			route, err := inv.agentRoute(ctx, cmd, client, proxy)
 			if err != nil {
 				return err
 			}
@@ -92,7 +101,7 @@ interrupted. NAME is [owner/]workspace[.agent].`,
 			}
 			var wg sync.WaitGroup
 			for i, ln := range lns {
-				wg.Go(func() { inv.forward(ctx, client, wa, ln, fs[i].remote, wait) })
+				wg.Go(func() { inv.forward(ctx, route, wa, ln, fs[i].remote, wait) })
 			}
 			<-ctx.Done()
 			for _, ln := range lns {
@@ -104,12 +113,13 @@ interrupted. NAME is [owner/]workspace[.agent].`,
 	}
 	cmd.Flags().StringArrayVar(&specs, "tcp", nil, "Forward [BIND:]LOCAL:REMOTE (repeatable)")
 	cmd.Flags().DurationVar(&wait, "wait", 30*time.Second, "How long a connection waits for an agent that is not connected")
+	proxyFlag(cmd, &proxy)
 	return cmd
 }
 
 // forward accepts connections on ln and relays each to port remote.
-func (inv *invocation) forward(ctx context.Context, client *codersdk.Client, wa workspaceAgent, ln net.Listener, remote uint16, wait time.Duration) {
-	d := &preparedDialer{client: client, agentID: wa.agent.ID, life: ctx}
+func (inv *invocation) forward(ctx context.Context, route *agentRoute, wa workspaceAgent, ln net.Listener, remote uint16, wait time.Duration) {
+	d := &preparedDialer{route: route, agentID: wa.agent.ID, life: ctx}
 	defer d.close()
 	d.refill()
 	opts := codersdk.DialOptions{Kind: codersdk.RelayKindTCP, Port: remote}
@@ -312,9 +322,12 @@ func (w *earlyWriter) close() { w.fail(net.ErrClosed) }
 // would compete with it for coderd and the CPU), not on a timer: an idle
 // port-forward holds at most preparedAhead idle connections
 // to coderd, and one older than preparedMaxAge is not trusted to be alive
-// (coderd drops them after codersdk.PreparedConnIdle).
+// (coderd drops them after codersdk.PreparedConnIdle). Connections go
+// along route: through the chosen region, falling back to the primary; a
+// workspace proxy that refuses prepared connections (400) gets plain
+// connects.
 type preparedDialer struct {
-	client  *codersdk.Client
+	route   *agentRoute
 	agentID string
 	life    context.Context // bounds the preparing
 
@@ -340,11 +353,19 @@ func (d *preparedDialer) dial(ctx context.Context, opts codersdk.DialOptions) (n
 			return conn, err
 		}
 	}
-	p, err := d.client.PrepareWorkspaceAgentConn(ctx, d.agentID)
-	if err != nil {
-		return nil, err
-	}
-	return p.Connect(ctx, opts)
+	return d.route.dial(ctx, func(ctx context.Context, c *codersdk.Client) (net.Conn, error) {
+		if !d.route.canPrepare(c) {
+			return c.DialWorkspaceAgent(ctx, d.agentID, opts)
+		}
+		p, err := c.PrepareWorkspaceAgentConn(ctx, d.agentID)
+		if d.route.preparedRefused(c, err) {
+			return c.DialWorkspaceAgent(ctx, d.agentID, opts)
+		}
+		if err != nil {
+			return nil, err
+		}
+		return p.Connect(ctx, opts)
+	})
 }
 
 // start sends opts' target on a prepared connection and returns it
@@ -378,16 +399,21 @@ func (d *preparedDialer) take() *codersdk.PreparedConn {
 }
 
 // refill prepares connections in the background up to preparedAhead,
-// counting those on their way. A failure is left for the next dial to
-// meet and report.
+// counting those on their way, along the route's current way. A failure
+// is left for the next dial to meet and report (and fall back on).
 func (d *preparedDialer) refill() {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	c := d.route.client()
+	if !d.route.canPrepare(c) {
+		return
+	}
 	for ; !d.closed && len(d.ready)+d.preparing < preparedAhead; d.preparing++ {
 		go func() {
 			ctx, cancel := context.WithTimeout(d.life, 30*time.Second)
 			defer cancel()
-			p, err := d.client.PrepareWorkspaceAgentConn(ctx, d.agentID)
+			p, err := c.PrepareWorkspaceAgentConn(ctx, d.agentID)
+			d.route.preparedRefused(c, err)
 			d.mu.Lock()
 			defer d.mu.Unlock()
 			d.preparing--

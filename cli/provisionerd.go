@@ -2,6 +2,7 @@ package cli
 
 import (
 	"fmt"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -25,6 +26,7 @@ var provisionerdOptions = options{
 	{flag: "module-mirror", env: "CODER_MODULE_MIRROR"},
 	{flag: "ca-cert-file", env: "CODER_CA_CERT_FILE"},
 	{flag: "cache-dir", env: "CODER_CACHE_DIRECTORY"},
+	{flag: "agent-url", env: "CODER_PROVISIONER_DAEMON_AGENT_URL"},
 	logFormatOption,
 }
 
@@ -44,6 +46,19 @@ func terraformFlags(cmd *cobra.Command, tf *terraform.Options, mirror, modules, 
 func checkModuleMirror(m string) error {
 	if m != "" && !strings.HasPrefix(m, "https://") {
 		return usageErrorf("--module-mirror %s: want the https URL of a mirror's /terraform/modules/", m)
+	}
+	return nil
+}
+
+// checkAgentURL refuses an --agent-url that is not an http(s) URL with a
+// host ("" is the default: the daemon's --url).
+func checkAgentURL(raw string) error {
+	if raw == "" {
+		return nil
+	}
+	u, err := url.Parse(raw)
+	if err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") {
+		return usageErrorf("--agent-url %s: want the http(s) URL agents connect to, e.g. https://eu-proxy.example.internal", raw)
 	}
 	return nil
 }
@@ -68,16 +83,21 @@ func absMirror(m string) (string, error) {
 func (inv *invocation) provisionerdCmd() *cobra.Command {
 	cmd := &cobra.Command{Use: "provisionerd", Short: "Run an external provisioner daemon"}
 	var (
-		psk, name, mirror, modules, caFile, cacheDir string
-		tags                                         []string
-		tf                                           terraform.Options
+		psk, name, mirror, modules, caFile, cacheDir, agentURL string
+		tags                                                   []string
+		tf                                                     terraform.Options
 	)
 	start := &cobra.Command{
 		Use:   "start",
 		Short: "Take jobs from coderd and run them with the pinned terraform",
 		Long: `Take provisioner jobs from the deployment at CODER_URL. Authenticate with the
 deployment's pre-shared key (--psk) or a session token (an owner or template admin
-for organization daemons; any user with --tag scope=user).`,
+for organization daemons; any user with --tag scope=user).
+
+The workspaces this daemon builds give their agents --agent-url as CODER_AGENT_URL
+(default: --url). A region's daemon (tagged for the region's templates) points it at
+the region's workspace proxy: the agents in that region then connect to their proxy,
+and users who connect through it (coder ssh --proxy) stay in the region.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := provisionerdOptions.resolve(cmd, "", inv.environ); err != nil {
 				return err
@@ -90,6 +110,9 @@ for organization daemons; any user with --tag scope=user).`,
 				return err
 			}
 			if err := checkModuleMirror(modules); err != nil {
+				return err
+			}
+			if err := checkAgentURL(agentURL); err != nil {
 				return err
 			}
 			var client *codersdk.Client
@@ -119,6 +142,10 @@ for organization daemons; any user with --tag scope=user).`,
 			d, err := provisionerd.New(provisionerd.Options{
 				Client: client, Name: name, Tags: tagMap, Version: buildinfo.Version(), TerraformPath: path,
 				ProviderMirror: mirror, ModuleMirror: modules, CACertFile: caFile, WorkDir: filepath.Join(cacheDir, "provisionerd"), Logger: logger,
+				// Agents fall back to the daemon's own coderd URL while
+				// --agent-url (a region's proxy) does not answer; New drops
+				// it when it is the agent URL.
+				AccessURL: agentURL, AgentFallbackURL: client.URL.String(),
 			})
 			if err != nil {
 				return err
@@ -136,6 +163,7 @@ for organization daemons; any user with --tag scope=user).`,
 	f.StringVar(&name, "name", host, "Daemon name shown in listings")
 	f.StringArrayVarP(&tags, "tag", "t", nil, "Tag key=value this daemon carries (repeatable)")
 	f.StringVar(&cacheDir, "cache-dir", defaultCacheDir(), "Cache directory (terraform plugins, job folders)")
+	f.StringVar(&agentURL, "agent-url", "", "URL the agents of the workspaces this daemon builds connect to (their CODER_AGENT_URL), e.g. the region's workspace proxy; default --url")
 	terraformFlags(start, &tf, &mirror, &modules, &caFile)
 	logFormatFlag(start)
 	cmd.AddCommand(start)

@@ -67,12 +67,14 @@ func resolveAgent(ctx context.Context, client *codersdk.Client, arg string) (wor
 	return workspaceAgent{}, fmt.Errorf("workspace %s has several agents (%s): name one as %s.AGENT", w.Name, strings.Join(names, ", "), w.Name)
 }
 
-// dialAgent dials the agent through coderd, waiting up to wait for an agent
-// that is not connected yet (starting, or reconnecting after a coderd
-// restart).
-func (inv *invocation) dialAgent(ctx context.Context, client *codersdk.Client, wa workspaceAgent, opts codersdk.DialOptions, wait time.Duration, quiet bool) (net.Conn, error) {
+// dialAgent dials the agent along route (through the chosen region,
+// falling back to the primary), waiting up to wait for an agent that is
+// not connected yet (starting, or reconnecting after a coderd restart).
+func (inv *invocation) dialAgent(ctx context.Context, route *agentRoute, wa workspaceAgent, opts codersdk.DialOptions, wait time.Duration, quiet bool) (net.Conn, error) {
 	return inv.dialAgentWith(ctx, wa, wait, quiet, func(ctx context.Context) (net.Conn, error) {
-		return client.DialWorkspaceAgent(ctx, wa.agent.ID, opts)
+		return route.dial(ctx, func(ctx context.Context, c *codersdk.Client) (net.Conn, error) {
+			return c.DialWorkspaceAgent(ctx, wa.agent.ID, opts)
+		})
 	})
 }
 
@@ -108,6 +110,7 @@ func (inv *invocation) sshCmd() *cobra.Command {
 		stdio bool
 		tty   bool
 		wait  time.Duration
+		proxy string
 	)
 	cmd := &cobra.Command{
 		Use:   "ssh NAME [-- COMMAND...]",
@@ -117,7 +120,9 @@ COMMAND there and exit with its exit code. A single COMMAND argument is run by t
 workspace's shell as written; several are passed as the command's arguments.
 NAME is [owner/]workspace[.agent]; a "coder." prefix (from coder config-ssh) is ignored.
 As with OpenSSH, flags go before NAME: what follows it is the command.
-Everything goes through coderd's relay.
+Everything goes through coderd's relay, reached at the region --proxy chooses
+(by default the one with the lowest latency); when a workspace proxy fails, the
+connection goes through the primary instead, saying so on stderr.
 
 With --stdio, the SSH protocol itself goes over stdin and stdout, for OpenSSH:
   ssh -o ProxyCommand='coder ssh --stdio %h' coder.NAME`,
@@ -128,6 +133,9 @@ With --stdio, the SSH protocol itself goes over stdin and stdout, for OpenSSH:
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := regionOptions.resolve(cmd, "", inv.environ); err != nil {
+				return err
+			}
 			ctx := cmd.Context()
 			client, err := inv.client()
 			if err != nil {
@@ -144,7 +152,11 @@ With --stdio, the SSH protocol itself goes over stdin and stdout, for OpenSSH:
 			if err != nil {
 				return err
 			}
-			conn, err := inv.dialAgent(ctx, client, wa, codersdk.DialOptions{Kind: codersdk.RelayKindSSH}, wait, stdio)
+			route, err := inv.agentRoute(ctx, cmd, client, proxy)
+			if err != nil {
+				return err
+			}
+			conn, err := inv.dialAgent(ctx, route, wa, codersdk.DialOptions{Kind: codersdk.RelayKindSSH}, wait, stdio)
 			if err != nil {
 				return err
 			}
@@ -160,6 +172,7 @@ With --stdio, the SSH protocol itself goes over stdin and stdout, for OpenSSH:
 	cmd.Flags().BoolVar(&stdio, "stdio", false, "Speak SSH on stdin/stdout (for OpenSSH's ProxyCommand)")
 	cmd.Flags().BoolVarP(&tty, "tty", "t", false, "Allocate a terminal even for a COMMAND")
 	cmd.Flags().DurationVar(&wait, "wait", 2*time.Minute, "How long to wait for an agent that is not connected yet")
+	proxyFlag(cmd, &proxy)
 	return cmd
 }
 

@@ -282,8 +282,8 @@ func TestWorkspaceProxyProcess(t *testing.T) {
 		t.Errorf("after SIGTERM: got %+v, want unreachable at once, saying it shut down", p.Status)
 	}
 
-	// Deleted while it runs: its next heartbeat is refused, and it stops
-	// saying why.
+	// Deleted while it runs: its relay session is closed and refused (or
+	// its next heartbeat is), and it stops saying why.
 	proxy = startProxy()
 	waitProxyStatus(t, env, "eu", codersdk.ProxyHealthy, 30*time.Second, logs)
 	mustRun(t, env, "wsproxy", "delete", "eu")
@@ -292,7 +292,7 @@ func TestWorkspaceProxyProcess(t *testing.T) {
 		t.Errorf("proxy after delete: exit %d, want 1\n%s", code, logs())
 	}
 	t.Logf("delete -> proxy stopped in %s", time.Since(deleted).Round(time.Millisecond))
-	if s := proxy.stderr.String(); !strings.Contains(s, "refused this workspace proxy's heartbeat") || !strings.Contains(s, "eu was deleted") {
+	if s := proxy.stderr.String(); !strings.Contains(s, "refused this workspace proxy's") || !strings.Contains(s, "eu was deleted") {
 		t.Errorf("proxy stderr after delete: want the refusal and why\n%s", s)
 	}
 	if p := proxyStatus(t, env, "eu"); p.Name != "" {

@@ -31,7 +31,9 @@ import (
 //  2. There, a signed-in visitor (else the login page first, then back)
 //     gets a redirect to the app URL with an exchange token in
 //     ?coder_application_connect_api_key=, but only when redirect_uri is
-//     an app host of this deployment. The mint is audited.
+//     an app host of this deployment, or the access URL or an app host of
+//     a registered workspace proxy (workspaceproxyapps.go), which trades
+//     the token for its cookie through the primary. The mint is audited.
 //  3. The app host checks the exchange token, sets its cookie
 //     (coder_subdomain_app_session_token: host-only, HttpOnly, SameSite=Lax,
 //     Secure on https) and redirects to the same URL without the parameter.
@@ -129,15 +131,25 @@ func appHostName(host string) string {
 // Every cookie of that name is tried: another app host may have set one
 // for the parent domain.
 func (api *API) appCookieUser(r *http.Request, host string) (database.User, bool, error) {
+	var values []string
 	for _, ck := range r.Cookies() {
-		if ck.Name != codersdk.SubdomainAppSessionTokenCookie {
-			continue
+		if ck.Name == codersdk.SubdomainAppSessionTokenCookie {
+			values = append(values, ck.Value)
 		}
-		claims, err := api.verifyAppToken(ck.Value, appTokenCookie, host)
+	}
+	return api.appCookieValuesUser(r.Context(), values, host)
+}
+
+// appCookieValuesUser is the user of the first of values that is a valid
+// app cookie of host, if any (a workspace proxy sends the values its
+// visitor brought: workspaceproxyapps.go).
+func (api *API) appCookieValuesUser(ctx context.Context, values []string, host string) (database.User, bool, error) {
+	for _, v := range values {
+		claims, err := api.verifyAppToken(v, appTokenCookie, host)
 		if err != nil {
 			continue
 		}
-		user, _, err := api.appSession(r.Context(), claims)
+		user, _, err := api.appSession(ctx, claims)
 		if errors.Is(err, errAppToken) {
 			continue
 		}
@@ -153,21 +165,13 @@ func (api *API) appCookieUser(r *http.Request, host string) (database.User, bool
 // token gets the app cookie and a redirect to the same URL without it.
 func (api *API) exchangeAppToken(c *gin.Context, host, tok string) error {
 	r := c.Request
-	claims, err := api.verifyAppToken(tok, appTokenExchange, host)
-	if err != nil {
-		return errorf(http.StatusUnauthorized, "", "This app sign-in link is invalid or has expired (it lasts %s): open the app again from the dashboard", appExchangeLifetime)
-	}
-	_, key, err := api.appSession(r.Context(), claims)
-	if errors.Is(err, errAppToken) {
-		return errorf(http.StatusUnauthorized, "", "The session this app sign-in link came from has ended: sign in again and open the app from the dashboard")
-	}
+	cookie, expires, err := api.redeemExchangeToken(r.Context(), host, tok)
 	if err != nil {
 		return err
 	}
-	cookie := api.signAppToken(appTokenClaims{Kind: appTokenCookie, Host: host, UserID: claims.UserID, KeyID: claims.KeyID, Expires: key.ExpiresAt.Unix()})
 	http.SetCookie(c.Writer, &http.Cookie{
 		Name: codersdk.SubdomainAppSessionTokenCookie, Value: cookie, Path: "/",
-		MaxAge: max(1, int(key.ExpiresAt.Sub(api.now()).Seconds())), HttpOnly: true, SameSite: http.SameSiteLaxMode,
+		MaxAge: max(1, int(expires.Sub(api.now()).Seconds())), HttpOnly: true, SameSite: http.SameSiteLaxMode,
 		Secure: r.TLS != nil || api.opts.AccessURL.Scheme == "https",
 	})
 	q := r.URL.Query()
@@ -181,6 +185,25 @@ func (api *API) exchangeAppToken(c *gin.Context, host, tok string) error {
 	return nil
 }
 
+// redeemExchangeToken checks an exchange token of host and answers the
+// app cookie it is exchanged for, valid until the session it came from
+// expires.
+func (api *API) redeemExchangeToken(ctx context.Context, host, tok string) (string, time.Time, error) {
+	claims, err := api.verifyAppToken(tok, appTokenExchange, host)
+	if err != nil {
+		return "", time.Time{}, errorf(http.StatusUnauthorized, "", "This app sign-in link is invalid or has expired (it lasts %s): open the app again from the dashboard", appExchangeLifetime)
+	}
+	_, key, err := api.appSession(ctx, claims)
+	if errors.Is(err, errAppToken) {
+		return "", time.Time{}, errorf(http.StatusUnauthorized, "", "The session this app sign-in link came from has ended: sign in again and open the app from the dashboard")
+	}
+	if err != nil {
+		return "", time.Time{}, err
+	}
+	cookie := api.signAppToken(appTokenClaims{Kind: appTokenCookie, Host: host, UserID: claims.UserID, KeyID: claims.KeyID, Expires: key.ExpiresAt.Unix()})
+	return cookie, key.ExpiresAt, nil
+}
+
 // appSignIn is step 1: the redirect of a visitor without a valid app
 // cookie to the access URL's auth-redirect.
 func (api *API) appSignIn(c *gin.Context) error {
@@ -189,13 +212,20 @@ func (api *API) appSignIn(c *gin.Context) error {
 		return errorf(http.StatusUnauthorized, "", "You are not signed in to this app: open it in the browser (GET) to sign in through %s", api.opts.AccessURL)
 	}
 	app := url.URL{Scheme: api.opts.AccessURL.Scheme, Host: r.Host, Path: r.URL.Path, RawPath: r.URL.RawPath, RawQuery: r.URL.RawQuery}
+	c.Header("Cache-Control", "no-store")
+	c.Redirect(http.StatusTemporaryRedirect, api.appAuthRedirectURL(app.String()))
+	return nil
+}
+
+// appAuthRedirectURL is the auth-redirect URL on the access URL that
+// sends a signed-in visitor back to app (an app URL) with an exchange
+// token.
+func (api *API) appAuthRedirectURL(app string) string {
 	to := *api.opts.AccessURL
 	to.Path = strings.TrimSuffix(to.Path, "/") + codersdk.AppAuthRedirectPath
 	to.RawPath = ""
-	to.RawQuery = url.Values{"redirect_uri": {app.String()}}.Encode()
-	c.Header("Cache-Control", "no-store")
-	c.Redirect(http.StatusTemporaryRedirect, to.String())
-	return nil
+	to.RawQuery = url.Values{"redirect_uri": {app}}.Encode()
+	return to.String()
 }
 
 // appAuthRedirect is step 2, GET /api/v2/applications/auth-redirect on
@@ -218,7 +248,7 @@ func (api *API) appAuthRedirect(c *gin.Context) error {
 		return a.err
 	}
 	e.actor(a.user)
-	target, host, err := api.checkAppRedirect(raw)
+	target, host, err := api.checkAppRedirect(c.Request.Context(), raw)
 	if err != nil {
 		return err
 	}
@@ -239,13 +269,10 @@ func (api *API) appAuthRedirect(c *gin.Context) error {
 
 // checkAppRedirect accepts only an app URL of this deployment: the access
 // URL's scheme, a host under the wildcard that names an app or port, and
-// the port app URLs use.
-func (api *API) checkAppRedirect(raw string) (*url.URL, string, error) {
+// the port app URLs use; or a URL of a registered workspace proxy
+// (proxyAppRedirect).
+func (api *API) checkAppRedirect(ctx context.Context, raw string) (*url.URL, string, error) {
 	w := api.opts.WildcardAccessURL
-	if w.IsZero() {
-		return nil, "", errorf(http.StatusNotFound, "Set --wildcard-access-url (CODER_WILDCARD_ACCESS_URL) to serve subdomain apps.",
-			"This deployment has no wildcard access URL, so it serves no subdomain apps")
-	}
 	refuse := func(why string) error {
 		return errorf(http.StatusBadRequest, why, "redirect_uri %q is not an app URL of this deployment (app URLs look like %s://%s/)",
 			raw, api.opts.AccessURL.Scheme, w.HostPattern(api.opts.AccessURL))
@@ -253,6 +280,13 @@ func (api *API) checkAppRedirect(raw string) (*url.URL, string, error) {
 	u, err := url.Parse(raw)
 	if err != nil || !u.IsAbs() || u.Opaque != "" || u.User != nil {
 		return nil, "", refuse("it must be an absolute URL without user information")
+	}
+	if ok, err := api.proxyAppRedirect(ctx, u); err != nil || ok {
+		return u, appHostName(u.Host), err
+	}
+	if w.IsZero() {
+		return nil, "", errorf(http.StatusNotFound, "Set --wildcard-access-url (CODER_WILDCARD_ACCESS_URL) to serve subdomain apps.",
+			"This deployment has no wildcard access URL, so it serves no subdomain apps")
 	}
 	if u.Scheme != api.opts.AccessURL.Scheme {
 		return nil, "", refuse("its scheme must be " + api.opts.AccessURL.Scheme)

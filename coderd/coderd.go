@@ -169,6 +169,9 @@ type API struct {
 	relay         *relay
 	peers         peers
 	replicaSecret string
+	// proxyRelays are the workspace proxies' relay sessions on this
+	// replica (workspaceproxyrelay.go).
+	proxyRelays proxyRelays
 	// activity is the relay's activity that moves workspace deadlines
 	// (schedules_activity.go).
 	activity activity
@@ -252,6 +255,7 @@ func New(ctx context.Context, opts Options) (*API, error) {
 	api.limits = newRateLimiters(opts.RateLimits, opts.Now)
 	api.hooksCtx, api.stopHooks = context.WithCancel(context.WithoutCancel(ctx))
 	api.watchAuthChanges()
+	api.watchProxyDeletions() // workspaceproxyrelay.go
 	api.router = api.routes()
 	api.handler = bodydeadline.Wrap(opts.BodyReadTimeout, api.byHost(api.router))
 	return api, nil

@@ -14,7 +14,7 @@ import (
 func (api *API) dashboard() gin.HandlerFunc {
 	h, err := site.New(site.Options{
 		API:    http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { api.router.ServeHTTP(w, r) }),
-		Logger: api.log, AppHosts: api.appHostsCSP(),
+		Logger: api.log, AppHosts: api.appHostsCSP(), ProxyHosts: api.proxyHostsCSP, // workspaceproxyapps.go
 	})
 	if err != nil {
 		// The templates are embedded: this is a build defect, caught by tests.

@@ -145,19 +145,9 @@ func (api *API) serveDevURL(c *gin.Context) error {
 	}
 	e := api.audit(c, codersdk.AuditActionConnect, codersdk.AuditResourceWorkspaceAgent).actor(user).workspace(d.owner, d.workspace).
 		resource("", d.owner+"/"+d.workspace).field("kind", "dev-url").field("target", d.kind+"/"+d.target)
-	t, err := api.resolveDevURL(ctx, user, d)
+	t, err := api.authorizePathDevURL(ctx, e, user, d, viaCookie)
 	if err != nil {
 		return err
-	}
-	e.agent(t.agent)
-	if user.ID != t.agent.OwnerID {
-		if !mayConnect(user, t.agent.OwnerID) {
-			return errorf(http.StatusForbidden, "", "Only the workspace's owner and users with the owner role may open %s", d.prefix)
-		}
-		if viaCookie {
-			return errorf(http.StatusForbidden, "The page would run in your browser with your session on this site. Use coder port-forward, or send a token in the "+codersdk.SessionTokenHeader+" header.",
-				"Dev URLs of other users' workspaces do not open with a browser session")
-		}
 	}
 	if !api.agentReachable(t.agent) {
 		return api.agentUnavailable(t.agent)
@@ -167,6 +157,29 @@ func (api *API) serveDevURL(c *gin.Context) error {
 	bodydeadline.Lift(r)
 	api.proxyDevURL(c, d, t, user.Username)
 	return nil
+}
+
+// authorizePathDevURL decides whether user may open the path-based dev URL
+// d, here or through a workspace proxy (workspaceproxyapps.go), and
+// names the agent in e. viaCookie is a browser's credential (a session or
+// app cookie) rather than a token in the header: it opens only the user's
+// own workspaces (see the top of this file).
+func (api *API) authorizePathDevURL(ctx context.Context, e *auditEntry, user database.User, d devURL, viaCookie bool) (devTarget, error) {
+	t, err := api.resolveDevURL(ctx, user, d)
+	if err != nil {
+		return devTarget{}, err
+	}
+	e.agent(t.agent)
+	if user.ID != t.agent.OwnerID {
+		if !mayConnect(user, t.agent.OwnerID) {
+			return devTarget{}, errorf(http.StatusForbidden, "", "Only the workspace's owner and users with the owner role may open %s", d.prefix)
+		}
+		if viaCookie {
+			return devTarget{}, errorf(http.StatusForbidden, "The page would run in your browser with your session on this site. Use coder port-forward, or send a token in the "+codersdk.SessionTokenHeader+" header.",
+				"Dev URLs of other users' workspaces do not open with a browser session")
+		}
+	}
+	return t, nil
 }
 
 // resolveDevURL finds the workspace, agent and target of a dev URL. A

@@ -28,7 +28,8 @@ import (
 // relay upgrade (relayconn.Protocol) of GET /api/v2/replicas/relay at
 // the peer's relay address, which is its own listener, not the load
 // balancer. The peer opens the stream to its agent and answers with a
-// peerReply frame; then the stream carries the connection's bytes.
+// codersdk.ProxyRelayReply frame; then the stream carries the
+// connection's bytes.
 //
 // Trust: a replica proves it belongs to the deployment with the replica
 // secret, a random value created in the database on first start that only
@@ -45,16 +46,12 @@ const ReplicaSecretHeader = "Coder-Replica-Secret"
 // replicaSecretKey is the deployment setting that holds the secret.
 const replicaSecretKey = "replica_relay_secret"
 
-// peerRequest opens a stream to an agent on the peer.
+// peerRequest opens a stream to an agent on the peer. It is answered with
+// a codersdk.ProxyRelayReply (Status 0: the stream is open), as a
+// workspace proxy's dial is: serveRequested serves both.
 type peerRequest struct {
 	AgentID string               `json:"agent_id"`
 	Header  codersdk.RelayHeader `json:"header"`
-}
-
-// peerReply answers a peerRequest: Status 0 means the stream is open.
-type peerReply struct {
-	Status  int    `json:"status,omitempty"`
-	Message string `json:"message,omitempty"`
 }
 
 // peers holds this replica's sessions to the others, by replica id. Each
@@ -132,33 +129,42 @@ func (api *API) servePeerStream(stream net.Conn) {
 		_ = stream.Close()
 		return
 	}
-	reply := func(status int, message string) error {
-		return relayconn.WriteFrame(stream, peerReply{Status: status, Message: message})
-	}
-	s := api.relay.get(req.AgentID)
-	if s == nil {
-		_ = reply(http.StatusServiceUnavailable, "the agent is no longer connected to that replica; try again")
-		_ = stream.Close()
-		return
-	}
-	agentConn, err := api.openStream(s, req.Header)
+	_, _, _ = api.serveRequested(stream, func() (net.Conn, error) {
+		s := api.relay.get(req.AgentID)
+		if s == nil {
+			return nil, errorf(http.StatusServiceUnavailable, "", "the agent is no longer connected to that replica; try again")
+		}
+		return api.openStream(s, req.Header)
+	})
+}
+
+// serveRequested serves a stream that asked for a connection to an agent
+// (a peer's, or a workspace proxy's dial): it opens the connection with
+// open, answers on stream with a codersdk.ProxyRelayReply (Status 0, or the
+// refusal's HTTP status and message) and carries the connection's bytes
+// both ways until either side ends. The stream's deadline, set by the
+// caller, bounds the answer. It returns the bytes carried each way, or
+// why the connection did not open.
+func (api *API) serveRequested(stream net.Conn, open func() (net.Conn, error)) (toAgent, fromAgent int64, err error) {
+	agentConn, err := open()
 	if err != nil {
 		status, message := http.StatusBadGateway, err.Error()
 		var ae *apiError
 		if errors.As(err, &ae) {
 			status, message = ae.status, ae.Message
 		}
-		_ = reply(status, message)
+		_ = relayconn.WriteFrame(stream, codersdk.ProxyRelayReply{Status: status, Message: message})
 		_ = stream.Close()
-		return
+		return 0, 0, err
 	}
-	if err := reply(0, ""); err != nil {
+	if err := relayconn.WriteFrame(stream, codersdk.ProxyRelayReply{}); err != nil {
 		_ = stream.Close()
 		_ = agentConn.Close()
-		return
+		return 0, 0, fmt.Errorf("answer the connection request: %w", err)
 	}
 	_ = stream.SetDeadline(time.Time{})
-	splice(stream, agentConn)
+	toAgent, fromAgent = splice(stream, agentConn)
+	return toAgent, fromAgent, nil
 }
 
 // openPeerStream opens a stream to agentID through replica r, dialing r
@@ -177,7 +183,7 @@ func (api *API) openPeerStream(ctx context.Context, r database.Replica, agentID 
 		_ = stream.Close()
 		return nil, nil, errorf(http.StatusBadGateway, err.Error(), "Send the connection request to replica %s", r.Hostname)
 	}
-	var reply peerReply
+	var reply codersdk.ProxyRelayReply
 	if err := relayconn.ReadFrame(stream, &reply); err != nil {
 		_ = stream.Close()
 		return nil, nil, errorf(http.StatusBadGateway, err.Error(), "Replica %s did not answer the connection request", r.Hostname)

@@ -35,7 +35,8 @@ import (
 //     token, refilled evenly over APIWindow, counted as the token only once
 //     it has authenticated; a request without a token, or whose token fails
 //     (a forged secret), counts against its source IP. Agents
-//     (/api/v2/workspaceagents/me/), provisioner daemons
+//     (/api/v2/workspaceagents/me/), workspace proxies
+//     (/api/v2/workspaceproxies/me/), provisioner daemons
 //     (/api/v2/provisionerdaemons/...), relay WebSockets (.../connect) and
 //     everything outside /api/v2 (/healthz, /bin/, dev URLs, the
 //     dashboard's pages, whose in-process API calls are counted) are not
@@ -238,8 +239,8 @@ func windowName(d time.Duration) string {
 }
 
 // rateLimitExempt reports whether a request is outside the API limit:
-// anything not under /api/v2, and the agent, provisioner daemon and relay
-// WebSocket endpoints, whose callers are machines that coderd itself
+// anything not under /api/v2, and the agent, workspace proxy, provisioner
+// daemon and relay WebSocket endpoints, whose callers are machines that coderd itself
 // schedules.
 func rateLimitExempt(r *http.Request) bool {
 	p := r.URL.Path
@@ -247,6 +248,10 @@ func rateLimitExempt(r *http.Request) bool {
 	case !strings.HasPrefix(p, "/api/v2/"):
 		return true
 	case strings.HasPrefix(p, "/api/v2/workspaceagents/me/"):
+		return true
+	case strings.HasPrefix(p, "/api/v2/workspaceproxies/me/"):
+		// A proxy asks about each of its region's connections and sends
+		// their records: a busy region must not get 429s for its users.
 		return true
 	case strings.HasPrefix(p, "/api/v2/provisionerdaemons/"),
 		p == "/api/v2/provisionerdaemons" && r.Method == http.MethodPost:

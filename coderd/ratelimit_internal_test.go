@@ -100,6 +100,8 @@ func TestRateLimitExempt(t *testing.T) {
 		{"GET", "/api/v2/workspaceagents/me/manifest", true},
 		{"POST", "/api/v2/workspaceagents/me/logs", true},
 		{"GET", "/api/v2/workspaceagents/me/connect", true},
+		{"POST", "/api/v2/workspaceproxies/me/authorize-connect", true},
+		{"GET", "/api/v2/workspaceproxies", false},
 		{"GET", "/api/v2/workspaceagents/0b9c/connect", true},
 		{"POST", "/api/v2/provisionerdaemons", true},
 		{"POST", "/api/v2/provisionerdaemons/d1/acquire", true},

@@ -52,12 +52,34 @@ func newRelay() *relay {
 	return &relay{sessions: map[string]*agentSession{}, transports: map[string]*http.Transport{}}
 }
 
-// agentSession is one agent's live connection.
+// agentSession is one agent's live connection: its own relay connection
+// to this replica, or its connection to a workspace proxy whose relay
+// session is on this replica (workspaceproxyrelay.go).
 type agentSession struct {
-	agentID   string // guarded by relay.mu: a new build gives the token a new row
-	mux       *yamux.Session
+	agentID string // guarded by relay.mu: a new build gives the token a new row
+	// mux is the session streams to the agent are opened on: the agent's
+	// own, or the proxy's relay session.
+	mux *yamux.Session
+	// proxied, for an agent connected to a workspace proxy, is the
+	// agent's OpAgent stream on the proxy's relay session (closing it ends
+	// the agent's connection here) and the proxy; nil for an agent
+	// connected here directly.
+	proxied *proxiedAgent
+	// moved, when set, tells the agent's side that a new build gave its
+	// token the row agentID (a proxy re-keys its agent).
+	moved     func(agentID string)
 	connected time.Time
 	spares    spares // the agent's spare connections (relayspares.go)
+}
+
+// end closes the agent's connection to this replica: its session, or its
+// stream on a proxy's relay session.
+func (s *agentSession) end() {
+	if s.proxied != nil {
+		_ = s.proxied.stream.Close()
+		return
+	}
+	_ = s.mux.Close()
 }
 
 // register makes s the session of agentID and returns the one it replaces.
@@ -139,9 +161,8 @@ func (l yamuxLogger) Printf(format string, v ...any) {
 }
 func (l yamuxLogger) Println(v ...any) { l.log.Debug(strings.TrimSpace(fmt.Sprintln(v...))) }
 
-// agentConnect serves an agent's WebSocket for as long as it stays up,
-// recording liveness: first/last_connected_at while it is up (every
-// AgentHeartbeatInterval), disconnected_at when it ends.
+// agentConnect serves an agent's relay connection for as long as it stays
+// up (keepAgentSession).
 func (api *API) agentConnect(c *gin.Context) error {
 	if c.Query("spare") != "" {
 		return api.agentSpare(c)
@@ -163,14 +184,25 @@ func (api *API) agentConnect(c *gin.Context) error {
 	defer mux.Close()
 	s := &agentSession{mux: mux, connected: api.now()}
 	defer s.spares.close()
-	if old := api.relay.register(a.ID, s); old != nil {
-		// The agent reconnected before the old connection was seen dead.
-		_ = old.mux.Close()
-	}
 	log := api.log.With("agent", a.ID, "agent_name", a.Name, "workspace", a.OwnerName+"/"+a.WorkspaceName, "remote", c.Request.RemoteAddr)
-	if err := api.db.MarkAgentConnected(ctx, a.ID, api.now(), api.ReplicaID()); err != nil {
+	api.keepAgentSession(ctx, s, a.ID, token, mux.CloseChan(), log)
+	return nil
+}
+
+// keepAgentSession makes s agent agentID's session on this replica (a
+// session it replaces is ended) and keeps it until gone is closed or coderd
+// shuts down, recording liveness: first/last_connected_at and this replica
+// while it is up (every AgentHeartbeatInterval, agentHeartbeat),
+// disconnected_at when it ends. Every change is announced on
+// database.ChannelAgentConnection. It ends s before it returns.
+func (api *API) keepAgentSession(ctx context.Context, s *agentSession, agentID, token string, gone <-chan struct{}, log *slog.Logger) {
+	if old := api.relay.register(agentID, s); old != nil {
+		// The agent reconnected before the old connection was seen dead.
+		old.end()
+	}
+	if err := api.db.MarkAgentConnected(ctx, agentID, api.now(), api.ReplicaID()); err != nil {
 		log.Warn("record agent connection", "err", err)
-	} else if err := api.db.Notify(ctx, database.ChannelAgentConnection, a.ID); err != nil {
+	} else if err := api.db.Notify(ctx, database.ChannelAgentConnection, agentID); err != nil {
 		log.Warn("announce agent connection", "err", err)
 	}
 	log.Info("workspace agent connected", "agents_on_replica", api.relay.connected())
@@ -181,7 +213,7 @@ func (api *API) agentConnect(c *gin.Context) error {
 loop:
 	for {
 		select {
-		case <-mux.CloseChan():
+		case <-gone:
 			break loop
 		case <-api.closing:
 			reason = "coderd is shutting down"
@@ -190,7 +222,7 @@ loop:
 			api.agentHeartbeat(ctx, s, token, log)
 		}
 	}
-	_ = mux.Close()
+	s.end()
 	if api.relay.unregister(s) {
 		dctx, dcancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 		defer dcancel()
@@ -200,7 +232,6 @@ loop:
 		_ = api.db.Notify(dctx, database.ChannelAgentConnection, api.relay.idOf(s))
 	}
 	log.Info("workspace agent disconnected", "reason", reason, "connected_for", api.now().Sub(s.connected).Round(time.Millisecond))
-	return nil
 }
 
 // agentHeartbeat records that s is alive. When a newer build has given the
@@ -219,9 +250,12 @@ func (api *API) agentHeartbeat(ctx context.Context, s *agentSession, token strin
 			return
 		}
 		if old != nil && old != s {
-			_ = old.mux.Close()
+			old.end()
 		}
 		log.Info("workspace agent moved to a new build", "new_agent", cur.ID, "build", cur.BuildNumber)
+		if s.moved != nil {
+			s.moved(cur.ID)
+		}
 	}
 	if err := api.db.MarkAgentConnected(ctx, cur.ID, api.now(), api.ReplicaID()); err != nil && ctx.Err() == nil {
 		log.Warn("agent heartbeat", "err", err)
@@ -264,9 +298,13 @@ func (api *API) openStream(s *agentSession, hdr codersdk.RelayHeader) (net.Conn,
 }
 
 // startStream opens a connection to the agent (a spare or a stream,
-// relayspares.go) and sends it hdr, without waiting for the agent's answer
+// relayspares.go, or a stream through the workspace proxy the agent is
+// connected to) and sends it hdr, without waiting for the agent's answer
 // (pendingStream).
 func (api *API) startStream(s *agentSession, hdr codersdk.RelayHeader) (*pendingStream, error) {
+	if s.proxied != nil {
+		return api.startProxiedStream(s, hdr) // workspaceproxyrelay.go
+	}
 	stream, err := api.openAgentConn(s, hdr)
 	if err != nil {
 		return nil, errorf(http.StatusServiceUnavailable, err.Error(), "The agent's connection is closing; try again in a moment")

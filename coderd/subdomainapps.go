@@ -1,6 +1,8 @@
 package coderd
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -74,40 +76,23 @@ func (api *API) serveSubdomainApp(c *gin.Context) error {
 		return err
 	}
 
-	d := devURL{owner: h.Owner, workspace: h.Workspace, agent: h.Agent, kind: "apps", target: h.SlugOrPort, rest: r.URL.EscapedPath()}
-	port, https, isPort := h.Port()
-	if isPort {
-		d.kind, d.target = "ports", strconv.Itoa(int(port))
-	} else if h.IsPort() {
-		return badRequest("%q is not a TCP port (1-65535)", h.SlugOrPort)
-	}
-	if d.rest == "" {
-		d.rest = "/"
+	d, https, err := subdomainDevURL(h, r.URL.EscapedPath())
+	if err != nil {
+		return err
 	}
 	e := api.audit(c, codersdk.AuditActionConnect, codersdk.AuditResourceWorkspaceAgent).workspace(h.Owner, h.Workspace).
 		resource("", h.Owner+"/"+h.Workspace).field("kind", "dev-url").field("access", "subdomain").field("target", d.kind+"/"+d.target)
 	if signedIn {
 		e.actor(user)
 	}
-	t, err := api.findDevTarget(ctx, d, func(string) bool { return true })
-	if !signedIn && (err != nil || t.share != codersdk.AppSharePublic) {
-		// Anonymous visitors learn nothing about what exists: sign in
-		// first. Not a refusal worth a record.
+	t, err := api.authorizeSubdomainApp(ctx, e, d, https, host, user, signedIn)
+	if errors.Is(err, errAppSignIn) {
+		// Not a refusal worth a record.
 		e.skip(c)
 		return api.appSignIn(c)
 	}
 	if err != nil {
 		return err
-	}
-	if https {
-		t.scheme = "https"
-	}
-	e.agent(t.agent).field("share", t.share)
-	if !mayOpenApp(user, signedIn, t) {
-		if !can(user, resWorkspace, actRead, t.agent.OwnerID) {
-			return notFound(fmt.Sprintf("Workspace %q of %s", h.Workspace, h.Owner))
-		}
-		return errorf(http.StatusForbidden, "", "%s is shared with the workspace's owner only (coder_app share = %q)", host, t.share)
 	}
 	if !api.agentReachable(t.agent) {
 		return api.agentUnavailable(t.agent)
@@ -120,6 +105,53 @@ func (api *API) serveSubdomainApp(c *gin.Context) error {
 	}
 	api.proxyDevURL(c, d, t, who)
 	return nil
+}
+
+// subdomainDevURL is the dev URL an app host h stands for, with the
+// request's escaped path as its rest, and whether the workspace serves a
+// port host over https.
+func subdomainDevURL(h appurl.AppHost, escapedPath string) (devURL, bool, error) {
+	d := devURL{owner: h.Owner, workspace: h.Workspace, agent: h.Agent, kind: "apps", target: h.SlugOrPort, rest: escapedPath}
+	port, https, isPort := h.Port()
+	if isPort {
+		d.kind, d.target = "ports", strconv.Itoa(int(port))
+	} else if h.IsPort() {
+		return devURL{}, false, badRequest("%q is not a TCP port (1-65535)", h.SlugOrPort)
+	}
+	if d.rest == "" {
+		d.rest = "/"
+	}
+	return d, https, nil
+}
+
+// errAppSignIn is a visitor of an app host who must sign in first.
+var errAppSignIn = errors.New("sign in to the app host first")
+
+// authorizeSubdomainApp decides whether a visitor of app host host (user
+// when signedIn, with the host's app cookie) may open d, here or through a
+// workspace proxy (workspaceproxyapps.go), applying the app's share level,
+// and names the agent in e. An anonymous visitor of anything but a public
+// app gets errAppSignIn: anonymous visitors learn nothing about what
+// exists.
+func (api *API) authorizeSubdomainApp(ctx context.Context, e *auditEntry, d devURL, https bool, host string, user database.User, signedIn bool) (devTarget, error) {
+	t, err := api.findDevTarget(ctx, d, func(string) bool { return true })
+	if !signedIn && (err != nil || t.share != codersdk.AppSharePublic) {
+		return devTarget{}, errAppSignIn
+	}
+	if err != nil {
+		return devTarget{}, err
+	}
+	if https {
+		t.scheme = "https"
+	}
+	e.agent(t.agent).field("share", t.share)
+	if !mayOpenApp(user, signedIn, t) {
+		if !can(user, resWorkspace, actRead, t.agent.OwnerID) {
+			return devTarget{}, notFound(fmt.Sprintf("Workspace %q of %s", d.workspace, d.owner))
+		}
+		return devTarget{}, errorf(http.StatusForbidden, "", "%s is shared with the workspace's owner only (coder_app share = %q)", host, t.share)
+	}
+	return t, nil
 }
 
 // mayOpenApp applies the app's share level.

@@ -183,14 +183,20 @@ func (api *API) deleteWorkspaceProxy(c *gin.Context) error {
 	}
 	e.resource(p.ID, p.Name)
 	err = e.inTx(c.Request.Context(), http.StatusOK, func(tx *database.DB) error {
-		_, err := tx.DeleteWorkspaceProxy(c.Request.Context(), p.ID)
-		return err
+		if _, err := tx.DeleteWorkspaceProxy(c.Request.Context(), p.ID); err != nil {
+			return err
+		}
+		// Every replica closes the proxy's relay session when this commits.
+		return tx.Notify(c.Request.Context(), database.ChannelWorkspaceProxyDeleted, p.ID)
 	})
 	if errors.Is(err, database.ErrNotFound) {
 		return notFound(fmt.Sprintf("Workspace proxy %q", c.Param("proxy")))
 	}
 	if err != nil {
 		return err
+	}
+	if api.proxyRelays.close(p.ID) { // at once here, without waiting for the notification
+		api.log.Info("workspace proxy relay session closed: the proxy was deleted", "proxy", p.Name)
 	}
 	c.JSON(http.StatusOK, codersdk.Response{Message: fmt.Sprintf("Workspace proxy %s has been deleted; its token is refused from now on", p.Name)})
 	return nil
@@ -209,9 +215,10 @@ func (api *API) regions(c *gin.Context) error {
 	}}
 	now := api.now()
 	for _, p := range ps {
-		if wp := api.convertWorkspaceProxy(p, now); wp.Healthy {
-			out = append(out, wp.Region)
-		}
+		// Every proxy, with healthy false when its status is not ok, as
+		// Coder answers: a client can tell a proxy that is down from a name
+		// that is none.
+		out = append(out, api.convertWorkspaceProxy(p, now).Region)
 	}
 	c.JSON(http.StatusOK, codersdk.RegionsResponse{Regions: out})
 	return nil
@@ -310,6 +317,10 @@ func (api *API) registerWorkspaceProxy(c *gin.Context) error {
 	if err := checkProxyRegistration(req); err != nil {
 		return err
 	}
+	active, err := checkActiveAgentIDs(req.ActiveAgentIDs) // workspaceproxyrelay.go
+	if err != nil {
+		return err
+	}
 	e.field("access_url", req.AccessURL).field("version", req.Version).field("hostname", req.ReplicaHostname).field("replica_id", req.ReplicaID)
 	report, err := json.Marshal(req.HealthReport)
 	if err != nil {
@@ -338,6 +349,8 @@ func (api *API) registerWorkspaceProxy(c *gin.Context) error {
 	if err != nil {
 		return err
 	}
+	// Connections through the proxy move their workspaces' deadlines.
+	api.noteProxyActivity(ctx, p.Name, active)
 	c.JSON(http.StatusCreated, codersdk.RegisterWorkspaceProxyResponse{
 		ProxyID: p.ID, ProxyName: p.Name, HeartbeatIntervalMillis: api.proxyHeartbeatInterval().Milliseconds(),
 	})

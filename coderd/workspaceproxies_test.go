@@ -41,7 +41,11 @@ func regionNames(t *testing.T, c *codersdk.Client) []string {
 	}
 	var names []string
 	for _, r := range rs {
-		names = append(names, r.Name)
+		name := r.Name
+		if !r.Healthy {
+			name += " (unhealthy)"
+		}
+		names = append(names, name)
 	}
 	return names
 }
@@ -102,8 +106,9 @@ func TestWorkspaceProxies(t *testing.T) {
 	if len(ps) != 2 || ps[0].Name != "eu" || ps[1].Name != "us" || ps[1].Status.Status != codersdk.ProxyUnregistered || ps[1].DisplayName != "us" {
 		t.Fatalf("list: got %+v, want eu and us, unregistered, us displayed by its name", ps)
 	}
-	// Members see the regions: the primary, and healthy proxies only.
-	if got, want := regionNames(t, member), []string{"primary"}; !slices.Equal(got, want) {
+	// Members see the regions: the primary, and every proxy with its
+	// health (as Coder answers).
+	if got, want := regionNames(t, member), []string{"primary", "eu (unhealthy)", "us (unhealthy)"}; !slices.Equal(got, want) {
 		t.Errorf("regions before any proxy registered: got %v, want %v", got, want)
 	}
 
@@ -122,18 +127,18 @@ func TestWorkspaceProxies(t *testing.T) {
 		p.PathAppURL != "https://eu.example.internal" || p.WildcardHostname != "*.eu.example.internal" {
 		t.Errorf("after registration: got %+v, want ok, seen now, with its URLs and version", p)
 	}
-	if got, want := regionNames(t, member), []string{"primary", "eu"}; !slices.Equal(got, want) {
+	if got, want := regionNames(t, member), []string{"primary", "eu", "us (unhealthy)"}; !slices.Equal(got, want) {
 		t.Errorf("regions: got %v, want %v", got, want)
 	}
 
-	// A report with errors: unhealthy, and no longer a region.
+	// A report with errors: unhealthy, and a region not to use.
 	if _, err := proxy.RegisterWorkspaceProxy(ctx, registerReq("replica-1", "certificate expired")); err != nil {
 		t.Fatal(err)
 	}
 	if p := proxyStatus(t, owner, "eu"); p.Status.Status != codersdk.ProxyUnhealthy || !slices.Equal(p.Status.Report.Errors, []string{"certificate expired"}) {
 		t.Errorf("after an unhealthy report: got %+v, want unhealthy with the report's error", p.Status)
 	}
-	if got, want := regionNames(t, member), []string{"primary"}; !slices.Equal(got, want) {
+	if got, want := regionNames(t, member), []string{"primary", "eu (unhealthy)", "us (unhealthy)"}; !slices.Equal(got, want) {
 		t.Errorf("regions with eu unhealthy: got %v, want %v", got, want)
 	}
 
@@ -222,7 +227,7 @@ func TestWorkspaceProxies(t *testing.T) {
 	if err := owner.DeleteWorkspaceProxy(ctx, id); !codersdk.IsStatus(err, http.StatusNotFound) {
 		t.Errorf("delete twice: got %v, want 404", err)
 	}
-	if got, want := regionNames(t, member), []string{"primary"}; !slices.Equal(got, want) {
+	if got, want := regionNames(t, member), []string{"primary", "us (unhealthy)"}; !slices.Equal(got, want) {
 		t.Errorf("regions after delete: got %v, want %v", got, want)
 	}
 

@@ -49,6 +49,16 @@ func New(u *url.URL) *Client {
 	return &Client{URL: u}
 }
 
+// WithURL returns a copy of c that sends its requests to u, with the same
+// session token, PSK and HTTP client (so the same trust). The CLI reaches
+// a workspace proxy this way, for relay connections only: a proxy serves
+// the same connect endpoints as the primary, and no other API call.
+func (c *Client) WithURL(u *url.URL) *Client {
+	cp := *c
+	cp.URL = u
+	return &cp
+}
+
 func (c *Client) httpClient() *http.Client {
 	if c.HTTPClient != nil {
 		return c.HTTPClient

@@ -16,11 +16,15 @@ const certificateWarnBefore = 30 * 24 * time.Hour
 // healthReport is the proxy's own view of its health, served at
 // /healthz-report and sent with every registration. Errors make the
 // primary count the proxy unhealthy: a certificate users' clients would
-// refuse (expired, or not covering the access URL's host). Warnings do
-// not: a certificate expiring soon, one that does not cover the wildcard's
-// hosts, plain HTTP.
+// refuse (expired, or not covering the access URL's host), or the relay
+// session to the primary down after registration (connections through the
+// proxy would fail). Warnings do not: a certificate expiring soon, one that
+// does not cover the wildcard's hosts, plain HTTP.
 func (s *Server) healthReport() codersdk.ProxyHealthReport {
 	report := codersdk.ProxyHealthReport{Errors: []string{}, Warnings: []string{}}
+	if _, registered := s.registration(); registered && s.session() == nil {
+		report.Errors = append(report.Errors, "the relay session to the primary is down (re-dialing): connections through this proxy fail; clients use the primary")
+	}
 	if s.opts.TLSCertificate == nil {
 		report.Warnings = append(report.Warnings, fmt.Sprintf("serving plain HTTP at %s: give the proxy a TLS certificate", s.opts.AccessURL))
 		return report

@@ -11,18 +11,21 @@ import (
 
 // routes is the proxy's HTTP surface. What it serves itself:
 //
-//	GET /healthz             200 "OK" once registered with the primary, else 503
+//	GET /healthz             200 "OK" once registered with the primary and while
+//	                         the relay session is up, else 503
 //	GET /healthz-report      the proxy's health report (codersdk.ProxyHealthReport)
 //	GET /api/v2/buildinfo    the proxy's version, access URL and the dashboard's URL
 //
-// Every other /api/v2 path is a 404 naming the primary: the proxy serves no
-// API calls and no dashboard. Every other path is the dashboard's, which
-// is redirected (307) to the same path on the primary.
-//
-// The next slice mounts the relay here, before the catch-all: the agent
-// connection (/api/v2/workspaceagents/{id}/connect), dev URLs
+// The relay (relay.go): agents' connections
+// (/api/v2/workspaceagents/me/connect), users' connections
+// (/api/v2/workspaceagents/{agent}/connect), and the agent API calls
+// forwarded to the primary (forward.go). Dev URLs
 // (/@{owner}/{workspace}/apps|ports/…) and subdomain apps (hosts under
-// Options.WildcardAccessURL), each authenticated with the primary.
+// Options.WildcardAccessURL) are apps.go's.
+//
+// Every other /api/v2 path is a 404 naming the primary: the proxy serves no
+// other API calls and no dashboard. Every other path is the dashboard's,
+// which is redirected (307) to the same path on the primary.
 func (s *Server) routes() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", s.healthz)
@@ -44,6 +47,10 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 func (s *Server) healthz(w http.ResponseWriter, _ *http.Request) {
 	if _, ok := s.registration(); !ok {
 		http.Error(w, "not registered with the primary yet", http.StatusServiceUnavailable)
+		return
+	}
+	if s.session() == nil {
+		http.Error(w, "no relay session to the primary: connections through this proxy cannot reach agents elsewhere; use the primary", http.StatusServiceUnavailable)
 		return
 	}
 	_, _ = w.Write([]byte("OK"))

@@ -10,10 +10,27 @@
 // (deps_test.go checks): a proxy may run in a network that cannot reach the
 // database at all, and a compromised proxy holds nothing but its own token.
 //
-// This slice serves /healthz, /healthz-report and /api/v2/buildinfo, and
-// redirects the dashboard's paths to the primary (see routes.go, where the
-// relay handlers of the next slice are mounted). docs/wsproxy.md has the
-// status rules and their bounds.
+// What it serves (routes.go):
+//
+//   - /healthz (200 once registered and while its relay session to the
+//     primary is up, else 503, so that clients use the primary),
+//     /healthz-report and /api/v2/buildinfo;
+//   - the relay (relay.go): it keeps one relay session to the primary
+//     (session.go), a yamux session over a raw upgrade authenticated with
+//     its token, re-dialed with backoff when it drops; agents of the region
+//     connect to the proxy (agents.go) and are registered with the primary
+//     over it; users of the region connect to agents through the proxy
+//     (connect.go), authorized by the primary (cached for the primary's
+//     bound) and recorded there when they end; the primary reaches the
+//     agents connected here for everyone else;
+//   - the agent API calls and the agent binary download of agents connected
+//     here, forwarded to the primary unchanged (forward.go);
+//   - dev URLs (apps.go).
+//
+// Every other /api/v2 path is a 404 naming the primary, and the dashboard's
+// paths are redirected to the primary. A proxy holds no state that outlives
+// it: agents and users reconnect when it restarts. docs/wsproxy.md has the
+// status rules, the protocol and the failure bounds.
 package wsproxy
 
 import (
@@ -32,6 +49,7 @@ import (
 	"time"
 
 	"github.com/cenkalti/backoff/v5"
+	"github.com/hashicorp/yamux"
 
 	"airgapcoder/codersdk"
 )
@@ -73,8 +91,13 @@ type Options struct {
 	// retried until it succeeds, the primary refuses the token, or ctx ends.
 	RegisterRetry time.Duration
 	// ShutdownTimeout bounds the graceful HTTP shutdown and the
-	// deregistration when Run's context ends; 0 means 10 s.
+	// deregistration when Run's context ends, and then again the delivery
+	// of the last connection records; 0 means 10 s.
 	ShutdownTimeout time.Duration
+	// KeepAliveInterval is the yamux ping interval of the relay session to
+	// the primary and of the agents' connections; a dead connection is
+	// noticed within about twice this. 0 means 15 s, coderd's default.
+	KeepAliveInterval time.Duration
 }
 
 // DefaultHTTPAddress is where a proxy listens when Options.HTTPAddress is
@@ -93,9 +116,32 @@ type Server struct {
 	handler   http.Handler
 	ready     chan struct{}
 
+	// fatal carries the relay session's refusal (session.go) to Run.
+	fatal chan error
+	// closing is closed when the proxy stops: relayed connections end.
+	closing chan struct{}
+	// handlers counts relay handlers and streams (their connections are
+	// hijacked: the HTTP server's shutdown does not wait for them).
+	handlers sync.WaitGroup
+	// reports counts connection records on their way (connect.go);
+	// reportCtx ends their retries after the shutdown bound.
+	reports       sync.WaitGroup
+	reportCtx     context.Context
+	cancelReports context.CancelFunc
+
+	agents agentRegistry // agents connected here (agents.go)
+
+	authMu    sync.Mutex
+	authCache map[authKey]authEntry // the primary's yes-answers (connect.go)
+
 	mu   sync.Mutex
 	addr net.Addr
 	reg  codersdk.RegisterWorkspaceProxyResponse
+	mux  *yamux.Session // the relay session, nil while it is down
+	// muxChanged is closed (and replaced) whenever mux changes.
+	muxChanged chan struct{}
+	stopping   bool
+	active     map[string]int // user connections open, by agent id
 }
 
 // New checks the options and builds the proxy's handler. It starts
@@ -132,12 +178,18 @@ func New(opts Options) (*Server, error) {
 	if opts.ShutdownTimeout <= 0 {
 		opts.ShutdownTimeout = 10 * time.Second
 	}
+	if opts.KeepAliveInterval <= 0 {
+		opts.KeepAliveInterval = 15 * time.Second
+	}
 	primary := codersdk.New(opts.PrimaryAccessURL)
 	primary.HTTPClient = opts.HTTPClient
 	s := &Server{
 		opts: opts, log: opts.Logger, ready: make(chan struct{}), replicaID: rand.Text(),
 		client: &codersdk.ProxyClient{Client: primary, Token: opts.ProxySessionToken},
+		fatal:  make(chan error, 1), closing: make(chan struct{}), authCache: map[authKey]authEntry{},
+		muxChanged: make(chan struct{}),
 	}
+	s.reportCtx, s.cancelReports = context.WithCancel(context.Background())
 	s.handler = s.routes()
 	return s, nil
 }
@@ -180,12 +232,17 @@ func (s *Server) Run(ctx context.Context) error {
 	if s.opts.TLSCertificate != nil {
 		ln = tls.NewListener(ln, &tls.Config{Certificates: []tls.Certificate{*s.opts.TLSCertificate}, MinVersion: tls.VersionTLS12})
 	}
+	// Requests' contexts end when the proxy has stopped: a relay handler
+	// still waiting for the primary or an agent gives up then.
+	baseCtx, cancelRequests := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancelRequests()
 	srv := &http.Server{
 		Handler:           s.handler,
+		BaseContext:       func(net.Listener) context.Context { return baseCtx },
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,
-		// No overall read or write timeout: the relay connections of the
-		// next slice are long-lived.
+		// No overall read or write timeout: relay connections are
+		// long-lived.
 		ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
 	}
 	var serveErr error
@@ -194,10 +251,20 @@ func (s *Server) Run(ctx context.Context) error {
 		defer close(served)
 		serveErr = srv.Serve(ln)
 	}()
-	err = s.registerAndHeartbeat(ctx, served)
-	// Leave the region list first, then let in-flight requests finish.
+	relayCtx, stopRelay := context.WithCancel(ctx)
+	var relay sync.WaitGroup
+	err = s.registerAndHeartbeat(ctx, served, func() {
+		relay.Go(func() {
+			if err := s.runRelaySession(relayCtx); err != nil {
+				s.fatal <- err
+			}
+		})
+	})
+	// Leave the region list first, then end the relay and let in-flight
+	// requests finish.
 	shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.opts.ShutdownTimeout)
 	defer cancel()
+	defer s.cancelReports()
 	var refused *refusedError
 	if _, registered := s.registration(); registered && !errors.As(err, &refused) {
 		if derr := s.client.DeregisterWorkspaceProxy(shutdownCtx, codersdk.DeregisterWorkspaceProxyRequest{ReplicaID: s.replicaID}); derr != nil {
@@ -206,10 +273,27 @@ func (s *Server) Run(ctx context.Context) error {
 			s.log.Info("deregistered from the primary")
 		}
 	}
+	stopRelay()
+	relay.Wait()
+	s.mu.Lock()
+	s.stopping = true
+	s.mu.Unlock()
+	close(s.closing)
 	if shutdownErr := srv.Shutdown(shutdownCtx); shutdownErr != nil {
 		_ = srv.Close()
 	}
 	<-served
+	cancelRequests()
+	s.handlers.Wait() // closing and cancelRequests ended them
+	// The last connections' records: within another ShutdownTimeout.
+	reported := make(chan struct{})
+	go func() { s.reports.Wait(); close(reported) }()
+	select {
+	case <-reported:
+	case <-time.After(s.opts.ShutdownTimeout):
+		s.cancelReports()
+		<-reported
+	}
 	if errors.Is(err, errServeStopped) {
 		err = fmt.Errorf("serve on %s: %w", s.Addr(), serveErr)
 	}
@@ -257,6 +341,7 @@ func (s *Server) register(ctx context.Context) (codersdk.RegisterWorkspaceProxyR
 	res, err := s.client.RegisterWorkspaceProxy(ctx, codersdk.RegisterWorkspaceProxyRequest{
 		AccessURL: s.opts.AccessURL.String(), WildcardHostname: s.opts.WildcardAccessURL, Version: s.opts.Version,
 		ReplicaID: s.replicaID, ReplicaHostname: s.opts.Hostname, HealthReport: s.healthReport(),
+		ActiveAgentIDs: s.activeAgentIDs(),
 	})
 	if err != nil {
 		return res, classify(err)
@@ -271,10 +356,10 @@ func (s *Server) register(ctx context.Context) (codersdk.RegisterWorkspaceProxyR
 }
 
 // registerAndHeartbeat registers (retrying until the primary answers),
-// then registers again every interval until ctx ends (nil), the primary
-// refuses the proxy, or the listener fails (served is closed:
-// errServeStopped).
-func (s *Server) registerAndHeartbeat(ctx context.Context, served <-chan struct{}) error {
+// calls registered, then registers again every interval until ctx ends
+// (nil), the primary refuses the proxy (a heartbeat, or the relay session
+// on s.fatal), or the listener fails (served is closed: errServeStopped).
+func (s *Server) registerAndHeartbeat(ctx context.Context, served <-chan struct{}, registered func()) error {
 	b := backoff.NewExponentialBackOff()
 	b.InitialInterval, b.MaxInterval = s.opts.RegisterRetry, 30*time.Second
 	res, err := backoff.Retry(ctx, func() (codersdk.RegisterWorkspaceProxyResponse, error) {
@@ -300,6 +385,7 @@ func (s *Server) registerAndHeartbeat(ctx context.Context, served <-chan struct{
 	interval := res.HeartbeatInterval()
 	s.log.Info("workspace proxy registered with the primary", "proxy", res.ProxyName, "primary", s.opts.PrimaryAccessURL.String(),
 		"access_url", s.opts.AccessURL.String(), "listen", s.Addr().String(), "heartbeat_interval", interval)
+	registered()
 	close(s.ready)
 	t := time.NewTicker(interval)
 	defer t.Stop()
@@ -309,6 +395,8 @@ func (s *Server) registerAndHeartbeat(ctx context.Context, served <-chan struct{
 			return nil
 		case <-served:
 			return errServeStopped
+		case err := <-s.fatal:
+			return err
 		case <-t.C:
 		}
 		res, err := s.register(ctx)

@@ -21,10 +21,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hashicorp/yamux"
 	"go.uber.org/goleak"
 
 	"airgapcoder/codersdk"
 	"airgapcoder/internal/syncbuf"
+	"airgapcoder/relayconn"
 	"airgapcoder/wsproxy"
 )
 
@@ -38,10 +40,15 @@ type fakePrimary struct {
 	srv *httptest.Server
 
 	mu            sync.Mutex
-	failFirst     int    // answer this many registrations 503
-	refuse        string // when set, refuse registrations 401 with this message
+	sessions      []*yamux.Session // relay sessions the proxy dialed
+	failFirst     int              // answer this many registrations 503
+	refuse        string           // when set, refuse registrations 401 with this message
+	relayDown     bool             // when set, answer relay sessions 503
 	registrations []codersdk.RegisterWorkspaceProxyRequest
 	deregistered  []string
+	authorized    []codersdk.ProxyAuthorizeConnectRequest // authorize-connect calls
+	reports       []codersdk.ProxyConnectionReport
+	dials         []codersdk.ProxyRelayRequest // OpDial streams the proxy opened
 }
 
 func newFakePrimary(t *testing.T) *fakePrimary {
@@ -53,12 +60,16 @@ func newFakePrimary(t *testing.T) *fakePrimary {
 }
 
 func (f *fakePrimary) serve(w http.ResponseWriter, r *http.Request) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
 	if r.Header.Get(codersdk.ExternalProxyAuthTokenHeader) != token {
 		w.WriteHeader(http.StatusUnauthorized)
 		return
 	}
+	if r.URL.Path == "/api/v2/workspaceproxies/me/relay" {
+		f.serveRelay(w, r)
+		return
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
 	w.Header().Set("Content-Type", "application/json")
 	switch r.URL.Path {
 	case "/api/v2/workspaceproxies/me/register":
@@ -77,6 +88,18 @@ func (f *fakePrimary) serve(w http.ResponseWriter, r *http.Request) {
 		f.registrations = append(f.registrations, req)
 		w.WriteHeader(http.StatusCreated)
 		_ = json.NewEncoder(w).Encode(codersdk.RegisterWorkspaceProxyResponse{ProxyID: "id", ProxyName: "eu", HeartbeatIntervalMillis: 50})
+	case "/api/v2/workspaceproxies/me/authorize-connect":
+		var req codersdk.ProxyAuthorizeConnectRequest
+		_ = json.NewDecoder(r.Body).Decode(&req)
+		f.authorized = append(f.authorized, req)
+		_ = json.NewEncoder(w).Encode(codersdk.ProxyAuthorizeConnectResponse{
+			UserID: "user-id", Username: "alice", AgentID: req.AgentID, ValidForMillis: 60_000,
+		})
+	case "/api/v2/workspaceproxies/me/connections":
+		var req codersdk.ProxyConnectionReport
+		_ = json.NewDecoder(r.Body).Decode(&req)
+		f.reports = append(f.reports, req)
+		w.WriteHeader(http.StatusNoContent)
 	case "/api/v2/workspaceproxies/me/deregister":
 		var req codersdk.DeregisterWorkspaceProxyRequest
 		_ = json.NewDecoder(r.Body).Decode(&req)
@@ -84,6 +107,60 @@ func (f *fakePrimary) serve(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusNoContent)
 	default:
 		w.WriteHeader(http.StatusNotFound)
+	}
+}
+
+// serveRelay holds a proxy's relay session open (refused as the
+// registrations are); an OpDial stream the proxy opens is answered 0 and
+// echoed.
+func (f *fakePrimary) serveRelay(w http.ResponseWriter, r *http.Request) {
+	f.mu.Lock()
+	refuse, down := f.refuse, f.relayDown
+	f.mu.Unlock()
+	if down {
+		http.Error(w, "relay sessions are down", http.StatusServiceUnavailable)
+		return
+	}
+	if refuse != "" {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusUnauthorized)
+		_ = json.NewEncoder(w).Encode(codersdk.Response{Message: refuse})
+		return
+	}
+	conn, err := relayconn.AcceptUpgrade(w)
+	if err != nil {
+		return
+	}
+	mux, err := yamux.Server(conn, nil)
+	if err != nil {
+		_ = conn.Close()
+		return
+	}
+	f.mu.Lock()
+	f.sessions = append(f.sessions, mux)
+	f.mu.Unlock()
+	stop := context.AfterFunc(r.Context(), func() { _ = mux.Close() })
+	defer stop()
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	for {
+		stream, err := mux.AcceptStream()
+		if err != nil {
+			return
+		}
+		wg.Go(func() {
+			defer stream.Close()
+			var req codersdk.ProxyRelayRequest
+			if relayconn.ReadFrame(stream, &req) != nil || req.Op != codersdk.ProxyRelayOpDial {
+				return
+			}
+			f.mu.Lock()
+			f.dials = append(f.dials, req)
+			f.mu.Unlock()
+			if relayconn.WriteFrame(stream, codersdk.ProxyRelayReply{}) == nil {
+				_, _ = io.Copy(stream, stream)
+			}
+		})
 	}
 }
 
@@ -194,6 +271,12 @@ func TestProxyLifecycle(t *testing.T) {
 		t.Errorf("logs: want the failed registrations logged as retried\n%s", logs)
 	}
 	base := "https://" + s.Addr().String()
+	relaySessions := func() []*yamux.Session {
+		primary.mu.Lock()
+		defer primary.mu.Unlock()
+		return append([]*yamux.Session(nil), primary.sessions...)
+	}
+	waitFor(t, "the relay session", func() bool { return len(relaySessions()) == 1 })
 
 	for _, tc := range []struct {
 		path, want string
@@ -233,12 +316,35 @@ func TestProxyLifecycle(t *testing.T) {
 		}
 	}
 
+	// A relay session that drops is dialed again; meanwhile /healthz
+	// sends clients to the primary and the health report has an error.
+	primary.mu.Lock()
+	primary.relayDown = true
+	primary.mu.Unlock()
+	_ = relaySessions()[0].Close()
+	waitFor(t, "/healthz 503 while the relay session is down", func() bool {
+		resp, _ := get(t, client, base+"/healthz")
+		return resp.StatusCode == http.StatusServiceUnavailable
+	})
+	if _, body := get(t, client, base+"/healthz-report"); !strings.Contains(body, "relay session to the primary is down") {
+		t.Errorf("/healthz-report while the relay session is down: got %s, want an error about it", body)
+	}
+	primary.mu.Lock()
+	primary.relayDown = false
+	primary.mu.Unlock()
+	waitFor(t, "the relay session dialed again", func() bool { return len(relaySessions()) == 2 })
+	waitFor(t, "/healthz OK again", func() bool { resp, _ := get(t, client, base+"/healthz"); return resp.StatusCode == http.StatusOK })
+
 	// It heartbeats at the interval the primary named, as one replica,
-	// with its details and health report.
-	waitFor(t, "three heartbeats", func() bool { regs, _ := primary.state(); return len(regs) >= 4 })
+	// with its details and health report (clean, but for the relay
+	// session's outage above).
+	before, _ := primary.state()
+	waitFor(t, "three heartbeats", func() bool { regs, _ := primary.state(); return len(regs) >= len(before)+3 })
 	regs, _ := primary.state()
-	for _, r := range regs {
-		if r.ReplicaID != regs[0].ReplicaID || r.AccessURL != "https://127.0.0.1" || r.Version != "v1.2.3" || len(r.HealthReport.Errors) != 0 {
+	for i, r := range regs {
+		clean := len(r.HealthReport.Errors) == 0 ||
+			(i < len(before) && len(r.HealthReport.Errors) == 1 && strings.Contains(r.HealthReport.Errors[0], "relay session"))
+		if r.ReplicaID != regs[0].ReplicaID || r.AccessURL != "https://127.0.0.1" || r.Version != "v1.2.3" || !clean {
 			t.Fatalf("registrations: got %+v, want one replica with its access URL, version and a clean report", regs)
 		}
 	}
@@ -263,6 +369,7 @@ func TestProxyStopsWhenRefused(t *testing.T) {
 	logs := &syncbuf.Buffer{}
 	s, _, done, _ := startProxy(t, primary, logs)
 	<-s.Ready()
+	waitFor(t, "the relay session", func() bool { primary.mu.Lock(); defer primary.mu.Unlock(); return len(primary.sessions) > 0 })
 	primary.mu.Lock()
 	primary.refuse = "Workspace proxy eu was deleted"
 	primary.mu.Unlock()

@@ -193,6 +193,10 @@ type Options struct {
 	// Lifecycle tunes coderd's autostop/autostart scheduler (e.g. a short
 	// tick and minimum TTL).
 	Lifecycle coderd.LifecycleOptions
+	// WorkspaceProxyHeartbeatInterval and WorkspaceProxyAuthTTL are
+	// coderd's (its defaults when zero).
+	WorkspaceProxyHeartbeatInterval time.Duration
+	WorkspaceProxyAuthTTL           time.Duration
 }
 
 // Deployment is a running API.
@@ -285,7 +289,7 @@ func New(t testing.TB, opts Options) *Deployment {
 		BodyReadTimeout: opts.BodyReadTimeout, WildcardAccessURL: wildcard,
 		OIDC: opts.OIDC, DisablePasswordAuth: opts.DisablePasswordAuth,
 		ExternalAuth: opts.ExternalAuth, ExternalAuthHTTPClient: opts.ExternalAuthHTTPClient,
-		Lifecycle: opts.Lifecycle,
+		Lifecycle: opts.Lifecycle, WorkspaceProxyHeartbeatInterval: opts.WorkspaceProxyHeartbeatInterval, WorkspaceProxyAuthTTL: opts.WorkspaceProxyAuthTTL,
 	})
 	if err != nil {
 		t.Fatal(err)

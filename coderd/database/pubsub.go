@@ -35,7 +35,7 @@ type Pubsub struct {
 
 // Channels are every notification channel coderd uses; a replica's
 // Pubsub listens on all of them.
-var Channels = []string{ChannelJobPosted, ChannelJobUpdated, ChannelReplicas, ChannelAgentConnection, ChannelAuthChanged}
+var Channels = []string{ChannelJobPosted, ChannelJobUpdated, ChannelReplicas, ChannelAgentConnection, ChannelAuthChanged, ChannelWorkspaceProxyDeleted}
 
 // Notify sends payload on channel to every replica's subscribers (in the
 // current transaction, if any: delivered when it commits).

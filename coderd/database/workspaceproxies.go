@@ -105,6 +105,10 @@ func (db *DB) DeleteWorkspaceProxy(ctx context.Context, id string) (WorkspacePro
 		WHERE id = $1 AND NOT deleted RETURNING `+workspaceProxyColumns, id, db.now()))
 }
 
+// ChannelWorkspaceProxyDeleted carries a workspace proxy's id when it is
+// deleted, so that every replica closes the proxy's relay session at once.
+const ChannelWorkspaceProxyDeleted = "coder_workspace_proxy_deleted"
+
 // RegisterWorkspaceProxyParams are what a proxy says when it registers or
 // heartbeats.
 type RegisterWorkspaceProxyParams struct {

@@ -249,9 +249,11 @@ func (h *Handler) workspace(w http.ResponseWriter, r *http.Request, s session) e
 	if err != nil {
 		return err
 	}
+	regions := regionChoices(r, s.client) // regions.go
+	allowRegions(w, regions)
 	h.render(w, http.StatusOK, "workspace", page{Title: ws.OwnerName + "/" + ws.Name, User: &s.user, Error: r.URL.Query().Get("error"),
 		Data: map[string]any{"W": ws, "Base": "/@" + url.PathEscape(ws.OwnerName) + "/" + url.PathEscape(ws.Name), "Can": actionsFor(ws),
-			"AppBase": appBase(r, s.client), "NoWildcard": noWildcardReason, "Schedule": scheduleFacts(ws)}})
+			"AppBase": appBase(r, s.client), "NoWildcard": noWildcardReason, "Schedule": scheduleFacts(ws), "Regions": regions}})
 	return nil
 }
 

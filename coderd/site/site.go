@@ -57,6 +57,11 @@ type Options struct {
 	// form's redirect may end on an app host (coderd's appauth.go), which
 	// the form-action directive must allow.
 	AppHosts string
+	// ProxyHosts, when set, lists the CSP sources of the workspace proxies'
+	// hosts (access URLs and wildcards) now: the login form's redirect may
+	// end on one of them too (a dev URL through a proxy), so the login
+	// page's form-action allows them.
+	ProxyHosts func(context.Context) []string
 }
 
 // Handler serves the dashboard's pages and assets.
@@ -65,8 +70,9 @@ type Handler struct {
 	log    *slog.Logger
 	pages  map[string]*template.Template
 	static http.Handler
-	// appHosts is Options.AppHosts.
-	appHosts string
+	// appHosts is Options.AppHosts, proxyHosts Options.ProxyHosts.
+	appHosts   string
+	proxyHosts func(context.Context) []string
 }
 
 // New parses the embedded templates. It starts no goroutines.
@@ -78,7 +84,7 @@ func New(opts Options) (*Handler, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	h := &Handler{api: opts.API, log: log, pages: map[string]*template.Template{}, appHosts: opts.AppHosts}
+	h := &Handler{api: opts.API, log: log, pages: map[string]*template.Template{}, appHosts: opts.AppHosts, proxyHosts: opts.ProxyHosts}
 	names, err := fs.Glob(templateFS, "templates/*.html")
 	if err != nil {
 		return nil, err
@@ -152,6 +158,11 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	csp := contentSecurityPolicy(r.URL.Path)
 	if h.appHosts != "" {
 		csp = strings.Replace(csp, "form-action 'self'", "form-action 'self' "+h.appHosts, 1)
+	}
+	if r.URL.Path == "/login" && h.proxyHosts != nil {
+		if hosts := h.proxyHosts(r.Context()); len(hosts) > 0 {
+			csp = strings.Replace(csp, "form-action 'self'", "form-action 'self' "+strings.Join(hosts, " "), 1)
+		}
 	}
 	w.Header().Set("Content-Security-Policy", csp)
 	if r.Method == http.MethodPost && !sameOrigin(r) {

@@ -91,7 +91,17 @@
   // does the same for the first render).
   const appBase = page.dataset.appBase || "";
   const appUnavailable = (x) => !x.subdomain || (x.subdomain_name && appBase) ? "" : appBase ? "a subdomain app whose names cannot make a host name (owner, workspace and agent names must not contain \"--\")" : page.dataset.noWildcard;
-  const appHref = (x) => x.subdomain && x.subdomain_name && appBase ? appBase.replace("*", x.subdomain_name) + "/" : `${base}/apps/${encodeURIComponent(x.slug)}/`;
+  // The region apps open through (the selector, regions.js): a workspace
+  // proxy's access URL for path-based apps and ports, its wildcard for
+  // subdomain apps (the primary's when it has none); "" is the primary.
+  const regionSel = document.querySelector("[data-region-select]");
+  const region = () => {
+    const o = regionSel && regionSel.selectedOptions[0];
+    return o && o.value !== "primary" ? o : null;
+  };
+  const pathBase = () => (region() ? region().dataset.pathAppUrl : "");
+  const subdomainBase = () => (region() && region().dataset.appBase) || appBase;
+  const appHref = (x) => x.subdomain && x.subdomain_name && appBase ? subdomainBase().replace("*", x.subdomain_name) + "/" : `${pathBase()}${base}/apps/${encodeURIComponent(x.slug)}/`;
   const logEl = document.getElementById("build-log");
   let following = null;
   function follow(buildID) {
@@ -135,7 +145,7 @@
           if (m.result.error) dd.append(el("span", m.result.error, { class: "error-text" }));
           return [m.description.display_name || m.description.key, dd];
         }), "facts metadata"));
-        links("Listening ports", (a.listening_ports || []).map((x) => [String(x.port), `${base}/ports/${x.port}/`]));
+        links("Listening ports", (a.listening_ports || []).map((x) => [String(x.port), `${pathBase()}${base}/ports/${x.port}/`]));
         frag.append(card);
       }
     }
@@ -202,6 +212,8 @@
       if (atEnd) pre.scrollTop = pre.scrollHeight;
     }
   }
+  let last = null; // the workspace last rendered, again when the region changes
+  if (regionSel) regionSel.addEventListener("change", () => { if (last) renderAgents(last); });
   async function refresh() {
     let w;
     try {
@@ -210,6 +222,7 @@
       setStatus(page.querySelector("[data-field=status]"), "gone: " + e.message);
       return false;
     }
+    last = w;
     setStatus(page.querySelector("[data-field=status]"), w.latest_build.status);
     buttons(w);
     renderAgents(w);
