@@ -1,9 +1,12 @@
 // Package agent is the workspace agent: what `coder agent` runs inside a
 // workspace. It owns the agent's end of the relay: one WebSocket to coderd
 // carrying a yamux session, kept up with backoff across coderd restarts and
-// network blips, in which coderd opens one stream per user connection. A
-// stream of kind ssh goes to the agent's SSH server (shells with a PTY,
-// exec with exit codes, SFTP, direct-tcpip), a stream of kind tcp to a port
+// network blips, in which coderd opens one stream per user connection; an
+// agent given a fallback URL (the primary, when its agent URL is a region's
+// workspace proxy) connects there while its agent URL does not answer
+// (endpoints.go). A stream of kind ssh goes to the agent's SSH server
+// (shells with a PTY, exec with exit codes, SFTP, direct-tcpip), a stream
+// of kind tcp to a port
 // inside the workspace, a stream of kind pty to a web terminal session that
 // outlives its connections (reconnectingpty.go). The agent also runs the workspace's scripts
 // (coder_script, startup_script, shutdown_script: on start, on a cron
@@ -28,6 +31,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -44,8 +48,17 @@ import (
 
 // Options configure an Agent. Client is required.
 type Options struct {
-	// Client reaches coderd; its SessionToken is the agent token.
+	// Client reaches coderd at the agent URL; its SessionToken is the
+	// agent token.
 	Client *codersdk.Client
+	// FallbackURL, when set, is where the agent reaches coderd while its
+	// agent URL does not answer (the primary's, when the agent URL is a
+	// region's workspace proxy): see endpoints.go. Nil or the agent URL
+	// itself: none.
+	FallbackURL *url.URL
+	// FallbackProbeInterval is how often, while on the fallback URL, the
+	// agent asks the agent URL's /healthz (default 5s, ±20%).
+	FallbackProbeInterval time.Duration
 	// Logger receives the agent's own logs (default: discarded).
 	Logger *slog.Logger
 	// Version is reported to coderd.
@@ -88,11 +101,16 @@ type Options struct {
 
 // Agent is a workspace agent. Construct with New and run with Run.
 type Agent struct {
-	opts   Options
-	log    *slog.Logger
-	client *codersdk.Client
-	ssh    *sshServer
-	ptys   *ptyManager
+	opts Options
+	log  *slog.Logger
+	// client is the agent URL's (Options.Client): its URL and token are
+	// what the agent hands its shells. Calls to coderd go through
+	// endpoints.client(), which is the fallback URL's while the agent uses
+	// it.
+	client    *codersdk.Client
+	endpoints *endpoints
+	ssh       *sshServer
+	ptys      *ptyManager
 
 	// exeDir is the folder of the agent's binary, added to PATH so that
 	// scripts can run `coder stat`.
@@ -158,7 +176,15 @@ func New(opts Options) (*Agent, error) {
 	if opts.ScriptDataDir == "" {
 		opts.ScriptDataDir = filepath.Join(os.TempDir(), "coder-script-data")
 	}
+	if opts.FallbackProbeInterval <= 0 {
+		opts.FallbackProbeInterval = 5 * time.Second
+	}
+	var fallback *codersdk.Client
+	if u := opts.FallbackURL; u != nil && strings.TrimSuffix(u.String(), "/") != strings.TrimSuffix(opts.Client.URL.String(), "/") {
+		fallback = opts.Client.WithURL(u)
+	}
 	a := &Agent{opts: opts, log: opts.Logger, client: opts.Client}
+	a.endpoints = newEndpoints(opts.Client, fallback, opts.Logger)
 	if exe, err := os.Executable(); err == nil {
 		a.exeDir = filepath.Dir(exe)
 	}
@@ -186,6 +212,9 @@ func (a *Agent) Run(ctx context.Context) error {
 	var reporters sync.WaitGroup
 	reporters.Go(func() { a.lifecycle.run(reportCtx) })
 	reporters.Go(func() { a.logs.run(reportCtx) })
+	var probing sync.WaitGroup
+	probing.Go(func() { a.endpoints.probePreferred(ctx, a.opts.FallbackProbeInterval) })
+	defer probing.Wait()
 
 	m, ok := a.fetchManifest(ctx)
 	if !ok {
@@ -212,9 +241,11 @@ func (a *Agent) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
 	wg.Go(func() { a.reportStartup(ctx) })
 	wg.Go(func() { a.runStartScripts(ctx, scripts) })
-	wg.Go(func() { newMetadataCollector(a.log, a.client, env, m.Metadata, a.opts.MetadataFlushInterval).run(ctx) })
 	wg.Go(func() {
-		newAppHealthChecker(appHealthConfig{log: a.log, poster: a.client, apps: m.Apps, retry: a.retry}).run(ctx)
+		newMetadataCollector(a.log, currentClient{a}, env, m.Metadata, a.opts.MetadataFlushInterval).run(ctx)
+	})
+	wg.Go(func() {
+		newAppHealthChecker(appHealthConfig{log: a.log, poster: currentClient{a}, apps: m.Apps, retry: a.retry}).run(ctx)
 	})
 	if a.opts.PortsInterval > 0 {
 		wg.Go(func() { a.reportPorts(ctx) })
@@ -292,13 +323,18 @@ func (a *Agent) newBackoff() *backoff.ExponentialBackOff {
 }
 
 // waitBackoff sleeps for b's next delay; false when ctx ended.
-func waitBackoff(ctx context.Context, b backoff.BackOff) bool {
+func waitBackoff(ctx context.Context, b backoff.BackOff) bool { return waitBackoffOr(ctx, b, nil) }
+
+// waitBackoffOr is waitBackoff cut short when cut is closed (nil: never).
+func waitBackoffOr(ctx context.Context, b backoff.BackOff, cut <-chan struct{}) bool {
 	t := time.NewTimer(b.NextBackOff())
 	defer t.Stop()
 	select {
 	case <-ctx.Done():
 		return false
 	case <-t.C:
+		return true
+	case <-cut:
 		return true
 	}
 }
@@ -326,8 +362,35 @@ func permanent(err error) bool {
 		e.StatusCode != http.StatusUnauthorized && e.StatusCode != http.StatusTooManyRequests && e.StatusCode != http.StatusRequestTimeout
 }
 
+// api is the client to call coderd with now: the agent URL's, or the
+// fallback URL's while the agent uses it.
+func (a *Agent) api() *codersdk.Client { return a.endpoints.client() }
+
+// currentClient sends the metadata and app health reports to the URL the
+// agent uses when each is sent.
+type currentClient struct{ a *Agent }
+
+func (c currentClient) PostAgentMetadata(ctx context.Context, req codersdk.PostAgentMetadataRequest) error {
+	return c.a.api().PostAgentMetadata(ctx, req)
+}
+
+func (c currentClient) PostWorkspaceAppHealth(ctx context.Context, req codersdk.PostWorkspaceAppHealthsRequest) error {
+	return c.a.api().PostWorkspaceAppHealth(ctx, req)
+}
+
+// fetchManifest asks coderd for the manifest until it answers or ctx
+// ends; attempts count towards the switch to the fallback URL.
 func (a *Agent) fetchManifest(ctx context.Context) (codersdk.AgentManifest, bool) {
-	m, err := backoff.Retry(ctx, func() (codersdk.AgentManifest, error) { return a.client.AgentManifest(ctx) },
+	m, err := backoff.Retry(ctx, func() (codersdk.AgentManifest, error) {
+		c := a.api()
+		m, err := c.AgentManifest(ctx)
+		if err != nil {
+			a.endpoints.failed(c, err)
+		} else {
+			a.endpoints.reached(c)
+		}
+		return m, err
+	},
 		backoff.WithBackOff(a.newBackoff()),
 		backoff.WithMaxElapsedTime(0), // until ctx ends
 		backoff.WithNotify(func(err error, _ time.Duration) {
@@ -347,31 +410,48 @@ func (a *Agent) reportStartup(ctx context.Context) {
 		Version: a.opts.Version, OperatingSystem: runtime.GOOS, Architecture: runtime.GOARCH,
 		ExpandedDirectory: a.workDir(m),
 	}
-	if err := a.retry(ctx, "report agent startup", func(ctx context.Context) error { return a.client.PostAgentStartup(ctx, req) }); err != nil && ctx.Err() == nil {
+	if err := a.retry(ctx, "report agent startup", func(ctx context.Context) error { return a.api().PostAgentStartup(ctx, req) }); err != nil && ctx.Err() == nil {
 		a.log.Error("report agent startup", "err", err)
 	}
 }
 
-// connectLoop keeps a connection to coderd up until ctx ends.
+// connectLoop keeps a connection to coderd up until ctx ends, through the
+// URL endpoints chooses: a switch ends the connection and the next one is
+// dialed at once.
 func (a *Agent) connectLoop(ctx context.Context) {
 	b := a.newBackoff()
 	for ctx.Err() == nil {
+		c, changed := a.endpoints.current()
 		began := time.Now()
-		err := a.serveConnection(ctx)
+		connected, err := a.serveConnection(ctx, c, changed)
 		if ctx.Err() != nil {
 			return
 		}
 		if time.Since(began) > time.Minute {
 			b.Reset()
 		}
+		if !connected && a.endpoints.failed(c, err) || isClosed(changed) {
+			b.Reset()
+			continue
+		}
 		if codersdk.IsStatus(err, http.StatusUnauthorized) {
 			a.log.Error("coderd refuses the agent token; retrying", "err", err)
 		} else {
-			a.log.Warn("connection to coderd lost; reconnecting", "err", err)
+			a.log.Warn("connection to coderd lost; reconnecting", "url", c.URL.Redacted(), "err", err)
 		}
-		if !waitBackoff(ctx, b) {
+		if !waitBackoffOr(ctx, b, changed) {
 			return
 		}
+	}
+}
+
+// isClosed reports whether ch is closed.
+func isClosed(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
 	}
 }
 
@@ -386,36 +466,52 @@ func (a *Agent) yamuxConfig() *yamux.Config {
 	return cfg
 }
 
-// serveConnection dials coderd and serves the streams it opens until the
-// connection ends.
-func (a *Agent) serveConnection(ctx context.Context) error {
-	dialCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	conn, err := a.client.ConnectAgent(dialCtx)
+// serveConnection dials coderd through c and serves the streams it opens
+// until the connection ends, or changed is closed (the agent switches
+// URLs). connected says whether the dial succeeded.
+func (a *Agent) serveConnection(ctx context.Context, c *codersdk.Client, changed <-chan struct{}) (connected bool, err error) {
+	timeout := connectDialTimeout
+	if c == a.endpoints.preferred && a.endpoints.fallback != nil {
+		timeout = preferredDialTimeout
+	}
+	dialCtx, cancel := context.WithTimeout(ctx, timeout)
+	conn, err := c.ConnectAgent(dialCtx)
 	cancel()
 	if err != nil {
-		return err
+		return false, err // it names the URL
 	}
+	a.endpoints.reached(c)
 	mux, err := yamux.Server(relayconn.CoalescedYamuxConn(conn), a.yamuxConfig())
 	if err != nil {
 		_ = conn.Close()
-		return fmt.Errorf("start relay session: %w", err)
+		return true, fmt.Errorf("start relay session: %w", err)
 	}
 	defer mux.Close()
-	stop := context.AfterFunc(ctx, func() { _ = mux.Close() })
-	defer stop()
 	session, endSession := context.WithCancel(ctx)
 	defer endSession()
-	a.runSpares(session)
-	a.log.Info("connected to coderd", "url", a.client.URL.Redacted())
+	stop := context.AfterFunc(session, func() { _ = mux.Close() })
+	defer stop()
+	go func() {
+		select {
+		case <-changed:
+			endSession()
+		case <-session.Done():
+		}
+	}()
+	a.runSpares(session, c)
+	a.log.Info("connected to coderd", "url", c.URL.Redacted())
 	// A lifecycle report lost while coderd was away is sent again.
 	a.lifecycle.resend()
 	for {
 		stream, err := mux.AcceptStream()
 		if err != nil {
-			if errors.Is(err, yamux.ErrSessionShutdown) {
-				return errors.New("coderd closed the connection")
+			if isClosed(changed) {
+				return true, errors.New("the agent switched URLs")
 			}
-			return err
+			if errors.Is(err, yamux.ErrSessionShutdown) {
+				return true, errors.New("coderd closed the connection")
+			}
+			return true, err
 		}
 		a.streams.Go(func() { a.handleStream(ctx, stream) })
 	}

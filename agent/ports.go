@@ -28,7 +28,7 @@ func (a *Agent) reportPorts(ctx context.Context) {
 			for _, p := range ports {
 				req.Ports = append(req.Ports, codersdk.AgentListeningPort{Network: "tcp", Port: p})
 			}
-			if err := a.client.PostAgentPorts(ctx, req); err == nil {
+			if err := a.api().PostAgentPorts(ctx, req); err == nil {
 				sent, first = ports, false
 			} else if ctx.Err() == nil {
 				a.log.Debug("report listening ports", "err", err)

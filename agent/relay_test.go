@@ -1221,3 +1221,67 @@ func TestAgentShutdownEndsForwards(t *testing.T) {
 		}
 	}
 }
+
+// TestAgentFallsBackAndReturns: an agent whose agent URL (a proxy in front
+// of coderd, as a region's workspace proxy) stops answering connects
+// through its fallback URL (coderd itself) within seconds, and returns to
+// the agent URL once its /healthz answers again.
+func TestAgentFallsBackAndReturns(t *testing.T) {
+	t.Parallel()
+	e := newRelayEnv(t)
+	e.stopAgent() // the env's own agent; this test runs one behind a proxy
+	proxy := newCuttableProxy(t, e.d.URL.Host)
+	proxyURL := "http://" + proxy.addr
+	var logs syncbuf.Buffer
+	e.startAgent(t, func(o *agent.Options) {
+		u, _ := url.Parse(proxyURL)
+		c := codersdk.New(u)
+		c.SessionToken = e.token
+		o.Client = c
+		o.FallbackURL = e.d.URL
+		o.FallbackProbeInterval = 200 * time.Millisecond
+		o.Logger = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	})
+	connectedVia := func(u string) int { return strings.Count(logs.String(), `msg="connected to coderd" url=`+u+"\n") }
+	e.waitReady(t, e.alice)
+	if n := connectedVia(proxyURL); n != 1 {
+		t.Fatalf("connected %d times through the agent URL %s, want 1\n%s", n, proxyURL, logs.String())
+	}
+	port := uint16(coderdtest.EchoServer(t))
+	echo := func(when string) {
+		t.Helper()
+		conn, err := e.alice.DialWorkspaceAgent(context.Background(), e.agentID, codersdk.DialOptions{Kind: codersdk.RelayKindTCP, Port: port})
+		if err != nil {
+			t.Fatalf("dial the agent %s: %v\n%s", when, err, logs.String())
+		}
+		defer conn.Close()
+		if err := echoes(conn, []byte(when)); err != nil {
+			t.Fatalf("echo %s: %v", when, err)
+		}
+	}
+
+	proxy.cut()
+	cut := time.Now()
+	waitFor(t, 10*time.Second, func() (bool, string) {
+		return connectedVia(e.d.URL.String()) == 1, "not connected through the fallback URL " + e.d.URL.String()
+	})
+	t.Logf("connected through the fallback URL %s after the agent URL stopped answering", time.Since(cut).Round(time.Millisecond))
+	echo("through the fallback URL")
+	if !strings.Contains(logs.String(), "the agent URL does not answer; using the fallback URL") {
+		t.Errorf("the switch to the fallback URL is not logged:\n%s", logs.String())
+	}
+
+	proxy.restore()
+	restored := time.Now()
+	waitFor(t, 10*time.Second, func() (bool, string) {
+		return connectedVia(proxyURL) == 2, "not connected through the agent URL again"
+	})
+	t.Logf("connected through the agent URL again %s after it came back", time.Since(restored).Round(time.Millisecond))
+	if !strings.Contains(logs.String(), "the agent URL answers /healthz again; leaving the fallback URL for it") {
+		t.Errorf("the switch back is not logged:\n%s", logs.String())
+	}
+	echo("through the agent URL again")
+	if n := connectedVia(e.d.URL.String()); n != 1 {
+		t.Errorf("connected %d times through the fallback URL, want 1\n%s", n, logs.String())
+	}
+}

@@ -91,7 +91,7 @@ func (l *lifecycleReporter) run(ctx context.Context) {
 				continue
 			}
 		}
-		err := l.agent.client.PostAgentLifecycle(ctx, *next)
+		err := l.agent.api().PostAgentLifecycle(ctx, *next)
 		if err != nil && !permanent(err) {
 			if ctx.Err() != nil {
 				return
@@ -197,7 +197,7 @@ func (s *logSender) send(ctx context.Context) error {
 	if n == 0 {
 		return nil
 	}
-	err := s.agent.client.PostAgentLogs(ctx, codersdk.PostAgentLogsRequest{Logs: batch})
+	err := s.agent.api().PostAgentLogs(ctx, codersdk.PostAgentLogsRequest{Logs: batch})
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	switch {

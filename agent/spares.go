@@ -23,19 +23,20 @@ import (
 // backoff), never an error, and none is tried again in a session whose raw
 // upgrade a proxy between refuses.
 
-// runSpares keeps the session's spare connections until ctx, the session's
-// life, ends.
-func (a *Agent) runSpares(ctx context.Context) {
+// runSpares keeps the session's spare connections, dialed through c (the
+// URL the session is connected through), until ctx, the session's life,
+// ends.
+func (a *Agent) runSpares(ctx context.Context, c *codersdk.Client) {
 	for range codersdk.AgentSpareConns {
-		a.streams.Go(func() { a.keepSpare(ctx) })
+		a.streams.Go(func() { a.keepSpare(ctx, c) })
 	}
 }
 
-// keepSpare keeps one spare connection dialed until ctx ends.
-func (a *Agent) keepSpare(ctx context.Context) {
+// keepSpare keeps one spare connection dialed through c until ctx ends.
+func (a *Agent) keepSpare(ctx context.Context, c *codersdk.Client) {
 	b := a.newBackoff()
 	for ctx.Err() == nil {
-		conn, err := a.client.ConnectAgentSpare(ctx)
+		conn, err := c.ConnectAgentSpare(ctx)
 		if errors.Is(err, relayconn.ErrUpgradeNotPassed) {
 			a.log.Debug("no spare connections in this session: the raw upgrade does not reach coderd", "err", err)
 			return

@@ -28,19 +28,31 @@ import (
 //     up with a message after CODER_AGENT_DOWNLOAD_TIMEOUT seconds (300
 //     unless the workspace sets it);
 //  3. exports CODER_AGENT_URL (the access URL without the trailing slash),
-//     CODER_AGENT_AUTH and, when a CA was embedded, SSL_CERT_FILE (the
+//     CODER_AGENT_FALLBACK_URL when the daemon has one, CODER_AGENT_AUTH
+//     and, when a CA was embedded, SSL_CERT_FILE (the
 //     embedded CAs followed by the image's own bundle when it has one, so
 //     that the agent trusts coderd and programs started from the workspace
 //     still trust what the image trusts), and execs `coder agent`.
 //
 // For windows it is PowerShell that downloads
 // ${ACCESS_URL}bin/coder-windows-<arch>.exe with curl.exe (--cacert when a
-// CA was embedded) or Invoke-WebRequest, with the same retries. Go on
+// CA was embedded) or Invoke-WebRequest, with the same retries and the same
+// fallback, and sets the same variables but SSL_CERT_FILE. Go on
 // Windows reads the system store, not SSL_CERT_FILE: with an internal CA,
 // a Windows image must trust it already.
 //
 // The provider's arch armv7 downloads coder-linux-arm, the GOARCH name
 // coderd serves the 32-bit ARM agent under.
+//
+// The fallback URL (Options.AgentFallbackURL: the primary's, when the
+// access URL is a region's workspace proxy) is written into the scripts as
+// text, not left to a placeholder (the provider replaces only its own two)
+// nor to the environment (templates start the agent with a clean one:
+// `env -i` in examples/templates/process, a container's own elsewhere). A
+// download from the access URL that fails is tried at once from the
+// fallback URL (a proxy redirects /bin/ to the primary, so this matters
+// only while the proxy is down), and the agent gets it as
+// CODER_AGENT_FALLBACK_URL (package agent, endpoints.go).
 
 // agentPlatform is an os/arch pair as the provider's coder_agent spells it
 // (os: linux, darwin, windows; arch: amd64, arm64, armv7).
@@ -71,11 +83,12 @@ const maxAgentCA = maxEnvString - 16<<10
 // caDelimiter ends the CA here-document; PEM never has such a line.
 const caDelimiter = "CODER_CA_PEM_EOF"
 
-// agentScriptEnv returns CODER_AGENT_SCRIPT_<os>_<arch> for every platform.
-func agentScriptEnv(caPEM string) map[string]string {
+// agentScriptEnv returns CODER_AGENT_SCRIPT_<os>_<arch> for every
+// platform; fallbackURL is "" for none.
+func agentScriptEnv(caPEM, fallbackURL string) map[string]string {
 	env := make(map[string]string, len(agentPlatforms))
 	for _, p := range agentPlatforms {
-		env[agentScriptVar(p)] = agentScript(p, caPEM)
+		env[agentScriptVar(p)] = agentScript(p, caPEM, fallbackURL)
 	}
 	return env
 }
@@ -97,10 +110,14 @@ func binaryName(p agentPlatform) string {
 	return name
 }
 
-// agentScript returns the init script for p; caPEM is "" for none.
-func agentScript(p agentPlatform, caPEM string) string {
+// agentScript returns the init script for p; caPEM and fallbackURL are ""
+// for none.
+func agentScript(p agentPlatform, caPEM, fallbackURL string) string {
+	if fallbackURL != "" {
+		fallbackURL = strings.TrimSuffix(fallbackURL, "/") + "/"
+	}
 	if p.OS == "windows" {
-		return agentScriptWindows(p, caPEM)
+		return agentScriptWindows(p, caPEM, fallbackURL)
 	}
 	var b strings.Builder
 	w := func(format string, args ...any) { fmt.Fprintf(&b, format, args...) }
@@ -111,6 +128,11 @@ func agentScript(p agentPlatform, caPEM string) string {
 	w("set -eu\n\n")
 	w("access_url='%s'\n", placeholderAccessURL)
 	w("BINARY_URL=\"${access_url}bin/%s\"\n", binaryName(p))
+	if fallbackURL != "" {
+		w("# Where the agent reaches coderd while the access URL does not answer.\n")
+		w("fallback_url=%s\n", shellQuote(fallbackURL))
+		w("FALLBACK_BINARY_URL=\"${fallback_url}bin/%s\"\n", binaryName(p))
+	}
 	w("# Seconds to keep retrying the download: coderd may be starting.\n")
 	w(": \"${CODER_AGENT_DOWNLOAD_TIMEOUT:=300}\"\n\n")
 	w("BINARY_DIR=$(mktemp -d \"${TMPDIR:-/tmp}/coder.XXXXXX\")\n")
@@ -126,17 +148,33 @@ func agentScript(p agentPlatform, caPEM string) string {
 		curlCA, wgetCA = ` --cacert "$CA_FILE"`, ` --ca-certificate="$CA_FILE"`
 	}
 	w(`
-download() {
+fetch() {
 	if command -v curl >/dev/null 2>&1; then
-		curl -fsSL --connect-timeout 10%s -o "$BINARY_PATH.part" "$BINARY_URL"
+		curl -fsSL --connect-timeout 10%s -o "$BINARY_PATH.part" "$1"
 	elif command -v wget >/dev/null 2>&1; then
-		wget -q -T 30%s -O "$BINARY_PATH.part" "$BINARY_URL"
+		wget -q -T 30%s -O "$BINARY_PATH.part" "$1"
 	else
 		echo "coder init: neither curl nor wget is installed in this workspace" >&2
 		exit 1
 	fi
 }
-
+`, curlCA, wgetCA)
+	if fallbackURL != "" {
+		w(`
+download() {
+	fetch "$BINARY_URL" && return 0
+	echo "coder init: downloading $BINARY_URL failed; trying $FALLBACK_BINARY_URL" >&2
+	fetch "$FALLBACK_BINARY_URL"
+}
+`)
+	} else {
+		w(`
+download() {
+	fetch "$BINARY_URL"
+}
+`)
+	}
+	w(`
 start=$(date +%%s)
 delay=1
 until download; do
@@ -157,7 +195,10 @@ export CODER_AGENT_AUTH='%s'
 # The agent removes this folder when it exits: a workspace that runs on
 # its host (not in a container) would otherwise keep a copy per start.
 export CODER_AGENT_BINARY_DIR="$BINARY_DIR"
-`, curlCA, wgetCA, placeholderAuthType)
+`, placeholderAuthType)
+	if fallbackURL != "" {
+		w("export CODER_AGENT_FALLBACK_URL=\"${fallback_url%%/}\"\n")
+	}
 	if caPEM != "" {
 		// The agent and what the workspace starts from it trust the embedded
 		// CAs and whatever the image already trusted.
@@ -175,7 +216,7 @@ export SSL_CERT_FILE="$CA_FILE"
 }
 
 // agentScriptWindows is the PowerShell variant of agentScript.
-func agentScriptWindows(p agentPlatform, caPEM string) string {
+func agentScriptWindows(p agentPlatform, caPEM, fallbackURL string) string {
 	var b strings.Builder
 	w := func(format string, args ...any) { fmt.Fprintf(&b, format, args...) }
 	w("# Starts the coder agent: downloads it from coderd and runs it. Written by\n")
@@ -185,6 +226,8 @@ func agentScriptWindows(p agentPlatform, caPEM string) string {
 	w("$ProgressPreference = 'SilentlyContinue'\n")
 	w("$CoderURL = '%s'\n", placeholderAccessURL)
 	w("$BinaryURL = $CoderURL + 'bin/%s'\n", binaryName(p))
+	w("$FallbackURL = %s\n", powerShellQuote(fallbackURL))
+	w("$FallbackBinaryURL = $FallbackURL + 'bin/%s'\n", binaryName(p))
 	w("$Timeout = 300\n")
 	w("if ($env:CODER_AGENT_DOWNLOAD_TIMEOUT) { $Timeout = [int]$env:CODER_AGENT_DOWNLOAD_TIMEOUT }\n")
 	w("$Dir = Join-Path ([System.IO.Path]::GetTempPath()) ('coder-' + [guid]::NewGuid())\n")
@@ -196,20 +239,27 @@ func agentScriptWindows(p agentPlatform, caPEM string) string {
 		w("Set-Content -Path $CAFile -Encoding ascii -Value @'\n%s'@\n", strings.TrimRight(caPEM, "\n")+"\n")
 	}
 	w(`
-function Get-Agent {
+function Get-AgentFrom($Url) {
 	$curl = Get-Command curl.exe -ErrorAction SilentlyContinue
 	if ($curl) {
-		$curlArgs = @('-fsSL', '--connect-timeout', '10', '-o', $Binary, $BinaryURL)
+		$curlArgs = @('-fsSL', '--connect-timeout', '10', '-o', $Binary, $Url)
 		if ($CAFile) { $curlArgs = @('--cacert', $CAFile) + $curlArgs }
 		& $curl.Source @curlArgs
 		return ($LASTEXITCODE -eq 0)
 	}
 	try {
-		Invoke-WebRequest -UseBasicParsing -Uri $BinaryURL -OutFile $Binary
+		Invoke-WebRequest -UseBasicParsing -Uri $Url -OutFile $Binary
 		return $true
 	} catch {
 		return $false
 	}
+}
+
+function Get-Agent {
+	if (Get-AgentFrom $BinaryURL) { return $true }
+	if (-not $FallbackURL) { return $false }
+	Write-Host "coder init: downloading $BinaryURL failed; trying $FallbackBinaryURL"
+	return (Get-AgentFrom $FallbackBinaryURL)
 }
 
 $Start = Get-Date
@@ -226,11 +276,22 @@ while (-not (Get-Agent)) {
 }
 
 $env:CODER_AGENT_URL = $CoderURL.TrimEnd('/')
+if ($FallbackURL) { $env:CODER_AGENT_FALLBACK_URL = $FallbackURL.TrimEnd('/') }
 $env:CODER_AGENT_AUTH = '%s'
 & $Binary agent
 exit $LASTEXITCODE
 `, placeholderAuthType)
 	return b.String()
+}
+
+// shellQuote quotes s for POSIX sh, in single quotes.
+func shellQuote(s string) string {
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+// powerShellQuote quotes s for PowerShell, in single quotes.
+func powerShellQuote(s string) string {
+	return "'" + strings.ReplaceAll(s, "'", "''") + "'"
 }
 
 // readCABundle reads a PEM file and returns its certificates re-encoded as

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"io"
 	"log"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -37,6 +38,7 @@ const fakeAgent = `#!/bin/sh
 	echo "token=$CODER_AGENT_TOKEN"
 	echo "cert=${SSL_CERT_FILE:-}"
 	echo "binary_dir=${CODER_AGENT_BINARY_DIR:-}"
+	echo "fallback=${CODER_AGENT_FALLBACK_URL:-}"
 	echo "exe=$0"
 } >"$MARKER"
 if [ -n "${SSL_CERT_FILE:-}" ]; then cat "$SSL_CERT_FILE" >"$MARKER.ca"; fi
@@ -72,6 +74,18 @@ func newFakeControlPlane(t *testing.T, failFirst int32) *fakeControlPlane {
 	cp.URL = srv.URL
 	cp.CAPEM = string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw}))
 	return cp
+}
+
+// deadURL is an https URL on loopback where nothing listens.
+func deadURL(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	_ = l.Close()
+	return "https://" + addr
 }
 
 // toolsPath returns a PATH folder with links to the tools the init script
@@ -144,10 +158,15 @@ func TestAgentScriptRuns(t *testing.T) {
 		failFirst int32
 		noCA      bool
 		timeout   string // CODER_AGENT_DOWNLOAD_TIMEOUT
-		wantErr   string // in stderr; "" for success
+		// accessDown: the access URL does not answer; the script has the
+		// control plane as its fallback URL.
+		accessDown bool
+		wantErr    string // in stderr; "" for success
 	}{
 		{name: "curl"},
 		{name: "wget", omit: []string{"curl"}},
+		{name: "access URL down: curl from the fallback", accessDown: true},
+		{name: "access URL down: wget from the fallback", omit: []string{"curl"}, accessDown: true},
 		{name: "retries while coderd starts", failFirst: 1},
 		{name: "no CA embedded: untrusted certificate", noCA: true, timeout: "1", wantErr: "could not download the agent"},
 		{name: "gives up", failFirst: 1000, timeout: "1", wantErr: "could not download the agent"},
@@ -161,7 +180,11 @@ func TestAgentScriptRuns(t *testing.T) {
 			if tt.noCA {
 				ca = ""
 			}
-			script := provide(agentScript(agentPlatform{"linux", "amd64"}, ca), cp.URL, "token")
+			accessURL, fallback := cp.URL, ""
+			if tt.accessDown {
+				accessURL, fallback = deadURL(t), cp.URL
+			}
+			script := provide(agentScript(agentPlatform{"linux", "amd64"}, ca, fallback), accessURL, "token")
 			var env []string
 			if tt.timeout != "" {
 				env = append(env, "CODER_AGENT_DOWNLOAD_TIMEOUT="+tt.timeout)
@@ -179,7 +202,7 @@ func TestAgentScriptRuns(t *testing.T) {
 			if err != nil {
 				t.Fatalf("init script: %v\n%s", err, stderr)
 			}
-			want := map[string]string{"args": "agent", "url": cp.URL, "auth": "token", "token": "secret-token"}
+			want := map[string]string{"args": "agent", "url": accessURL, "fallback": fallback, "auth": "token", "token": "secret-token"}
 			for k, v := range want {
 				if marker[k] != v {
 					t.Errorf("the agent saw %s=%q, want %q", k, marker[k], v)
@@ -194,6 +217,9 @@ func TestAgentScriptRuns(t *testing.T) {
 			if tt.failFirst > 0 && !strings.Contains(stderr, "retrying in 1s") {
 				t.Errorf("stderr %q does not mention the retry", stderr)
 			}
+			if want := "failed; trying " + cp.URL + "/bin/coder-linux-amd64"; tt.accessDown && !strings.Contains(stderr, want) {
+				t.Errorf("stderr %q, want it to say %q", stderr, want)
+			}
 		})
 	}
 }
@@ -201,11 +227,12 @@ func TestAgentScriptRuns(t *testing.T) {
 func TestAgentScriptText(t *testing.T) {
 	ca := "-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n"
 	tests := []struct {
-		name    string
-		p       agentPlatform
-		ca      string
-		want    []string
-		notWant []string
+		name     string
+		p        agentPlatform
+		ca       string
+		fallback string
+		want     []string
+		notWant  []string
 	}{
 		{
 			name: "darwin with CA", p: agentPlatform{"darwin", "arm64"}, ca: ca,
@@ -221,7 +248,24 @@ func TestAgentScriptText(t *testing.T) {
 		{
 			name: "linux without CA", p: agentPlatform{"linux", "amd64"},
 			want:    []string{`BINARY_URL="${access_url}bin/coder-linux-amd64"`},
-			notWant: []string{"CA_FILE", "SSL_CERT_FILE", "--cacert", "CODER_AGENT_TOKEN="},
+			notWant: []string{"CA_FILE", "SSL_CERT_FILE", "--cacert", "CODER_AGENT_TOKEN=", "fallback", "FALLBACK"},
+		},
+		{
+			name: "linux with a fallback URL", p: agentPlatform{"linux", "amd64"}, fallback: "https://primary.example.test/it's",
+			want: []string{
+				`fallback_url='https://primary.example.test/it'\''s/'` + "\n",
+				`FALLBACK_BINARY_URL="${fallback_url}bin/coder-linux-amd64"`,
+				`fetch "$FALLBACK_BINARY_URL"`,
+				`export CODER_AGENT_FALLBACK_URL="${fallback_url%/}"`,
+			},
+		},
+		{
+			name: "windows with a fallback URL", p: agentPlatform{"windows", "amd64"}, fallback: "https://primary.example.test/",
+			want: []string{
+				"$FallbackURL = 'https://primary.example.test/'", "$FallbackBinaryURL = $FallbackURL + 'bin/coder-windows-amd64.exe'",
+				"Get-AgentFrom $FallbackBinaryURL",
+				"if ($FallbackURL) { $env:CODER_AGENT_FALLBACK_URL = $FallbackURL.TrimEnd('/') }",
+			},
 		},
 		{
 			name: "linux armv7 downloads the arm build", p: agentPlatform{"linux", "armv7"},
@@ -232,14 +276,14 @@ func TestAgentScriptText(t *testing.T) {
 			want: []string{
 				"$CoderURL = '${ACCESS_URL}'", "$BinaryURL = $CoderURL + 'bin/coder-windows-arm64.exe'",
 				"-Value @'\n" + ca + "'@\n", "--cacert", "$env:CODER_AGENT_URL = $CoderURL.TrimEnd('/')",
-				"$env:CODER_AGENT_AUTH = '${AUTH_TYPE}'",
+				"$env:CODER_AGENT_AUTH = '${AUTH_TYPE}'", "$FallbackURL = ''",
 			},
 			notWant: []string{"#!/bin/sh", "CODER_AGENT_TOKEN ="},
 		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := agentScript(tt.p, tt.ca)
+			got := agentScript(tt.p, tt.ca, tt.fallback)
 			for _, w := range tt.want {
 				if !strings.Contains(got, w) {
 					t.Errorf("script lacks %q:\n%s", w, got)
@@ -265,7 +309,7 @@ func TestAgentScriptText(t *testing.T) {
 // TestAgentScriptEnv: one script per platform coder_agent accepts and
 // coderd serves, named as the provider looks them up.
 func TestAgentScriptEnv(t *testing.T) {
-	env := agentScriptEnv("")
+	env := agentScriptEnv("", "")
 	var got []string
 	for k := range env {
 		got = append(got, k)

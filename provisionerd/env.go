@@ -31,7 +31,10 @@ func (d *Daemon) environment(job *codersdk.AcquiredJob, dir, rc, cache string) m
 	for k, v := range coderEnv(job, d.opts.AccessURL) {
 		env[k] = v
 	}
-	for k, v := range agentScriptEnv(d.agentCA) {
+	if d.opts.AgentFallbackURL != "" {
+		env["CODER_AGENT_FALLBACK_URL"] = d.opts.AgentFallbackURL
+	}
+	for k, v := range agentScriptEnv(d.agentCA, d.opts.AgentFallbackURL) {
 		env[k] = v
 	}
 	return env

@@ -1,7 +1,11 @@
 package provisionerd
 
 import (
+	"io"
+	"log/slog"
+	"net/url"
 	"regexp"
+	"strings"
 	"testing"
 
 	"airgapcoder/codersdk"
@@ -115,5 +119,39 @@ func TestImportPlaceholders(t *testing.T) {
 		if got[k] != v {
 			t.Errorf("%s: got %q, want %q", k, got[k], v)
 		}
+	}
+}
+
+// TestEnvironmentAgentFallbackURL: the build environment and the init
+// scripts carry the agent's fallback URL only when the daemon has one that
+// is not its agent URL.
+func TestEnvironmentAgentFallbackURL(t *testing.T) {
+	for _, tt := range []struct {
+		name, accessURL, fallback, want string
+	}{
+		{"none", "https://proxy.example.test", "", ""},
+		{"the agent URL itself", "https://coder.example.test", "https://coder.example.test/", ""},
+		{"the primary behind a proxy", "https://proxy.example.test", "https://coder.example.test", "https://coder.example.test"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			u, _ := url.Parse("https://coder.example.test")
+			d, err := New(Options{Client: codersdk.New(u), TerraformPath: "terraform", AccessURL: tt.accessURL, AgentFallbackURL: tt.fallback,
+				Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+			if err != nil {
+				t.Fatal(err)
+			}
+			env := d.environment(&codersdk.AcquiredJob{Type: codersdk.ProvisionerJobTypeWorkspaceBuild}, "/job", "/job/rc", "/cache")
+			if got, ok := env["CODER_AGENT_FALLBACK_URL"]; got != tt.want || ok != (tt.want != "") {
+				t.Errorf("CODER_AGENT_FALLBACK_URL: got %q (set %v), want %q", got, ok, tt.want)
+			}
+			if got := strings.Contains(env["CODER_AGENT_SCRIPT_linux_amd64"], "CODER_AGENT_FALLBACK_URL"); got != (tt.want != "") {
+				t.Errorf("the linux init script exports CODER_AGENT_FALLBACK_URL: %v, want %v", got, tt.want != "")
+			}
+			for _, v := range []string{"CODER_AGENT_SCRIPT_linux_amd64", "CODER_AGENT_SCRIPT_windows_amd64"} {
+				if got := strings.Contains(env[v], "example.test/'"); got != (tt.want != "") {
+					t.Errorf("%s carries a fallback URL: %v, want %v (%q)", v, got, tt.want != "", tt.want)
+				}
+			}
+		})
 	}
 }

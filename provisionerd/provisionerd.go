@@ -29,6 +29,8 @@
 // reads, as Coder's provisioner sets it:
 //
 //	CODER_AGENT_URL                       the access URL (the provider's url default)
+//	CODER_AGENT_FALLBACK_URL              Options.AgentFallbackURL, when set (the init
+//	                                      scripts carry it too)
 //	CODER_WORKSPACE_TRANSITION            start or stop (a delete is a stop; an import a start)
 //	CODER_WORKSPACE_NAME, _ID             the workspace
 //	CODER_WORKSPACE_OWNER, _OWNER_ID      the owner's user name and id
@@ -125,6 +127,13 @@ type Options struct {
 	WorkDir string
 	// AccessURL is what workspaces use to reach coderd (default Client.URL).
 	AccessURL string
+	// AgentFallbackURL, when set and not AccessURL, is where the agents of
+	// the workspaces this daemon builds reach coderd while AccessURL does
+	// not answer: the primary's URL when AccessURL is a region's workspace
+	// proxy (`coder provisionerd start --agent-url`). The init scripts
+	// carry it (agentscript.go) and the environment has it as
+	// CODER_AGENT_FALLBACK_URL. Empty: none.
+	AgentFallbackURL string
 	// Egress decides what terraform, the git it calls and the providers may
 	// reach (their downloads and API calls, through the proxy the daemon
 	// names in HTTPS_PROXY and HTTP_PROXY): loopback, and the hosts the
@@ -192,6 +201,9 @@ func New(opts Options) (*Daemon, error) {
 	}
 	if opts.AccessURL == "" {
 		opts.AccessURL = opts.Client.URL.String()
+	}
+	if strings.TrimSuffix(opts.AgentFallbackURL, "/") == strings.TrimSuffix(opts.AccessURL, "/") {
+		opts.AgentFallbackURL = ""
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
