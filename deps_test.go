@@ -32,6 +32,10 @@ var depRules = []depRule{
 		stdlibOnly: true,
 	},
 	{
+		pkg: "airgapcoder/relaymux", why: "the yamux settings of a relay session are a leaf every relay end links",
+		stdlibOnly: true, allowed: []string{"github.com/hashicorp/yamux", "airgapcoder/relayconn"},
+	},
+	{
 		pkg: "airgapcoder/codersdk", why: "the API types and client are a leaf every component links",
 		stdlibOnly: true, allowed: []string{"github.com/coder/websocket", "airgapcoder/relayconn"},
 	},

@@ -44,6 +44,7 @@ import (
 
 	"airgapcoder/codersdk"
 	"airgapcoder/relayconn"
+	"airgapcoder/relaymux"
 )
 
 // Options configure an Agent. Client is required.
@@ -456,14 +457,7 @@ func isClosed(ch <-chan struct{}) bool {
 }
 
 func (a *Agent) yamuxConfig() *yamux.Config {
-	cfg := yamux.DefaultConfig()
-	cfg.LogOutput = nil
-	cfg.Logger = yamuxLogger{a.log}
-	cfg.KeepAliveInterval = a.opts.KeepAliveInterval
-	cfg.ConnectionWriteTimeout = a.opts.KeepAliveInterval
-	cfg.MaxStreamWindowSize = relayconn.StreamWindow
-	cfg.StreamCloseTimeout = 30 * time.Second
-	return cfg
+	return relaymux.Config(a.log, a.opts.KeepAliveInterval)
 }
 
 // serveConnection dials coderd through c and serves the streams it opens
@@ -532,12 +526,3 @@ func (a *Agent) waitStreams(limit time.Duration) {
 		a.log.Warn("user connections still open at shutdown", "waited", limit)
 	}
 }
-
-// yamuxLogger sends yamux's own log lines to slog at debug level.
-type yamuxLogger struct{ log *slog.Logger }
-
-func (l yamuxLogger) Print(v ...any) { l.log.Debug(strings.TrimSpace(fmt.Sprint(v...))) }
-func (l yamuxLogger) Printf(format string, v ...any) {
-	l.log.Debug(strings.TrimSpace(fmt.Sprintf(format, v...)))
-}
-func (l yamuxLogger) Println(v ...any) { l.log.Debug(strings.TrimSpace(fmt.Sprintln(v...))) }

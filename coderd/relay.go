@@ -22,6 +22,7 @@ import (
 	"airgapcoder/coderd/database"
 	"airgapcoder/codersdk"
 	"airgapcoder/relayconn"
+	"airgapcoder/relaymux"
 )
 
 // The relay: every byte between a user and a workspace passes through
@@ -141,25 +142,8 @@ func (r *relay) connected() int {
 
 // relayYamuxConfig tunes coderd's side of an agent session.
 func (api *API) relayYamuxConfig() *yamux.Config {
-	cfg := yamux.DefaultConfig()
-	cfg.LogOutput = nil
-	cfg.Logger = yamuxLogger{api.log}
-	cfg.KeepAliveInterval = api.opts.AgentKeepAliveInterval
-	cfg.ConnectionWriteTimeout = api.opts.AgentKeepAliveInterval
-	cfg.MaxStreamWindowSize = relayconn.StreamWindow
-	cfg.StreamOpenTimeout = 30 * time.Second
-	cfg.StreamCloseTimeout = 30 * time.Second
-	return cfg
+	return relaymux.Config(api.log, api.opts.AgentKeepAliveInterval)
 }
-
-// yamuxLogger sends yamux's own log lines to slog at debug level.
-type yamuxLogger struct{ log *slog.Logger }
-
-func (l yamuxLogger) Print(v ...any) { l.log.Debug(strings.TrimSpace(fmt.Sprint(v...))) }
-func (l yamuxLogger) Printf(format string, v ...any) {
-	l.log.Debug(strings.TrimSpace(fmt.Sprintf(format, v...)))
-}
-func (l yamuxLogger) Println(v ...any) { l.log.Debug(strings.TrimSpace(fmt.Sprintln(v...))) }
 
 // agentConnect serves an agent's relay connection for as long as it stays
 // up (keepAgentSession).

@@ -4,10 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"net"
 	"net/http"
-	"strings"
 	"time"
 
 	"github.com/coder/websocket"
@@ -15,6 +13,7 @@ import (
 
 	"airgapcoder/codersdk"
 	"airgapcoder/relayconn"
+	"airgapcoder/relaymux"
 )
 
 // The relay through a proxy (docs/wsproxy.md, "Relay"). Three kinds of
@@ -142,25 +141,8 @@ func acceptRelayConn(ctx context.Context, w http.ResponseWriter, r *http.Request
 // yamuxConfig tunes the proxy's yamux sessions (to the primary and to
 // agents) as coderd tunes its own: keepalive, an 8 MiB stream window.
 func (s *Server) yamuxConfig() *yamux.Config {
-	cfg := yamux.DefaultConfig()
-	cfg.LogOutput = nil
-	cfg.Logger = yamuxLogger{s.log}
-	cfg.KeepAliveInterval = s.opts.KeepAliveInterval
-	cfg.ConnectionWriteTimeout = s.opts.KeepAliveInterval
-	cfg.MaxStreamWindowSize = relayconn.StreamWindow
-	cfg.StreamOpenTimeout = 30 * time.Second
-	cfg.StreamCloseTimeout = 30 * time.Second
-	return cfg
+	return relaymux.Config(s.log, s.opts.KeepAliveInterval)
 }
-
-// yamuxLogger sends yamux's own log lines to slog at debug level.
-type yamuxLogger struct{ log *slog.Logger }
-
-func (l yamuxLogger) Print(v ...any) { l.log.Debug(strings.TrimSpace(fmt.Sprint(v...))) }
-func (l yamuxLogger) Printf(format string, v ...any) {
-	l.log.Debug(strings.TrimSpace(fmt.Sprintf(format, v...)))
-}
-func (l yamuxLogger) Println(v ...any) { l.log.Debug(strings.TrimSpace(fmt.Sprintln(v...))) }
 
 // track counts a relay handler that outlives the HTTP server's knowledge
 // of its connection (hijacked); Run waits for them after closing them. It
