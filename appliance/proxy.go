@@ -272,42 +272,10 @@ func (u *upRun) startProxy(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	done := make(chan error, 1)
-	go func() { done <- srv.Run(runCtx) }()
-	stopped := make(chan struct{})
-	var runErr error
-	u.stop.Push("workspace proxy", func(context.Context) error {
-		cancel() // Run deregisters, then shuts its server down
-		<-stopped
-		return runErr
-	})
 	u.log.Info("registering with the primary", "primary", primary.String(), "access_url", access.String())
-	select {
-	case <-srv.Ready():
-	case err := <-done:
-		close(stopped)
-		if err == nil {
-			err = errors.New("stopped during start-up")
-		}
+	if err := u.runUntilReady(ctx, "workspace proxy", srv); err != nil {
 		return err
-	case <-ctx.Done():
-		cancel()
-		go func() { <-done; close(stopped) }()
-		return ctx.Err()
 	}
-	go func() {
-		defer close(stopped)
-		err := <-done
-		if runCtx.Err() == nil {
-			if err == nil {
-				err = errors.New("stopped by itself")
-			}
-			u.failed <- fmt.Errorf("workspace proxy: %w", err)
-			return
-		}
-		runErr = err
-	}()
 	u.proxy = srv
 	return nil
 }

@@ -461,40 +461,9 @@ func (u *upRun) startControlPlane(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	done := make(chan error, 1)
-	go func() { done <- srv.Run(runCtx) }()
-	stopped := make(chan struct{})
-	u.stop.Push("control plane", func(context.Context) error {
-		cancel()
-		<-stopped
-		return nil
-	})
-	var runErr error
-	select {
-	case <-srv.Ready():
-	case runErr = <-done:
-		close(stopped)
-		if runErr == nil {
-			runErr = errors.New("stopped during start-up")
-		}
-		return runErr
-	case <-ctx.Done():
-		cancel()
-		go func() { <-done; close(stopped) }()
-		return ctx.Err()
+	if err := u.runUntilReady(ctx, "control plane", srv); err != nil {
+		return err
 	}
-	// From now on a control plane that stops ends Up.
-	go func() {
-		defer close(stopped)
-		err := <-done
-		if runCtx.Err() == nil {
-			if err == nil {
-				err = errors.New("stopped by itself")
-			}
-			u.failed <- fmt.Errorf("control plane: %w", err)
-		}
-	}()
 	u.srv = srv
 	_, tlsAddr := srv.ListenAddrs()
 	u.localClient = codersdk.New(&url.URL{Scheme: "https", Host: loopbackAddr(tlsAddr.String())})
@@ -649,4 +618,54 @@ func writeAgentCA(l Layout) (string, error) {
 	}
 	path := filepath.Join(l.Run(), "agent-ca.pem")
 	return path, atomicfile.Write(path, pem, 0o644)
+}
+
+// readyRunner is a server Up runs until the stop: the control plane, or a
+// workspace proxy.
+type readyRunner interface {
+	Run(ctx context.Context) error
+	Ready() <-chan struct{}
+}
+
+// runUntilReady starts srv, pushes its stop (named name) and waits until it
+// is ready. A server that stops before that fails the step; from then on
+// one that stops by itself ends Up (u.failed). The stop returns Run's
+// error.
+func (u *upRun) runUntilReady(ctx context.Context, name string, srv readyRunner) error {
+	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	done := make(chan error, 1)
+	go func() { done <- srv.Run(runCtx) }()
+	stopped := make(chan struct{})
+	var runErr error
+	u.stop.Push(name, func(context.Context) error {
+		cancel()
+		<-stopped
+		return runErr
+	})
+	select {
+	case <-srv.Ready():
+	case err := <-done:
+		close(stopped)
+		if err == nil {
+			err = errors.New("stopped during start-up")
+		}
+		return err
+	case <-ctx.Done():
+		cancel()
+		go func() { <-done; close(stopped) }()
+		return ctx.Err()
+	}
+	go func() {
+		defer close(stopped)
+		err := <-done
+		if runCtx.Err() == nil {
+			if err == nil {
+				err = errors.New("stopped by itself")
+			}
+			u.failed <- fmt.Errorf("%s: %w", name, err)
+			return
+		}
+		runErr = err
+	}()
+	return nil
 }
