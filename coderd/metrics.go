@@ -41,7 +41,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}, []string{"status"}),
 		relayConns: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "coderd", Subsystem: "relay", Name: "agent_connections_total",
-			Help: "Connections opened to agents on this replica, by how: on a spare connection the agent dialed ahead, or as a stream of its session.",
+			Help: "Connections opened to agents on this replica, by how: on a spare connection the agent dialed ahead (spare), as a stream of its session (stream), or through the workspace proxy it is connected to (proxy).",
 		}, []string{"via"}),
 	}
 	if reg != nil {
