@@ -73,9 +73,10 @@ func defaultCacheDir() string {
 
 func (inv *invocation) serverCmd() *cobra.Command {
 	var (
-		cfg         controlplane.Config
-		configPath  string
-		blockDirect bool
+		cfg          controlplane.Config
+		configPath   string
+		blockDirect  bool
+		pprofAddress string
 	)
 	cmd := &cobra.Command{
 		Use:   "server",
@@ -120,6 +121,13 @@ DISPLAY_NAME, DISPLAY_ICON, NO_REFRESH, EXTRA_TOKEN_KEYS (docs/external-auth.md)
 			if err != nil {
 				return usageErrorf("%v", err)
 			}
+			if pprofAddress != "" {
+				stop, err := controlplane.ServePprof(pprofAddress, cfg.Logger)
+				if err != nil {
+					return err
+				}
+				defer stop()
+			}
 			return srv.Run(cmd.Context())
 		},
 	}
@@ -162,6 +170,11 @@ DISPLAY_NAME, DISPLAY_ICON, NO_REFRESH, EXTRA_TOKEN_KEYS (docs/external-auth.md)
 	f.BoolVar(&cfg.Prometheus.Enable, "prometheus-enable", false, "Serve Prometheus metrics at /metrics on --prometheus-address (never on the public listeners)")
 	f.StringVar(&cfg.Prometheus.Address, "prometheus-address", controlplane.DefaultPrometheusAddress, "Bind address of the Prometheus metrics listener")
 	oidcFlags(cmd, &cfg.OIDC)
+	// Coder's flag: Go's profiles of the running server (go tool pprof
+	// http://ADDRESS/debug/pprof/heap), for load tests (bench/README.md).
+	// Hidden: a debugging aid without authentication; bind it to loopback.
+	f.StringVar(&pprofAddress, "pprof-address", "", "Serve Go's pprof profiles at /debug/pprof/ on this address (e.g. 127.0.0.1:6060); empty serves none")
+	_ = f.MarkHidden("pprof-address")
 	f.BoolVar(&cfg.DisablePasswordAuth, "disable-password-auth", false, "Refuse password sign-in; owners may still sign in with a password so that they cannot be locked out")
 	return cmd
 }

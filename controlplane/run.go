@@ -73,7 +73,8 @@ func (st *startup) steps() []lifecycle.Step {
 	}
 }
 
-// Run starts the control plane, step by step (see steps), closes Ready
+// Run raises the soft limit on open files to the hard limit and logs it
+// (filelimit.go), starts the control plane, step by step (see steps), closes Ready
 // once it answers requests, and serves until ctx is canceled. Then it
 // shuts down: the built-in provisioners stop, long-polls answer, in-flight
 // requests finish within ShutdownTimeout, background loops stop, the
@@ -87,6 +88,7 @@ func (s *Server) Run(ctx context.Context) (err error) {
 	if !s.started.CompareAndSwap(false, true) {
 		return errors.New("controlplane: Run called twice")
 	}
+	raiseFileLimit(s.log)
 	st := &startup{s: s, log: s.log, stop: lifecycle.Stack{Log: s.log}, failed: make(chan error, 4)}
 	defer func() {
 		stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.ShutdownTimeout)

@@ -77,6 +77,14 @@ var rows = []row{
 	{"  the same: failed builds", "", "BenchmarkLoad200Agents", "failed-builds", true, 0.5},
 	{"  the same: API reads refused or failed", "", "BenchmarkLoad200Agents", "api-errors", true, 0.5},
 	{"  the same: agents connected at the end", "", "BenchmarkLoad200Agents", "agents-connected", false, 200},
+	{"coderd with 5,000 agents: seconds until every agent is connected", "", "BenchmarkLoad5000Agents", "connect-all-s", true, 120},
+	{"  the same, with 50 builds: peak RSS in MB", "", "BenchmarkLoad5000Agents", "server-peak-RSS-MB", true, 1024},
+	{"  the same: API p99 in ms", "", "BenchmarkLoad5000Agents", "api-p99-ms", true, 100},
+	{"  the same: failed builds", "", "BenchmarkLoad5000Agents", "failed-builds", true, 0.5},
+	{"  the same: API reads refused or failed", "", "BenchmarkLoad5000Agents", "api-errors", true, 0.5},
+	{"  the same: agents connected at the end", "", "BenchmarkLoad5000Agents", "agents-connected", false, 5000},
+	{"  after a SIGKILL and a restart: seconds until every agent is back", "", "BenchmarkLoad5000Agents", "reconnect-all-s", true, 60},
+	{"  the same: API reads refused or failed during the storm", "", "BenchmarkLoad5000Agents", "storm-api-errors", true, 0.5},
 }
 
 func main() {
