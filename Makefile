@@ -15,7 +15,7 @@ PROVIDER_VERSION ?= $(shell sed -n 's|^[[:space:]]*github.com/coder/terraform-pr
 PROVIDER_OS      ?= $(shell $(GO) env GOOS)
 PROVIDER_ARCH    ?= $(shell $(GO) env GOARCH)
 
-.PHONY: all deps build run run-server test test-e2e bench fuzz clean web-vendor docs
+.PHONY: all deps build run run-server test test-fast test-e2e bench fuzz clean web-vendor docs
 
 all: build
 
@@ -52,6 +52,15 @@ test: deps
 	mkdir -p $(CURDIR)/build/test-output; \
 	CODER_TEST_POSTGRES_URL="$$url" $(GO) test -count=1 -timeout 40m -artifacts -outputdir $(CURDIR)/build/test-output ./...
 
+# The fast tier: unit tests and parsers, in under two minutes. -short skips
+# every test that needs PostgreSQL, a built binary, a browser, HAProxy,
+# terraform, Hydra, Gitea or network namespaces, or that takes seconds
+# (internal/testtier; each skip says why). Results are cached: packages that
+# did not change are not run again (GOFLAGS=-count=1 runs them all). make
+# test is what CI runs.
+test-fast:
+	$(GO) test -short -timeout 5m ./...
+
 # Every benchmark, each with the iterations it needs, then one table of
 # ratios against their goals (bench/benchtable). The raw output stays in
 # build/bench.txt. Not part of CI: these machines are too noisy to assert
@@ -61,7 +70,7 @@ bench: deps
 	trap './scripts/test-postgres.sh stop' EXIT; \
 	export CODER_TEST_POSTGRES_URL="$$url"; mkdir -p build; out=$(CURDIR)/build/bench.txt; : > "$$out"; \
 	run() { $(GO) test -run '^$$' -timeout 60m "$$@" | tee -a "$$out"; }; \
-	run ./bench/ -bench 'PortForwardIperf3|PortForwardAcrossReplicas|SSHCat|Load200Agents|IdleRelayedConnections|WorkspaceProxySSHRoundTrip' -benchtime 1x; \
+	run ./bench/ -bench 'PortForwardIperf3|PortForwardAcrossReplicas|SSHCat|Load200Agents|Load5000Agents|IdleRelayedConnections|WorkspaceProxySSHRoundTrip' -benchtime 1x; \
 	run ./bench/ -bench PortForwardConnect -benchtime 300x; \
 	run ./bench/ -bench 'BundleBuildImages|MirrorPull|ApplianceDeltaInstall' -benchtime 3x; \
 	run ./bench/ -bench 'JobClaimLatency|ListWorkspaces10k|ProcessWorkspaceBuild|EnqueueToProvisionerStart' -benchtime 20x; \

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"airgapcoder/codersdk"
+	"airgapcoder/internal/testwait"
 )
 
 func testEndpoints(t *testing.T, withFallback bool) *endpoints {
@@ -153,28 +154,16 @@ func TestProbePreferred(t *testing.T) {
 	wg.Go(func() { e.probePreferred(ctx, 10*time.Millisecond) })
 	t.Cleanup(func() { cancel(); wg.Wait() })
 
-	time.Sleep(100 * time.Millisecond) // ~10 intervals: none may probe on the agent URL
+	time.Sleep(100 * time.Millisecond) // proves a negative: ~10 (wall-clock) probe intervals, none may probe on the agent URL
 	if n := probes.Load(); n != 0 {
 		t.Fatalf("%d probes while on the agent URL, want none", n)
 	}
 	e.failed(e.preferred, errRefused)
 	e.failed(e.preferred, errRefused)
-	waitUntil(t, 5*time.Second, func() bool { return probes.Load() >= 3 }, "3 probes on the fallback")
+	testwait.For(t, 5*time.Second, "3 probes on the fallback", testwait.Bool(func() bool { return probes.Load() >= 3 }))
 	if !e.usingFallback() {
 		t.Fatal("a 503 from /healthz switched back")
 	}
 	healthy.Store(true)
-	waitUntil(t, 5*time.Second, func() bool { return !e.usingFallback() }, "back on the agent URL after /healthz answered 200")
-}
-
-// waitUntil polls cond every 10ms until it holds, failing after timeout.
-func waitUntil(t *testing.T, timeout time.Duration, cond func() bool, what string) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("not within %s: %s", timeout, what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testwait.For(t, 5*time.Second, "back on the agent URL after /healthz answered 200", testwait.Bool(func() bool { return !e.usingFallback() }))
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"airgapcoder/codersdk"
+	"airgapcoder/internal/testtier"
 )
 
 // fakePoster records metadata batches; the first failures calls fail.
@@ -123,6 +124,7 @@ func TestMetadataResults(t *testing.T) {
 }
 
 func TestMetadataIntervalWithoutOverlap(t *testing.T) {
+	testtier.Heavy(t, "waits for runs of a 1 s metadata interval")
 	p := newFakePoster(0)
 	runCollector(t, p,
 		codersdk.AgentMetadataDescription{Key: "count", Script: "echo x >> runs; wc -l < runs", IntervalSeconds: 1},

@@ -18,6 +18,7 @@ import (
 	"airgapcoder/agent"
 	"airgapcoder/codersdk"
 	"airgapcoder/internal/syncbuf"
+	"airgapcoder/internal/testwait"
 )
 
 // ptyTerm is a web terminal client, as the dashboard's: it collects the
@@ -80,7 +81,7 @@ func (p *ptyTerm) typeLine(line string) {
 func (p *ptyTerm) waitOutput(re string) {
 	p.t.Helper()
 	rx := regexp.MustCompile(re)
-	waitFor(p.t, 20*time.Second, func() (bool, string) {
+	testwait.For(p.t, 20*time.Second, "the output matching "+re, func() (bool, string) {
 		out := p.out.String()
 		return rx.MatchString(out), "no " + re + " in the output:\n" + out
 	})
@@ -189,7 +190,7 @@ func TestReconnectingPTY(t *testing.T) {
 		if err := syscall.Kill(pid, 0); err != nil {
 			t.Fatalf("the shell (pid %d) is gone right after the client left: %v", pid, err)
 		}
-		waitFor(t, idle+10*time.Second, func() (bool, string) {
+		testwait.For(t, idle+10*time.Second, "the idle shell ended", func() (bool, string) {
 			err := syscall.Kill(pid, 0)
 			return errors.Is(err, syscall.ESRCH), "the shell (pid " + m[1] + ") still runs"
 		})

@@ -34,6 +34,7 @@ import (
 	"airgapcoder/codersdk"
 	"airgapcoder/internal/syncbuf"
 	"airgapcoder/internal/testport"
+	"airgapcoder/internal/testwait"
 	"airgapcoder/relayconn"
 )
 
@@ -164,27 +165,10 @@ func (e *relayEnv) startAgent(t testing.TB, agentOpts ...func(*agent.Options)) {
 	t.Cleanup(e.stopAgent)
 }
 
-// waitFor polls cond until it holds, failing after timeout with its last
-// explanation.
-func waitFor(t testing.TB, timeout time.Duration, cond func() (bool, string)) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		ok, why := cond()
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("not within %s: %s", timeout, why)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
-
 func (e *relayEnv) waitReady(t testing.TB, c *codersdk.Client) codersdk.WorkspaceAgent {
 	t.Helper()
 	var a codersdk.WorkspaceAgent
-	waitFor(t, 30*time.Second, func() (bool, string) {
+	testwait.For(t, 30*time.Second, "the agent ready", func() (bool, string) {
 		var err error
 		a, err = c.WorkspaceAgent(context.Background(), e.agentID)
 		if err != nil {
@@ -242,7 +226,7 @@ func TestRelay(t *testing.T) {
 	t.Run("AgentReport", func(t *testing.T) {
 		// The startup report and the start scripts go concurrently: ready
 		// may arrive first.
-		waitFor(t, 10*time.Second, func() (bool, string) {
+		testwait.For(t, 10*time.Second, "the startup report and ready", func() (bool, string) {
 			a, err := e.alice.WorkspaceAgent(ctx, e.agentID)
 			if err != nil {
 				return false, err.Error()
@@ -253,7 +237,7 @@ func TestRelay(t *testing.T) {
 		if a.FirstConnectedAt == nil || a.LastConnectedAt == nil {
 			t.Errorf("connection times not recorded: %+v", a)
 		}
-		waitFor(t, 10*time.Second, func() (bool, string) {
+		testwait.For(t, 10*time.Second, "the agent's connection times", func() (bool, string) {
 			a, err := e.alice.WorkspaceAgent(ctx, e.agentID)
 			if err != nil {
 				return false, err.Error()
@@ -271,7 +255,7 @@ func TestRelay(t *testing.T) {
 	})
 
 	t.Run("StartupLogs", func(t *testing.T) {
-		waitFor(t, 10*time.Second, func() (bool, string) {
+		testwait.For(t, 10*time.Second, "the startup logs", func() (bool, string) {
 			logs, err := e.alice.WorkspaceAgentLogs(ctx, e.agentID, 0)
 			if err != nil {
 				return false, err.Error()
@@ -341,18 +325,20 @@ func TestRelay(t *testing.T) {
 			t.Fatal(err)
 		}
 		fmt.Fprintln(stdin, "stty size; tty; echo TERM=$TERM")
-		waitFor(t, 10*time.Second, func() (bool, string) {
+		testwait.For(t, 10*time.Second, "the terminal's size, tty and TERM", func() (bool, string) {
 			s := out.String()
 			return strings.Contains(s, "40 120") && strings.Contains(s, "/dev/pts/") && strings.Contains(s, "TERM=xterm"), fmt.Sprintf("output %q", s)
 		})
 		if err := sess.WindowChange(50, 100); err != nil {
 			t.Fatal(err)
 		}
-		time.Sleep(200 * time.Millisecond)
-		fmt.Fprintln(stdin, "stty size; exit 3")
-		waitFor(t, 10*time.Second, func() (bool, string) {
+		// The window change reaches the shell's terminal on its own: ask
+		// until it shows.
+		testwait.For(t, 10*time.Second, "the resized terminal", func() (bool, string) {
+			fmt.Fprintln(stdin, "stty size")
 			return strings.Contains(out.String(), "50 100"), fmt.Sprintf("output %q", out.String())
 		})
+		fmt.Fprintln(stdin, "exit 3")
 		var ee *ssh.ExitError
 		if err := sess.Wait(); !errors.As(err, &ee) || ee.ExitStatus() != 3 {
 			t.Errorf("shell exit: got %v, want status 3", err)
@@ -577,7 +563,7 @@ func TestRelay(t *testing.T) {
 
 	t.Run("ShutdownReportsOff", func(t *testing.T) {
 		e.stopAgent()
-		waitFor(t, 10*time.Second, func() (bool, string) {
+		testwait.For(t, 10*time.Second, "the agent reported off", func() (bool, string) {
 			a, err := e.alice.WorkspaceAgent(ctx, e.agentID)
 			if err != nil {
 				return false, err.Error()
@@ -606,7 +592,7 @@ func TestAgentReconnects(t *testing.T) {
 	d2 := coderdtest.New(t, opts)
 	alice := d2.Client()
 	alice.SessionToken = e.alice.SessionToken
-	waitFor(t, 15*time.Second, func() (bool, string) {
+	testwait.For(t, 15*time.Second, "an SSH connection through the second replica", func() (bool, string) {
 		conn, err := alice.DialWorkspaceAgent(context.Background(), e.agentID, codersdk.DialOptions{Kind: codersdk.RelayKindSSH})
 		if err != nil {
 			return false, err.Error()
@@ -755,7 +741,7 @@ func TestRelayTransports(t *testing.T) {
 		}
 		defer conn.Close()
 		cancel()
-		time.Sleep(100 * time.Millisecond)
+		time.Sleep(100 * time.Millisecond) // proves a negative: the canceled dial context does not close the connection
 		if _, err := conn.Write([]byte("still here")); err != nil {
 			t.Fatal(err)
 		}
@@ -836,7 +822,7 @@ func TestRelayAcrossReplicas(t *testing.T) {
 	if a.ConnectedReplicaID == "" || a.ConnectedReplicaID != e.d.API.ReplicaID() {
 		t.Fatalf("the agent's row names replica %q, want A's %q", a.ConnectedReplicaID, e.d.API.ReplicaID())
 	}
-	waitFor(t, 10*time.Second, func() (bool, string) {
+	testwait.For(t, 10*time.Second, "the replicas as B sees them", func() (bool, string) {
 		rs, err := viaB.Replicas(ctx)
 		if codersdk.IsStatus(err, http.StatusForbidden) {
 			admin := codersdk.New(b.URL)
@@ -898,7 +884,7 @@ func TestRelayAcrossReplicas(t *testing.T) {
 
 	// The agent stops: B answers 503 (not connected), not a hang.
 	e.stopAgent()
-	waitFor(t, 10*time.Second, func() (bool, string) {
+	testwait.For(t, 10*time.Second, "B answering 503 after the agent stopped", func() (bool, string) {
 		_, err := viaB.DialWorkspaceAgent(ctx, e.agentID, codersdk.DialOptions{Kind: codersdk.RelayKindTCP, Port: port})
 		return codersdk.IsAgentUnavailable(err), fmt.Sprintf("dial through B after the agent stopped: %v", err)
 	})
@@ -981,12 +967,12 @@ func TestDialWaitsForReconnectingAgent(t *testing.T) {
 	port := uint16(coderdtest.EchoServer(t))
 
 	proxy.cut()
-	waitFor(t, 10*time.Second, func() (bool, string) {
+	testwait.For(t, 10*time.Second, "the agent seen gone after the cut", func() (bool, string) {
 		a, err := e.alice.WorkspaceAgent(context.Background(), e.agentID)
 		return err == nil && a.Status != codersdk.AgentStatusConnected, fmt.Sprintf("agent status %s (%v): want it seen gone", a.Status, err)
 	})
 	go func() {
-		time.Sleep(time.Second)
+		time.Sleep(time.Second) // the outage's length, the subject of the test
 		proxy.restore()
 	}()
 	start := time.Now()
@@ -1083,7 +1069,7 @@ func TestRelaySpares(t *testing.T) {
 			onSpare := func() net.Conn {
 				t.Helper()
 				var conn net.Conn
-				waitFor(t, 10*time.Second, func() (bool, string) {
+				testwait.For(t, 10*time.Second, "a connection over a spare", func() (bool, string) {
 					before := e.relayConns(t, "spare")
 					c, err := dial()
 					if err != nil {
@@ -1168,7 +1154,7 @@ func TestAgentSparesNeedRawUpgrade(t *testing.T) {
 	if spare, stream := e.relayConns(t, "spare"), e.relayConns(t, "stream"); spare != 0 || stream != 1 {
 		t.Errorf("%v connections rode spares, which the proxy cannot pass, and %v streams, want 1", spare, stream)
 	}
-	time.Sleep(3 * time.Second) // the agent's reconnect backoff is 100 ms to 1 s here
+	time.Sleep(3 * time.Second) // proves a negative: no raw relay attempt over several reconnects (backoff 100 ms to 1 s here, wall clock)
 	raw := 0
 	for _, up := range seen() {
 		if up == relayconn.Protocol {
@@ -1191,7 +1177,7 @@ func TestAgentShutdownEndsForwards(t *testing.T) {
 	port := uint16(coderdtest.EchoServer(t))
 	var conns []net.Conn
 	spare := false
-	waitFor(t, 10*time.Second, func() (bool, string) {
+	testwait.For(t, 10*time.Second, "a connection over a spare", func() (bool, string) {
 		before := e.relayConns(t, "spare")
 		c, err := e.alice.DialWorkspaceAgent(context.Background(), e.agentID, codersdk.DialOptions{Kind: codersdk.RelayKindTCP, Port: port})
 		if err != nil {
@@ -1262,7 +1248,7 @@ func TestAgentFallsBackAndReturns(t *testing.T) {
 
 	proxy.cut()
 	cut := time.Now()
-	waitFor(t, 10*time.Second, func() (bool, string) {
+	testwait.For(t, 10*time.Second, "connected through the fallback URL", func() (bool, string) {
 		return connectedVia(e.d.URL.String()) == 1, "not connected through the fallback URL " + e.d.URL.String()
 	})
 	t.Logf("connected through the fallback URL %s after the agent URL stopped answering", time.Since(cut).Round(time.Millisecond))
@@ -1273,7 +1259,7 @@ func TestAgentFallsBackAndReturns(t *testing.T) {
 
 	proxy.restore()
 	restored := time.Now()
-	waitFor(t, 10*time.Second, func() (bool, string) {
+	testwait.For(t, 10*time.Second, "connected through the agent URL again", func() (bool, string) {
 		return connectedVia(proxyURL) == 2, "not connected through the agent URL again"
 	})
 	t.Logf("connected through the agent URL again %s after it came back", time.Since(restored).Round(time.Millisecond))

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"airgapcoder/codersdk"
+	"airgapcoder/internal/testtier"
 )
 
 // fakeCoderd serves the agent endpoints of the codersdk contract from
@@ -183,6 +184,7 @@ func TestAgentStartOutcomes(t *testing.T) {
 }
 
 func TestAgentShutdownRunsStopScripts(t *testing.T) {
+	testtier.Heavy(t, "waits for two runs of a per-second cron schedule")
 	dir := t.TempDir()
 	f, c := newFakeCoderd(t, codersdk.AgentManifest{
 		AgentID: "a1", Directory: dir,

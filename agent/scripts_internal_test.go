@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"airgapcoder/codersdk"
+	"airgapcoder/internal/testtier"
+	"airgapcoder/internal/testwait"
 )
 
 // fakeOutput records what scripts write, as the logSender would send it.
@@ -165,17 +167,10 @@ func TestScriptRunnerOutputEnvAndLogFiles(t *testing.T) {
 // readers of the script's output, which may end just after the script).
 func waitFile(t *testing.T, path, want string) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for {
+	testwait.For(t, 5*time.Second, fmt.Sprintf("%s containing %q", path, want), func() (bool, string) {
 		b, err := os.ReadFile(path)
-		if err == nil && strings.Contains(string(b), want) {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: got %q (%v), want it to contain %q", path, b, err, want)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return err == nil && strings.Contains(string(b), want), fmt.Sprintf("got %q (%v)", b, err)
+	})
 }
 
 func TestScriptRunnerFailureAndTimeout(t *testing.T) {
@@ -214,23 +209,18 @@ func TestScriptRunnerFailureAndTimeout(t *testing.T) {
 // waitGone waits until pid no longer runs (gone or a zombie).
 func waitGone(t *testing.T, pid int) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for {
+	testwait.For(t, 5*time.Second, fmt.Sprintf("process %d gone", pid), func() (bool, string) {
 		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 		if err != nil {
-			return
+			return true, ""
 		}
-		if _, after, ok := strings.Cut(string(b), ") "); ok && strings.HasPrefix(after, "Z") {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("process %d still runs: %s", pid, b)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		_, after, ok := strings.Cut(string(b), ") ")
+		return ok && strings.HasPrefix(after, "Z"), "still runs: " + string(b)
+	})
 }
 
 func TestScriptRunnerBackgroundProcessKeepsLogging(t *testing.T) {
+	testtier.Heavy(t, "waits 3 s for a background process")
 	// A script that starts a server and exits counts as done; what the
 	// server writes later still arrives.
 	r, out, _ := testRunner(t, codersdk.AgentScript{LogSourceID: "bg", DisplayName: "Bg", RunOnStart: true,
@@ -286,6 +276,7 @@ func TestScriptRunnerLoginGate(t *testing.T) {
 }
 
 func TestScriptRunnerCron(t *testing.T) {
+	testtier.Heavy(t, "waits for runs of a per-second cron schedule")
 	r, out, _ := testRunner(t,
 		codersdk.AgentScript{LogSourceID: "tick", DisplayName: "Tick", Cron: "* * * * * *", Script: "echo tick"},
 		// Takes longer than its period: runs must not overlap.
@@ -306,7 +297,7 @@ func TestScriptRunnerCron(t *testing.T) {
 	}
 	r.stopCron()
 	n := count(out.of("tick"), "tick")
-	time.Sleep(1500 * time.Millisecond) // nothing to await: the absence of runs
+	time.Sleep(1500 * time.Millisecond) // proves a negative: no cron run after stopCron, over more than one of its (wall-clock) schedule periods
 	if m := count(out.of("tick"), "tick"); m != n {
 		t.Errorf("cron ran %d more times after stopCron", m-n)
 	}

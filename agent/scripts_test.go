@@ -20,6 +20,7 @@ import (
 	"airgapcoder/coderd/coderdtest"
 	"airgapcoder/codersdk"
 	"airgapcoder/internal/syncbuf"
+	"airgapcoder/internal/testwait"
 )
 
 // scriptEnv is a deployment whose admin owns workspaces built with the
@@ -113,7 +114,7 @@ func TestScriptOutcomes(t *testing.T) {
 		}, codersdk.AgentLifecycleStartError, "Bad: coder agent: Bad exited with code 1"},
 	} {
 		agentID, _ := e.workspace(t, tc.name, codersdk.ProvisionedAgent{Scripts: tc.scripts}, agent.Options{})
-		waitFor(t, 20*time.Second, func() (bool, string) {
+		testwait.For(t, 20*time.Second, "the scripts' outcome in the agent's state", func() (bool, string) {
 			ag, err := e.admin.WorkspaceAgent(context.Background(), agentID)
 			if err != nil {
 				return false, err.Error()
@@ -153,7 +154,7 @@ func TestScriptsAndMetadata(t *testing.T) {
 
 	// An SSH command waits for the blocking startup script, saying so.
 	var client *ssh.Client
-	waitFor(t, 20*time.Second, func() (bool, string) {
+	testwait.For(t, 20*time.Second, "an SSH session while the startup script blocks", func() (bool, string) {
 		conn, err := e.admin.DialWorkspaceAgent(context.Background(), agentID, codersdk.DialOptions{Kind: codersdk.RelayKindSSH})
 		if err != nil {
 			return false, err.Error()
@@ -175,7 +176,7 @@ func TestScriptsAndMetadata(t *testing.T) {
 	if err := sess.Start("cat tool"); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 10*time.Second, func() (bool, string) {
+	testwait.For(t, 10*time.Second, "the SSH command saying it waits for the startup scripts", func() (bool, string) {
 		return strings.Contains(stderr.String(), "coder agent: waiting for the workspace's startup scripts to finish"), fmt.Sprintf("stderr %q", stderr.String())
 	})
 	if err := os.WriteFile(filepath.Join(dir, "go"), nil, 0o644); err != nil {
@@ -194,7 +195,7 @@ func TestScriptsAndMetadata(t *testing.T) {
 
 	// The agent is ready; the cron script ran at least twice; metadata
 	// values, errors and timeouts arrive.
-	waitFor(t, 20*time.Second, func() (bool, string) {
+	testwait.For(t, 20*time.Second, "ready, two cron runs and the metadata", func() (bool, string) {
 		ag, err := e.admin.WorkspaceAgent(context.Background(), agentID)
 		if err != nil {
 			return false, err.Error()

@@ -59,7 +59,7 @@ func TestForwardWaiting(t *testing.T) {
 	if _, err := io.ReadFull(agentSide, first[:]); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(10 * time.Millisecond) // yamux hands over a frame whole; be sure
+	time.Sleep(10 * time.Millisecond) // yamux hands over a frame whole; be sure: its buffer shows nothing outside
 	target, targetPeer := net.Pipe()
 	got := make(chan string, 1)
 	go func() {
@@ -91,7 +91,7 @@ func TestForwardWaiting(t *testing.T) {
 		}
 		later <- string(b[:n])
 	}()
-	time.Sleep(50 * time.Millisecond)
+	time.Sleep(50 * time.Millisecond) // the reader blocks in Read first: a blocked goroutine shows nothing outside
 	if _, err := coderdSide.Write([]byte("more")); err != nil {
 		t.Fatal(err)
 	}

@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"airgapcoder/codersdk"
+	"airgapcoder/internal/testwait"
 )
 
 // postmaster returns the pid of the appliance's PostgreSQL.
@@ -96,27 +97,17 @@ func TestPostgresCrashRecovers(t *testing.T) {
 		return out
 	}
 	mustCoder("login", access, "--ca-file", caFile(e.dir), "--email", "admin@example.com", "--password", "chaos-password")
-	deadline := time.Now().Add(time.Minute)
-	for !strings.Contains(mustCoder("templates", "list"), "process") {
-		if time.Now().After(deadline) {
-			t.Fatal("the bundled template was not pushed")
-		}
-		time.Sleep(300 * time.Millisecond)
-	}
+	testwait.For(t, time.Minute, "the bundled template pushed", func() (bool, string) {
+		out := mustCoder("templates", "list")
+		return strings.Contains(out, "process"), out
+	})
 	mustCoder("create", "dev", "--template", "process", "-y")
 	sshOK := func(what string) {
 		t.Helper()
-		deadline := time.Now().Add(30 * time.Second)
-		for {
+		testwait.For(t, 30*time.Second, what+": coder ssh", func() (bool, string) {
 			out, err := coder("ssh", "dev", "--", "echo", "still-here")
-			if err == nil && strings.TrimSpace(out) == "still-here" {
-				return
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%s: coder ssh: %v\n%s", what, err, out)
-			}
-			time.Sleep(500 * time.Millisecond)
-		}
+			return err == nil && strings.TrimSpace(out) == "still-here", fmt.Sprintf("%v\n%s", err, out)
+		})
 	}
 	sshOK("before")
 	checkSupportBundle(t, e, work, mustCoder)
@@ -140,15 +131,10 @@ func TestPostgresCrashRecovers(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = creating.Process.Kill(); _ = creating.Wait() })
-	for deadline := time.Now().Add(time.Minute); ; time.Sleep(200 * time.Millisecond) {
+	testwait.For(t, time.Minute, "the build of slow1 running", func() (bool, string) {
 		ws, err := api.WorkspaceByOwnerAndName(ctx, "admin", "slow1")
-		if err == nil && ws.LatestBuild.Job.Status == codersdk.ProvisionerJobRunning {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the build of slow1 is not running after a minute: %+v %v", ws.LatestBuild.Job, err)
-		}
-	}
+		return err == nil && ws.LatestBuild.Job.Status == codersdk.ProvisionerJobRunning, fmt.Sprintf("%+v %v", ws.LatestBuild.Job, err)
+	})
 
 	// A crash: kill -9 of the postmaster.
 	pid := postmaster(t, e.dir)
@@ -175,20 +161,18 @@ func TestPostgresCrashRecovers(t *testing.T) {
 	// The interrupted build ends, and its end reached coderd: it
 	// succeeded (a failure would say why, but the workspace's state would
 	// then be lost).
-	for deadline := time.Now().Add(2 * time.Minute); ; time.Sleep(500 * time.Millisecond) {
+	var job codersdk.ProvisionerJob
+	testwait.For(t, 2*time.Minute, "the end of the build in progress during the crash", func() (bool, string) {
 		ws, err := api.WorkspaceByOwnerAndName(ctx, "admin", "slow1")
-		if st := ws.LatestBuild.Job.Status; err == nil && (st == codersdk.ProvisionerJobSucceeded || st == codersdk.ProvisionerJobFailed || st == codersdk.ProvisionerJobCanceled) {
-			job := ws.LatestBuild.Job
-			if job.Status != codersdk.ProvisionerJobSucceeded {
-				t.Errorf("the build whose apply ended while PostgreSQL was down ended %s %q, want succeeded", job.Status, job.Error)
-			}
-			t.Logf("the build in progress during the crash ended %s %s after the kill", job.Status, time.Since(killed).Round(time.Second))
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the build in progress during the crash has not ended 2 minutes later: %+v %v", ws.LatestBuild.Job, err)
-		}
+		job = ws.LatestBuild.Job
+		st := job.Status
+		return err == nil && (st == codersdk.ProvisionerJobSucceeded || st == codersdk.ProvisionerJobFailed || st == codersdk.ProvisionerJobCanceled),
+			fmt.Sprintf("%+v %v", job, err)
+	})
+	if job.Status != codersdk.ProvisionerJobSucceeded {
+		t.Errorf("the build whose apply ended while PostgreSQL was down ended %s %q, want succeeded", job.Status, job.Error)
 	}
+	t.Logf("the build in progress during the crash ended %s %s after the kill", job.Status, time.Since(killed).Round(time.Second))
 
 	// A hang: SIGSTOP of the postmaster, for longer than the supervisor's
 	// deadline.
@@ -229,15 +213,12 @@ func TestPostgresCrashRecovers(t *testing.T) {
 	}
 	mustCoder("login", access, "--ca-file", caFile(e.dir), "--email", "admin@example.com", "--password", "a-new-password-1")
 	// The server copies the journal's new records every few seconds.
-	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(500 * time.Millisecond) {
-		out := mustCoder("audit", "--limit", "50", "-o", "json")
-		if strings.Contains(out, "password reset of user admin@example.com") {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Errorf("the audit log does not show the reset within 20 s:\n%s", out)
-			break
-		}
+	var audit string
+	if !testwait.Until(20*time.Second, func() bool {
+		audit = mustCoder("audit", "--limit", "50", "-o", "json")
+		return strings.Contains(audit, "password reset of user admin@example.com")
+	}) {
+		t.Errorf("the audit log does not show the reset within 20 s:\n%s", audit)
 	}
 
 	// A PostgreSQL that dies on every start: up gives up, naming it.
@@ -253,7 +234,7 @@ func TestPostgresCrashRecovers(t *testing.T) {
 	if !heard.waitFor("STATUS=unhealthy", broken, 30*time.Second) {
 		t.Errorf("systemd heard no STATUS=unhealthy once PostgreSQL failed: %q", heard.all())
 	}
-	time.Sleep(4 * time.Second) // four watchdog intervals
+	time.Sleep(4 * time.Second) // proves a negative: no WATCHDOG=1 from the real appliance process over four of its (wall-clock) watchdog intervals
 	if last := heard.last("WATCHDOG=1"); time.Since(last) < 3*time.Second {
 		t.Errorf("WATCHDOG=1 %s ago, while /healthz fails", time.Since(last).Round(time.Millisecond))
 	}
@@ -499,19 +480,16 @@ func (n *notifications) collect(c *net.UnixConn) {
 
 // waitFor waits up to within for a message holding s heard after since.
 func (n *notifications) waitFor(s string, since time.Time, within time.Duration) bool {
-	deadline := time.Now().Add(within)
-	for time.Now().Before(deadline) {
+	return testwait.Until(within, func() bool {
 		n.mu.Lock()
+		defer n.mu.Unlock()
 		for i, m := range n.msgs {
 			if n.at[i].After(since) && strings.Contains(m, s) {
-				n.mu.Unlock()
 				return true
 			}
 		}
-		n.mu.Unlock()
-		time.Sleep(100 * time.Millisecond)
-	}
-	return false
+		return false
+	})
 }
 
 // last is when a message holding s was last heard.
@@ -545,14 +523,13 @@ func mustCoderRoot(t *testing.T, e *upgradeEnv, args ...string) string {
 // waitNewPostmaster waits for a postmaster other than old to run.
 func waitNewPostmaster(t *testing.T, dir string, old int, within time.Duration, logPath string) {
 	t.Helper()
-	start := time.Now()
-	for now := postmasterOrZero(dir); now == old || now == 0; now = postmasterOrZero(dir) {
-		if time.Since(start) > within {
-			b, _ := os.ReadFile(logPath)
-			t.Fatalf("the postmaster (pid %d) was not replaced within %s:\n%s", old, within, tailLines(string(b), 30))
+	testwait.For(t, within, fmt.Sprintf("the postmaster (pid %d) replaced", old), func() (bool, string) {
+		if now := postmasterOrZero(dir); now != old && now != 0 {
+			return true, ""
 		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		b, _ := os.ReadFile(logPath)
+		return false, tailLines(string(b), 30)
+	})
 }
 
 // postmasterOrZero is the postmaster's pid, 0 while there is none.

@@ -18,12 +18,14 @@ import (
 	"airgapcoder/appliance"
 	"airgapcoder/bundle"
 	"airgapcoder/internal/testbin"
+	"airgapcoder/internal/testtier"
 )
 
 // testBundle writes a signed bundle with a payload big enough that
 // unpacking takes a moment, and returns its path and public key file.
 func testBundle(t *testing.T, release string) (string, string) {
 	t.Helper()
+	testtier.Heavy(t, "writes a 48 MiB bundle")
 	work := t.TempDir()
 	payload := filepath.Join(work, "payload")
 	files := map[string]int{"bin/coder-linux-amd64": 48 << 20, "templates/demo/main.tf": 0}
@@ -129,7 +131,7 @@ func TestInstallKilledAtRandom(t *testing.T) {
 			t.Fatal(err)
 		}
 		n, _ := rand.Int(rand.Reader, big.NewInt(span.Milliseconds()))
-		time.Sleep(time.Duration(n.Int64()) * time.Millisecond)
+		time.Sleep(time.Duration(n.Int64()) * time.Millisecond) // the kill's random moment inside a real install: the subject of the test
 		_ = cmd.Process.Signal(syscall.SIGKILL)
 		_ = cmd.Wait()
 		killedAfterInstall := checkConsistent(t, dir)

@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"os"
@@ -18,6 +19,8 @@ import (
 	"github.com/thejerf/suture/v4"
 
 	"airgapcoder/certs"
+	"airgapcoder/internal/testtier"
+	"airgapcoder/internal/testwait"
 	"airgapcoder/mirror"
 )
 
@@ -113,24 +116,22 @@ func (f *flakyServer) Start(context.Context) error {
 // before; one that answers is left alone; and stopping the tree stops
 // the supervision without a restart.
 func TestSuperviseServerRestartsAfterDeadline(t *testing.T) {
+	testtier.Heavy(t, "waits out a 5 s probe deadline in real time")
 	f := &flakyServer{}
 	heard := &restarts{}
 	tree := newSupervisionTree(slog.New(slog.DiscardHandler))
 	tree.Add(superviseServer("postgres", f, slog.New(slog.DiscardHandler), heard.record))
 	ctx, cancel := context.WithCancel(context.Background())
 	done := tree.ServeBackground(ctx)
+	// Proves a negative: superviseServer probes on wall-clock tickers (it
+	// takes no clock), so half its 5 s deadline must pass for real.
 	time.Sleep(2500 * time.Millisecond)
 	if f.kills.Load() != 0 {
 		t.Fatal("a server that answers was restarted")
 	}
 	down := time.Now()
 	f.down.Store(true)
-	for f.starts.Load() == 0 {
-		if time.Since(down) > 15*time.Second {
-			t.Fatal("not restarted 15 s after it stopped answering")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	testwait.For(t, 15*time.Second, "a restart after it stopped answering", testwait.Bool(func() bool { return f.starts.Load() > 0 }))
 	if took := time.Since(down); took < 5*time.Second {
 		t.Errorf("restarted %s after it stopped answering: before the 5 s deadline", took)
 	}
@@ -194,13 +195,13 @@ func TestMirrorServiceRestarts(t *testing.T) {
 		t.Fatalf("before: %v", err)
 	}
 	ms.stopServing()
-	deadline := time.Now().Add(10 * time.Second)
-	for heard.len() == 0 || healthy() != nil {
-		if time.Now().After(deadline) {
-			t.Fatalf("the mirror does not serve again at %s 10 s after its socket failed (restarts %v)", addr, heard.counts)
+	testwait.For(t, 10*time.Second, "the mirror serving again at "+addr+" after its socket failed", func() (bool, string) {
+		if heard.len() == 0 {
+			return false, "no restart yet"
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		err := healthy()
+		return err == nil, fmt.Sprint(err)
+	})
 	if got := ms.server().Addr().String(); got != addr {
 		t.Errorf("restarted on %s, want %s", got, addr)
 	}

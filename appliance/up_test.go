@@ -70,21 +70,21 @@ func TestUpStartFailureLeavesNothingRunning(t *testing.T) {
 	defer taken.Close()
 	for _, tc := range []struct {
 		name, step string
-		config     func(mirror string) string
+		config     func(t *testing.T, mirror string) string
 	}{
 		// An external database that is never reached: the mirror starts first.
-		{"mirror port taken", "start mirror", func(string) string {
+		{"mirror port taken", "start mirror", func(_ *testing.T, _ string) string {
 			return "tls-address: 127.0.0.1:0\nhttp-address: 127.0.0.1:0\nmirror-address: " + taken.Addr().String() + "\npostgres-url: postgres://coder@127.0.0.1:1/coder\n"
 		}},
 		// The mirror serves and the control plane migrates the database
 		// before it fails to listen.
-		{"HTTPS port taken", "start control plane", func(mirror string) string {
+		{"HTTPS port taken", "start control plane", func(t *testing.T, mirror string) string {
 			return "tls-address: " + taken.Addr().String() + "\nhttp-address: 127.0.0.1:0\nmirror-address: " + mirror + "\npostgres-url: " + coderdtest.NewDatabase(t) + "\n"
 		}},
 	} {
 		t.Run(strings.ReplaceAll(tc.name, " ", "_"), func(t *testing.T) {
 			mirror := freePort(t)
-			if err := os.WriteFile(filepath.Join(dir, appliance.ConfigFile), []byte(tc.config(mirror)), 0o644); err != nil {
+			if err := os.WriteFile(filepath.Join(dir, appliance.ConfigFile), []byte(tc.config(t, mirror)), 0o644); err != nil {
 				t.Fatal(err)
 			}
 			// Up installs its egress guard around the default transport.

@@ -22,6 +22,7 @@ import (
 	"airgapcoder/internal/testbin"
 	"airgapcoder/internal/testport"
 	"airgapcoder/internal/testprovider"
+	"airgapcoder/internal/testwait"
 )
 
 // newUpgradeEnv makes an appliance folder for the test, reachable by the
@@ -89,21 +90,19 @@ func (e *upgradeEnv) startAppliance(env ...string) *runningAppliance {
 // passes.
 func (a *runningAppliance) waitHealthy(t *testing.T, dir, access, what string, d time.Duration) time.Duration {
 	t.Helper()
-	start := time.Now()
-	for !applianceHealthy(dir, access) {
+	return testwait.For(t, d, what+": "+access+"/healthz 200", func() (bool, string) {
+		if applianceHealthy(dir, access) {
+			return true, ""
+		}
 		select {
 		case err := <-a.exited:
 			b, _ := os.ReadFile(a.log)
 			t.Fatalf("%s: appliance up exited (%v):\n%s", what, err, b)
 		default:
 		}
-		if time.Since(start) > d {
-			b, _ := os.ReadFile(a.log)
-			t.Fatalf("%s: %s/healthz not 200 within %s:\n%s", what, access, d, tailLines(string(b), 40))
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
-	return time.Since(start)
+		b, _ := os.ReadFile(a.log)
+		return false, tailLines(string(b), 40)
+	})
 }
 
 // endWorkspacesAtCleanup kills, when the test ends, every workspace
@@ -193,27 +192,20 @@ func (e *upgradeEnv) up() func() {
 	if err := cmd.Start(); err != nil {
 		e.t.Fatal(err)
 	}
-	deadline := time.Now().Add(2 * time.Minute)
-	for {
-		if applianceHealthy(e.dir, "https://"+e.tls) {
-			break
+	if !testwait.Until(2*time.Minute, func() bool { return applianceHealthy(e.dir, "https://"+e.tls) }) {
+		// SIGQUIT first: the Go runtime writes every goroutine's stack
+		// to the log, which says where start-up hangs.
+		_ = cmd.Process.Signal(syscall.SIGQUIT)
+		done := make(chan struct{})
+		go func() { _ = cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			_ = cmd.Process.Kill()
+			<-done
 		}
-		if time.Now().After(deadline) {
-			// SIGQUIT first: the Go runtime writes every goroutine's stack
-			// to the log, which says where start-up hangs.
-			_ = cmd.Process.Signal(syscall.SIGQUIT)
-			done := make(chan struct{})
-			go func() { _ = cmd.Wait(); close(done) }()
-			select {
-			case <-done:
-			case <-time.After(10 * time.Second):
-				_ = cmd.Process.Kill()
-				<-done
-			}
-			b, _ := os.ReadFile(filepath.Join(e.work, "up.log"))
-			e.t.Fatalf("appliance not healthy:\n%s", b)
-		}
-		time.Sleep(200 * time.Millisecond)
+		b, _ := os.ReadFile(filepath.Join(e.work, "up.log"))
+		e.t.Fatalf("appliance not healthy:\n%s", b)
 	}
 	// What it is doing (systemctl status shows STATUS=), then READY=1.
 	before := readNotifyUntil(e.t, notify, "READY=1\n")
@@ -303,36 +295,23 @@ func TestUpgradeAndRollback(t *testing.T) {
 	}
 	owner := login()
 	var tpl codersdk.Template
-	deadline := time.Now().Add(time.Minute)
-	for {
+	testwait.For(t, time.Minute, "the bundled template pushed", func() (bool, string) {
 		var err error
-		if tpl, err = owner.TemplateByName(ctx, "default", "process"); err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the bundled template was not pushed")
-		}
-		time.Sleep(300 * time.Millisecond)
-	}
+		tpl, err = owner.TemplateByName(ctx, "default", "process")
+		return err == nil, fmt.Sprint(err)
+	})
 	w, err := owner.CreateWorkspace(ctx, codersdk.Me, codersdk.CreateWorkspaceRequest{TemplateID: tpl.ID, Name: "keep"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	waitBuild := func(c *codersdk.Client, id string) {
-		deadline := time.Now().Add(2 * time.Minute)
-		for {
+		testwait.For(t, 2*time.Minute, "the build to finish", func() (bool, string) {
 			b, err := c.WorkspaceBuild(ctx, id)
-			if err == nil && !b.Job.Status.Active() {
-				if b.Job.Status != codersdk.ProvisionerJobSucceeded {
-					t.Fatalf("build: %s %s", b.Job.Status, b.Job.Error)
-				}
-				return
+			if err == nil && !b.Job.Status.Active() && b.Job.Status != codersdk.ProvisionerJobSucceeded {
+				t.Fatalf("build: %s %s", b.Job.Status, b.Job.Error)
 			}
-			if time.Now().After(deadline) {
-				t.Fatal("build did not finish")
-			}
-			time.Sleep(200 * time.Millisecond)
-		}
+			return err == nil && !b.Job.Status.Active(), fmt.Sprintf("%s %v", b.Job.Status, err)
+		})
 	}
 	waitBuild(owner, w.LatestBuild.ID)
 	sb, err := owner.CreateWorkspaceBuild(ctx, w.ID, codersdk.CreateWorkspaceBuildRequest{Transition: codersdk.WorkspaceTransitionStop})

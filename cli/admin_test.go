@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -18,6 +19,7 @@ import (
 
 	"airgapcoder/coderd/coderdtest"
 	"airgapcoder/codersdk"
+	"airgapcoder/internal/testwait"
 )
 
 // The commands admins script (issue 35): whoami, users show|delete|
@@ -395,17 +397,10 @@ func TestCLIPing(t *testing.T) {
 	w := coderdtest.CreateWorkspaceWithAgent(t, a.owner, a.alice, a.daemon, "dev", codersdk.ProvisionedAgent{Token: token, Directory: t.TempDir()})
 	agentID := coderdtest.WorkspaceAgent(t, w).ID
 	agent := start(t, baseEnv(t, "CODER_AGENT_URL="+a.d.URL.String(), "CODER_AGENT_TOKEN="+token), "agent")
-	deadline := time.Now().Add(time.Minute)
-	for {
+	testwait.For(t, time.Minute, "the agent connected", func() (bool, string) {
 		ag, err := a.alice.WorkspaceAgent(context.Background(), agentID)
-		if err == nil && ag.Status == codersdk.AgentStatusConnected {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("agent not connected within a minute: %+v, %v\nagent stderr: %s", ag, err, agent.stderr)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return err == nil && ag.Status == codersdk.AgentStatusConnected, fmt.Sprintf("%+v, %v\nagent stderr: %s", ag, err, agent.stderr)
+	})
 
 	got := mustRun(t, a.aliceEnv, "ping", "dev", "-n", "3", "--wait", "10ms")
 	t.Logf("coder ping dev -n 3:\n%s", got)

@@ -1,7 +1,6 @@
 package cli_test
 
 import (
-	"bytes"
 	"io"
 	"os"
 	"os/exec"
@@ -10,6 +9,9 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"airgapcoder/internal/syncbuf"
+	"airgapcoder/internal/testwait"
 )
 
 // TestAgentRemovesBinaryDir: `coder agent`, started from the folder the
@@ -51,12 +53,14 @@ func TestAgentRemovesBinaryDir(t *testing.T) {
 		// A deployment nobody serves: the agent keeps retrying until stopped.
 		cmd.Env = []string{"HOME=" + tmp, "PATH=" + os.Getenv("PATH"), "CODER_AGENT_URL=http://" + freeAddr(t),
 			"CODER_AGENT_TOKEN=some-token", "CODER_AGENT_BINARY_DIR=" + binaryDir}
-		var stderr bytes.Buffer
+		var stderr syncbuf.Buffer
 		cmd.Stderr = &stderr
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
-		time.Sleep(time.Second)
+		// Its first log line (a failed attempt to reach the deployment)
+		// says it runs, with its signal handling and exit cleanup in place.
+		testwait.For(t, 30*time.Second, "the agent's first log line", testwait.Bool(func() bool { return stderr.Len() > 0 }))
 		if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
 			t.Fatal(err)
 		}

@@ -13,6 +13,7 @@ import (
 	"airgapcoder/coderd/coderdtest"
 	"airgapcoder/codersdk"
 	"airgapcoder/internal/testport"
+	"airgapcoder/internal/testwait"
 )
 
 // appHealthTemplate is a process workspace (the agent runs on this host)
@@ -129,21 +130,14 @@ func TestAppHealthcheckRealAgent(t *testing.T) {
 	t.Cleanup(func() { _, _, _ = run(t, env, "stop", "dev", "-y") })
 
 	var health map[string]string
-	deadline := time.Now().Add(60 * time.Second)
-	for {
+	testwait.For(t, 60*time.Second, "coder show -o json: app served healthy, dead unhealthy", func() (bool, string) {
 		w := showWorkspace(t, env, "dev")
 		health = map[string]string{}
 		for _, app := range findAgent(w).Apps {
 			health[app.Slug] = app.Health
 		}
-		if health["served"] == codersdk.WorkspaceAppHealthHealthy && health["dead"] == codersdk.WorkspaceAppHealthUnhealthy {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("coder show -o json: app health %v; want served healthy, dead unhealthy", health)
-		}
-		time.Sleep(250 * time.Millisecond)
-	}
+		return health["served"] == codersdk.WorkspaceAppHealthHealthy && health["dead"] == codersdk.WorkspaceAppHealthUnhealthy, fmt.Sprintf("app health %v", health)
+	})
 	if health["plain"] != codersdk.WorkspaceAppHealthDisabled {
 		t.Errorf("coder show -o json: app plain (no healthcheck) has health %q, want disabled", health["plain"])
 	}
@@ -159,17 +153,10 @@ func TestAppHealthcheckRealAgent(t *testing.T) {
 
 	// The served app goes down: unhealthy after its threshold.
 	served.Close()
-	deadline = time.Now().Add(30 * time.Second)
-	for {
+	testwait.For(t, 30*time.Second, "after its server stopped: app served unhealthy", func() (bool, string) {
 		app := appBySlug(findAgent(showWorkspace(t, env, "dev")), "served")
-		if app.Health == codersdk.WorkspaceAppHealthUnhealthy {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("after its server stopped: app served has health %q, want unhealthy", app.Health)
-		}
-		time.Sleep(250 * time.Millisecond)
-	}
+		return app.Health == codersdk.WorkspaceAppHealthUnhealthy, "health " + app.Health
+	})
 }
 
 // appBySlug returns the agent's app called slug.

@@ -3,6 +3,7 @@ package cli_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -14,6 +15,7 @@ import (
 	"airgapcoder/coderd/coderdtest"
 	"airgapcoder/coderd/database"
 	"airgapcoder/codersdk"
+	"airgapcoder/internal/testwait"
 )
 
 // TestCLIAudit drives `coder audit` against a deployment with a few audited
@@ -148,8 +150,7 @@ func TestCLIServerAuditRetention(t *testing.T) {
 		"--global-config", filepath.Join(dir, "config"), "--cache-dir", filepath.Join(dir, "cache"))
 	waitHealthy(t, srv, "http://"+addr)
 	defer stopGracefully(t, srv)
-	deadline := time.Now().Add(20 * time.Second)
-	for {
+	testwait.For(t, 20*time.Second, "the install of "+testVersion+" and the recent login only", func() (bool, string) {
 		logs, _, err := db.AuditLogs(ctx, database.AuditLogFilter{})
 		if err != nil {
 			t.Fatal(err)
@@ -158,14 +159,8 @@ func TestCLIServerAuditRetention(t *testing.T) {
 		for _, l := range logs {
 			got = append(got, l.Action+" "+l.ResourceTarget)
 		}
-		if strings.Join(got, ",") == "install "+testVersion+",login recent" {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("records: got %q, want the install of %s and the recent login only", got, testVersion)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return strings.Join(got, ",") == "install "+testVersion+",login recent", fmt.Sprintf("records: got %q", got)
+	})
 }
 
 // TestCLIServerAuditRetentionFlag: a bad --audit-retention is a usage

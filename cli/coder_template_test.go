@@ -11,6 +11,7 @@ import (
 
 	"airgapcoder/coderd/coderdtest"
 	"airgapcoder/codersdk"
+	"airgapcoder/internal/testwait"
 )
 
 // coderTemplate is written only against the official coder/coder provider,
@@ -346,19 +347,13 @@ func TestCoderTemplateUnchanged(t *testing.T) {
 	// Metadata values, the non-blocking script and resource metadata show
 	// up in coder show -o json.
 	var agent codersdk.WorkspaceAgent
-	deadline := time.Now().Add(60 * time.Second)
-	for {
+	testwait.For(t, 60*time.Second, `the agent ready, metadata cpu "4 cores" and mem from coder stat`, func() (bool, string) {
 		w = showWorkspace(t, env, "dev")
 		agent = findAgent(w)
 		values := metadataValues(agent)
-		if agent.LifecycleState == codersdk.AgentLifecycleReady && values["cpu"] == "4 cores" && strings.Contains(values["mem"], "/") {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("agent lifecycle %s, metadata %v; want ready, cpu \"4 cores\" and mem from coder stat", agent.LifecycleState, values)
-		}
-		time.Sleep(250 * time.Millisecond)
-	}
+		return agent.LifecycleState == codersdk.AgentLifecycleReady && values["cpu"] == "4 cores" && strings.Contains(values["mem"], "/"),
+			fmt.Sprintf("agent lifecycle %s, metadata %v", agent.LifecycleState, values)
+	})
 	if out := mustRun(t, env, "ssh", "dev", "--", "cat greet.out"); out != "greeted\n" {
 		t.Errorf("the greet script's file: got %q, want greeted", out)
 	}
@@ -393,16 +388,11 @@ func TestCoderTemplateUnchanged(t *testing.T) {
 		t.Errorf("update decreasing a monotonic parameter: exit %d, want 1 naming cpu:\n%s", code, stderr)
 	}
 	mustRun(t, env, "update", "dev", "--parameter", "cpu=6", "-y")
-	deadline = time.Now().Add(60 * time.Second)
-	for {
+	testwait.For(t, 60*time.Second, "after update cpu=6: metadata cpu 6 cores", func() (bool, string) {
 		w = showWorkspace(t, env, "dev")
-		if v := metadataValues(findAgent(w))["cpu"]; v == "6 cores" {
-			break
-		} else if time.Now().After(deadline) {
-			t.Fatalf("after update cpu=6: metadata cpu %q, want 6 cores", v)
-		}
-		time.Sleep(250 * time.Millisecond)
-	}
+		v := metadataValues(findAgent(w))["cpu"]
+		return v == "6 cores", fmt.Sprintf("metadata cpu %q", v)
+	})
 	params := map[string]string{}
 	for _, p := range w.LatestBuild.RichParameterValues {
 		params[p.Name] = p.Value

@@ -21,6 +21,7 @@ import (
 	"airgapcoder/coderd/coderdtest"
 	"airgapcoder/coderd/externalauth"
 	"airgapcoder/codersdk"
+	"airgapcoder/internal/testwait"
 )
 
 // fakeGitea is, to the deployment, an OAuth2 provider of type gitea
@@ -237,15 +238,9 @@ func TestGitAskpass(t *testing.T) {
 // waitAgentReady waits until the workspace's agent is connected and ready.
 func waitAgentReady(t *testing.T, c *codersdk.Client, agentID string, agent *proc) {
 	t.Helper()
-	deadline := time.Now().Add(time.Minute)
-	for {
+	testwait.For(t, time.Minute, "the agent ready", func() (bool, string) {
 		a, err := c.WorkspaceAgent(context.Background(), agentID)
-		if err == nil && a.Status == codersdk.AgentStatusConnected && a.LifecycleState == codersdk.AgentLifecycleReady {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("agent not ready within a minute: %+v, %v\nagent stderr: %s", a, err, agent.stderr)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return err == nil && a.Status == codersdk.AgentStatusConnected && a.LifecycleState == codersdk.AgentLifecycleReady,
+			fmt.Sprintf("%+v, %v\nagent stderr: %s", a, err, agent.stderr)
+	})
 }

@@ -14,6 +14,7 @@ import (
 
 	"airgapcoder/coderd/coderdtest"
 	"airgapcoder/internal/syncbuf"
+	"airgapcoder/internal/testwait"
 )
 
 // TestServerLogFormatOnTerminal: with its stderr on a terminal, coder server
@@ -69,18 +70,17 @@ func TestServerLogFormatOnTerminal(t *testing.T) {
 			<-done
 		}
 	}()
-	deadline := time.Now().Add(time.Minute)
-	for !strings.Contains(screen.String(), "coder server is ready") {
+	testwait.For(t, time.Minute, "coder server ready", func() (bool, string) {
+		if strings.Contains(screen.String(), "coder server is ready") {
+			return true, ""
+		}
 		select {
 		case err := <-done:
 			t.Fatalf("coder server exited (%v) before it was ready; terminal:\n%s", err, screen)
 		default:
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("coder server not ready within a minute; terminal:\n%s", screen)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return false, "terminal:\n" + screen.String()
+	})
 	for _, line := range strings.Split(strings.TrimSpace(screen.String()), "\n") {
 		line = strings.TrimRight(line, "\r")
 		if !textLogLine.MatchString(line) {

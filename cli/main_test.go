@@ -19,6 +19,7 @@ import (
 	"airgapcoder/internal/syncbuf"
 	"airgapcoder/internal/testbin"
 	"airgapcoder/internal/testport"
+	"airgapcoder/internal/testwait"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(coderdtest.Main(m), coderdtest.LeakOptions()...) }
@@ -109,21 +110,20 @@ func (p *proc) wait(t testing.TB, timeout time.Duration) int {
 // waitStderr waits until the process's stderr contains want.
 func (p *proc) waitStderr(t testing.TB, want string, timeout time.Duration) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !strings.Contains(p.stderr.String(), want) {
+	testwait.For(t, timeout, fmt.Sprintf("coder %s printing %q on stderr", strings.Join(p.args, " "), want), func() (bool, string) {
+		if strings.Contains(p.stderr.String(), want) {
+			return true, ""
+		}
 		select {
 		case <-p.done:
 			if strings.Contains(p.stderr.String(), want) {
-				return
+				return true, ""
 			}
 			t.Fatalf("coder %s exited (code %d) before printing %q\nstdout: %s\nstderr: %s", strings.Join(p.args, " "), p.code, want, p.stdout, p.stderr)
 		default:
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("coder %s: %q not on stderr within %s\nstderr: %s", strings.Join(p.args, " "), want, timeout, p.stderr)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return false, "stderr: " + p.stderr.String()
+	})
 }
 
 // run runs the binary to completion (at most a minute) and returns stdout,
@@ -171,15 +171,14 @@ func waitHealthy(t testing.TB, srv *proc, baseURL string) {
 func waitHealthz(t testing.TB, baseURL string, timeout time.Duration, gone, logs func() string) {
 	t.Helper()
 	client := &http.Client{Timeout: 2 * time.Second}
-	deadline := time.Now().Add(timeout)
-	for {
+	testwait.For(t, timeout, baseURL+"/healthz OK", func() (bool, string) {
 		resp, err := client.Get(baseURL + "/healthz")
 		if err == nil {
 			var body bytes.Buffer
 			_, _ = body.ReadFrom(resp.Body)
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK && body.String() == "OK" {
-				return
+				return true, ""
 			}
 		}
 		if gone != nil {
@@ -187,11 +186,8 @@ func waitHealthz(t testing.TB, baseURL string, timeout time.Duration, gone, logs
 				t.Fatalf("%s\n%s", why, logs())
 			}
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s/healthz not OK within %s (last error %v)\n%s", baseURL, timeout, err, logs())
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return false, fmt.Sprintf("last error %v\n%s", err, logs())
+	})
 }
 
 // stopGracefully sends SIGTERM and wants exit code 0 within 30s.

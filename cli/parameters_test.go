@@ -3,6 +3,7 @@ package cli
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	"airgapcoder/codersdk"
+	"airgapcoder/internal/testwait"
 )
 
 func int32p(v int32) *int32 { return &v }
@@ -73,20 +75,16 @@ func newFakeTerminal(t *testing.T) (*fakeTerminal, *prompter) {
 // matched.
 func (ft *fakeTerminal) expect(want string) {
 	ft.t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for {
+	testwait.For(ft.t, 5*time.Second, fmt.Sprintf("the terminal showing %q", want), func() (bool, string) {
 		ft.mu.Lock()
 		rest := ft.screen.String()[ft.seen:]
 		ft.mu.Unlock()
 		if i := strings.Index(rest, want); i >= 0 {
 			ft.seen += i + len(want)
-			return
+			return true, ""
 		}
-		if time.Now().After(deadline) {
-			ft.t.Fatalf("the terminal does not show %q; after what was matched it shows:\n%s", want, rest)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return false, "after what was matched it shows:\n" + rest
+	})
 }
 
 // answer types a line, as a person does after reading the question.

@@ -2,6 +2,7 @@ package cli_test
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"os"
 	"strconv"
@@ -13,6 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"airgapcoder/codersdk"
+	"airgapcoder/internal/testwait"
 )
 
 // openPTY returns a pseudo-terminal: what the CLI reads as its stdin (the
@@ -47,22 +49,21 @@ func openPTY(t *testing.T) (keyboard, stdin *os.File) {
 // shows want, and returns how far it has been read.
 func (r *cliRun) waitStdout(t *testing.T, skip int, want string) int {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
+	read := 0
+	testwait.For(t, 20*time.Second, fmt.Sprintf("coder %s: stdout showing %q", strings.Join(r.args[:2], " "), want), func() (bool, string) {
 		out := r.stdout.String()
 		if i := strings.Index(out[skip:], want); i >= 0 {
-			return skip + i + len(want)
+			read = skip + i + len(want)
+			return true, ""
 		}
 		select {
 		case code := <-r.done:
 			t.Fatalf("coder %s exited %d before asking %q\nstdout: %s\nstderr: %s", strings.Join(r.args[:2], " "), code, want, out, r.stderr)
 		default:
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("coder %s: stdout does not show %q\nstdout: %s\nstderr: %s", strings.Join(r.args[:2], " "), want, out, r.stderr)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return false, fmt.Sprintf("stdout: %s\nstderr: %s", out, r.stderr)
+	})
+	return read
 }
 
 // TestParametersOnTerminal runs coder create and coder update with stdin a

@@ -95,7 +95,7 @@ func TestPortForwardFirstBytes(t *testing.T) {
 		if _, err := io.WriteString(c, first); err != nil {
 			t.Fatal(err)
 		}
-		time.Sleep(time.Second) // refused (503) by now; the CLI waits for the agent
+		time.Sleep(time.Second) // paces the client: bytes sent while the agent is away stay queued a while (refused, 503, by now), which the CLI must survive
 		// The startup script runs again, and its web server's pid file
 		// will name a server that could not listen: stop this one at the
 		// end.

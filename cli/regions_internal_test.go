@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"airgapcoder/codersdk"
+	"airgapcoder/internal/testtier"
 )
 
 // fakeRegion is a region's /healthz on its own server, answering after
@@ -48,7 +49,7 @@ func newFakeRegion(t *testing.T, delay time.Duration, status int, mux *http.Serv
 		if req.Header.Get(codersdk.SessionTokenHeader) != "" {
 			r.withToken.Add(1)
 		}
-		time.Sleep(time.Duration(r.delay.Load()))
+		time.Sleep(time.Duration(r.delay.Load())) // the fake region's latency, which the probe under test measures
 		if r.status != 0 {
 			http.Error(w, "not ready", r.status)
 			return
@@ -224,6 +225,7 @@ func TestRegionAutoPicksFastest(t *testing.T) {
 // regionCacheTTL (no listing, no probes meanwhile), measures again after
 // it, ignores a corrupt cache, and a fallback forgets the choice.
 func TestRegionCache(t *testing.T) {
+	testtier.Heavy(t, "takes 3 s of region probes at 200 ms latency")
 	t.Parallel()
 	d := newFakeDeployment(t, 200*time.Millisecond)
 	eu := d.addProxy(t, "eu", 0, 0)

@@ -19,6 +19,7 @@ import (
 	"airgapcoder/coderd/coderdtest"
 	"airgapcoder/codersdk"
 	"airgapcoder/internal/testprovider"
+	"airgapcoder/internal/testwait"
 	"airgapcoder/terraform"
 )
 
@@ -44,10 +45,10 @@ func TestSSHThroughWorkspaceProxy(t *testing.T) {
 	logs := func() string { return "proxy stderr:\n" + proxy.stderr.String() }
 	waitHealthz(t, "http://"+addr, 30*time.Second, nil, logs)
 	proxy.waitStderr(t, "relay session to the primary up", 30*time.Second)
-	waitForCond(t, "eu among alice's regions", func() bool {
+	testwait.For(t, 15*time.Second, "eu among alice's regions", testwait.Bool(func() bool {
 		regions, err := r.alice.Regions(ctx)
 		return err == nil && slices.ContainsFunc(regions, func(reg codersdk.Region) bool { return reg.Name == "eu" && reg.Healthy })
-	})
+	}))
 	opened := func() int { return strings.Count(proxy.stderr.String(), "relay connection opened") }
 
 	// --proxy eu: through the proxy, nothing but the command's output.

@@ -2,6 +2,7 @@ package cli_test
 
 import (
 	"context"
+	"fmt"
 	"path/filepath"
 	"runtime"
 	"strings"
@@ -10,6 +11,7 @@ import (
 
 	"airgapcoder/coderd/coderdtest"
 	"airgapcoder/codersdk"
+	"airgapcoder/internal/testwait"
 )
 
 // TestProcessTemplateRealAgent is the whole path with nothing stubbed:
@@ -41,29 +43,16 @@ func TestProcessTemplateRealAgent(t *testing.T) {
 	if a.Status != codersdk.AgentStatusConnected || a.Version != testVersion || a.OperatingSystem != runtime.GOOS {
 		t.Errorf("agent: status %s, version %q, os %s", a.Status, a.Version, a.OperatingSystem)
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		if show := mustRun(t, env, "show", "dev"); strings.Contains(show, "real agent here") {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the startup script's output is not in coder show:\n%s", mustRun(t, env, "show", "dev"))
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+	testwait.For(t, 30*time.Second, "the startup script's output in coder show", func() (bool, string) {
+		show := mustRun(t, env, "show", "dev")
+		return strings.Contains(show, "real agent here"), show
+	})
 
 	mustRun(t, env, "stop", "dev", "-y")
-	deadline = time.Now().Add(30 * time.Second)
-	for {
+	testwait.For(t, 30*time.Second, "after stop: agent lifecycle off", func() (bool, string) {
 		got, err := admin.WorkspaceAgent(context.Background(), a.ID)
-		if err == nil && got.LifecycleState == codersdk.AgentLifecycleOff {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("after stop: agent lifecycle %q (%v), want off", got.LifecycleState, err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return err == nil && got.LifecycleState == codersdk.AgentLifecycleOff, fmt.Sprintf("lifecycle %q (%v)", got.LifecycleState, err)
+	})
 	_, stderr, code := run(t, env, "ssh", "dev", "--", "true")
 	if code != 1 || !strings.Contains(stderr, "stopped") {
 		t.Errorf("coder ssh into a stopped workspace: exit %d, %q", code, stderr)

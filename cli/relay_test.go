@@ -22,6 +22,7 @@ import (
 	"airgapcoder/coderd/coderdtest"
 	"airgapcoder/codersdk"
 	"airgapcoder/internal/testport"
+	"airgapcoder/internal/testwait"
 )
 
 // relayCLI is a deployment with a workspace "dev" of alice's whose agent
@@ -99,17 +100,11 @@ echo web server up on %d
 
 func (r *relayCLI) waitReady(t *testing.T, c *codersdk.Client) {
 	t.Helper()
-	deadline := time.Now().Add(time.Minute)
-	for {
+	testwait.For(t, time.Minute, "the agent ready", func() (bool, string) {
 		a, err := c.WorkspaceAgent(context.Background(), r.agentID)
-		if err == nil && a.Status == codersdk.AgentStatusConnected && a.LifecycleState == codersdk.AgentLifecycleReady {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("agent not ready within a minute: %+v, %v\nagent stderr: %s", a, err, r.agent.stderr)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return err == nil && a.Status == codersdk.AgentStatusConnected && a.LifecycleState == codersdk.AgentLifecycleReady,
+			fmt.Sprintf("%+v, %v\nagent stderr: %s", a, err, r.agent.stderr)
+	})
 }
 
 func freePort(t *testing.T) int {
@@ -373,7 +368,7 @@ func TestCLIAgentSurvivesCoderdRestart(t *testing.T) {
 	if err := roundTrip(forwarded, "before"); err != nil {
 		t.Fatalf("coder port-forward before the restart: %v", err)
 	}
-	time.Sleep(time.Second) // idle, as users leave it: the next connection is prepared
+	time.Sleep(time.Second) // paces the client: idle, as users leave it, so the next connection is prepared before the restart
 	addr := r.d.URL.Host
 	r.d.Close()
 	opts := r.opts

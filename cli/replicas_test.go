@@ -22,6 +22,7 @@ import (
 	"airgapcoder/internal/testhaproxy"
 	"airgapcoder/internal/testport"
 	"airgapcoder/internal/testprovider"
+	"airgapcoder/internal/testwait"
 )
 
 // slowTemplate's start build runs a command for two minutes; the marker in
@@ -174,16 +175,10 @@ func TestReplicasBehindHAProxy(t *testing.T) {
 		_ = holder.proc.cmd.Process.Signal(syscall.SIGKILL)
 	}
 	t.Logf("the agent was on %s", holder.name)
-	deadline := killed.Add(10 * time.Second)
-	for {
-		if h := agentReplica(t, dbURL, replicas); h != nil && h != holder && h != builder {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the agent was not back on a live replica within 10 s of its replica's death")
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+	testwait.For(t, time.Until(killed.Add(10*time.Second)), "the agent back on a live replica within 10 s of its replica's death", func() (bool, string) {
+		h := agentReplica(t, dbURL, replicas)
+		return h != nil && h != holder && h != builder, "not yet"
+	})
 	t.Logf("the agent reconnected %s after its replica died", time.Since(killed).Round(time.Millisecond))
 	if out := mustRun(t, lb, "ssh", "dev", "--", "echo", "after"); strings.TrimSpace(out) != "after" {
 		t.Errorf("coder ssh through the load balancer after failover: %q", out)
@@ -270,8 +265,11 @@ func roundTrip(addr, msg string) error {
 // replica it descends from.
 func waitForProcess(t *testing.T, cmdline string, replicas []*replicaProc, timeout time.Duration) (int, *replicaProc) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
+	var (
+		found   int
+		replica *replicaProc
+	)
+	testwait.For(t, timeout, fmt.Sprintf("a process %q descending from a replica", cmdline), func() (bool, string) {
 		entries, _ := os.ReadDir("/proc")
 		for _, e := range entries {
 			pid, err := strconv.Atoi(e.Name())
@@ -285,16 +283,15 @@ func waitForProcess(t *testing.T, cmdline string, replicas []*replicaProc, timeo
 			for p := pid; p > 1; p = parentPID(p) {
 				for _, r := range replicas {
 					if r.proc.cmd.Process.Pid == p {
-						return pid, r
+						found, replica = pid, r
+						return true, ""
 					}
 				}
 			}
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no process %q descending from a replica within %s", cmdline, timeout)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		return false, "none yet"
+	})
+	return found, replica
 }
 
 // parentPID reads a process's parent from /proc (0 when it is gone).

@@ -12,6 +12,7 @@ import (
 	"airgapcoder/coderd/coderdtest"
 	"airgapcoder/codersdk"
 	"airgapcoder/internal/syncbuf"
+	"airgapcoder/internal/testwait"
 )
 
 // TestScheduleCLI is issue 35's acceptance through the built binary, on
@@ -99,7 +100,7 @@ func TestScheduleCLI(t *testing.T) {
 			if _, err := io.WriteString(stdin, fmt.Sprintf("line %d\n", i)); err != nil {
 				t.Fatalf("write to coder ssh: %v\nstderr: %s", err, errOut.String())
 			}
-			time.Sleep(5 * time.Second) //nolint:forbidigo // a person typing
+			time.Sleep(5 * time.Second) //nolint:forbidigo // paces the client: a person typing past a deadline the real server's wall clock keeps
 		}
 		w = showWorkspace(t, env, "busy")
 		if w.LatestBuild.Transition != codersdk.WorkspaceTransitionStart || w.LatestBuild.Deadline == nil || !w.LatestBuild.Deadline.After(first) {
@@ -170,16 +171,10 @@ func TestScheduleCLI(t *testing.T) {
 // returns that build.
 func waitBuild(t *testing.T, env []string, name string, timeout time.Duration, ok func(codersdk.WorkspaceBuild) bool) codersdk.WorkspaceBuild {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		w := showWorkspace(t, env, name)
-		if ok(w.LatestBuild) {
-			return w.LatestBuild
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("workspace %s: latest build #%d %s %s (reason %s) after %s", name, w.LatestBuild.BuildNumber, w.LatestBuild.Transition,
-				w.LatestBuild.Status, w.LatestBuild.Reason, timeout)
-		}
-		time.Sleep(500 * time.Millisecond)
-	}
+	var b codersdk.WorkspaceBuild
+	testwait.For(t, timeout, "workspace "+name+": the build awaited", func() (bool, string) {
+		b = showWorkspace(t, env, name).LatestBuild
+		return ok(b), fmt.Sprintf("latest build #%d %s %s (reason %s)", b.BuildNumber, b.Transition, b.Status, b.Reason)
+	})
+	return b
 }

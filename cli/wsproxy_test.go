@@ -26,6 +26,7 @@ import (
 	"airgapcoder/coderd/coderdtest"
 	"airgapcoder/coderd/database"
 	"airgapcoder/codersdk"
+	"airgapcoder/internal/testwait"
 )
 
 // proxyPrimary is a coderd over a fresh database, serving HTTPS on
@@ -115,17 +116,10 @@ func proxyStatus(t *testing.T, env []string, name string) codersdk.WorkspaceProx
 // and returns how long that took.
 func waitProxyStatus(t *testing.T, env []string, name string, want codersdk.ProxyHealthStatus, timeout time.Duration, logs func() string) time.Duration {
 	t.Helper()
-	began := time.Now()
-	for {
+	return testwait.For(t, timeout, fmt.Sprintf("proxy %s: status %q", name, want), func() (bool, string) {
 		p := proxyStatus(t, env, name)
-		if p.Status.Status == want {
-			return time.Since(began)
-		}
-		if time.Since(began) > timeout {
-			t.Fatalf("proxy %s: status %q (%v), want %q within %s\n%s", name, p.Status.Status, p.Status.Report.Errors, want, timeout, logs())
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return p.Status.Status == want, fmt.Sprintf("status %q (%v)\n%s", p.Status.Status, p.Status.Report.Errors, logs())
+	})
 }
 
 // tcpPeers lists the remote ports of the TCP sockets process pid holds
@@ -243,7 +237,7 @@ func TestWorkspaceProxyProcess(t *testing.T) {
 	// coderd in it) has some, which shows the check sees them.
 	_, primaryPort, _ := net.SplitHostPort(strings.TrimPrefix(primary.URL, "https://"))
 	pp, _ := strconv.Atoi(primaryPort)
-	waitForCond(t, "the proxy's connection to the primary", func() bool { r, _ := tcpPeers(t, proxy.cmd.Process.Pid); return r[pp] })
+	testwait.For(t, 15*time.Second, "the proxy's connection to the primary", testwait.Bool(func() bool { r, _ := tcpPeers(t, proxy.cmd.Process.Pid); return r[pp] }))
 	remote, _ := tcpPeers(t, proxy.cmd.Process.Pid)
 	if remote[primary.PGPort] {
 		t.Errorf("the proxy (pid %d) holds a connection to PostgreSQL's port %d: %v", proxy.cmd.Process.Pid, primary.PGPort, remote)
@@ -308,16 +302,5 @@ func TestWorkspaceProxyProcess(t *testing.T) {
 	stdout, stderr, code = run(t, proxyEnv, "wsproxy", "server", "--access-url", "http://"+addr, "--http-address", addr, "--ca-file", primary.CAFile)
 	if code != 1 || !strings.Contains(stderr, "eu was deleted") {
 		t.Errorf("wsproxy server with a deleted proxy's token: exit %d, want 1 saying eu was deleted\nstdout: %s\nstderr: %s", code, stdout, stderr)
-	}
-}
-
-func waitForCond(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within 15s", what)
-		}
-		time.Sleep(50 * time.Millisecond)
 	}
 }

@@ -23,6 +23,7 @@ import (
 	"airgapcoder/agent"
 	"airgapcoder/coderd/coderdtest"
 	"airgapcoder/codersdk"
+	"airgapcoder/internal/testwait"
 )
 
 // TestAuditRelayConnections: every relayed connection (coder ssh, port
@@ -37,7 +38,7 @@ func TestAuditRelayConnections(t *testing.T) {
 	record := func(t *testing.T, q string, w auditWant) codersdk.AuditLog {
 		t.Helper()
 		var logs []codersdk.AuditLog
-		waitUntil(t, 10*time.Second, func() (bool, string) {
+		testwait.For(t, 10*time.Second, "the audit record of "+q, func() (bool, string) {
 			logs = auditLogs(t, owner, "action:connect "+q)
 			return slices.ContainsFunc(logs, w.matches), fmt.Sprintf("no record %s among %d of %q", w, len(logs), q)
 		})
@@ -205,7 +206,7 @@ func newRelayFixture(t *testing.T) relayFixture {
 	w := coderdtest.CreateWorkspaceWithAgent(t, owner, alice, daemon, "dev", codersdk.ProvisionedAgent{Token: token, Directory: t.TempDir()})
 	agentID := coderdtest.WorkspaceAgent(t, w).ID
 	startAgent(t, d, token)
-	waitUntil(t, 30*time.Second, func() (bool, string) {
+	testwait.For(t, 30*time.Second, "the agent connected", func() (bool, string) {
 		a, err := alice.WorkspaceAgent(ctx, agentID)
 		if err != nil {
 			return false, err.Error()
@@ -238,21 +239,4 @@ func startAgent(t *testing.T, d *coderdtest.Deployment, token string) {
 		cancel()
 		<-done
 	})
-}
-
-// waitUntil polls cond until it holds, failing after timeout with its last
-// explanation.
-func waitUntil(t *testing.T, timeout time.Duration, cond func() (bool, string)) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		ok, why := cond()
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("not within %s: %s", timeout, why)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
 }

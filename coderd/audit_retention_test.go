@@ -2,6 +2,7 @@ package coderd_test
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -13,6 +14,7 @@ import (
 	"airgapcoder/coderd/coderdtest"
 	"airgapcoder/coderd/database"
 	"airgapcoder/codersdk"
+	"airgapcoder/internal/testwait"
 )
 
 // openDB opens and migrates a fresh test database.
@@ -89,6 +91,8 @@ func TestAuditRetention(t *testing.T) {
 
 	// Without a retention nothing is deleted.
 	stop := runAPI(t, db, coderd.Options{Now: func() time.Time { return now }})
+	// Proves a negative: Run announces nothing once its start-up steps
+	// are done, and no retention means no deletion to wait for.
 	time.Sleep(200 * time.Millisecond)
 	stop()
 	if got := auditTargets(t, db, f); !slices.Equal(got, []string{"today", "recent", "old", "ancient"}) {
@@ -96,17 +100,10 @@ func TestAuditRetention(t *testing.T) {
 	}
 
 	runAPI(t, db, coderd.Options{Now: func() time.Time { return now }, AuditRetention: 2160 * time.Hour})
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	testwait.For(t, 10*time.Second, "with a 90-day retention, [today recent]", func() (bool, string) {
 		got := auditTargets(t, db, f)
-		if slices.Equal(got, []string{"today", "recent"}) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("with a 90-day retention: got %v, want [today recent]", got)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return slices.Equal(got, []string{"today", "recent"}), fmt.Sprintf("got %v", got)
+	})
 }
 
 // TestAuditServerVersion: a server starting on a version other than the one
@@ -127,16 +124,11 @@ func TestAuditServerVersion(t *testing.T) {
 		before := len(records())
 		stop := runAPI(t, db, coderd.Options{Version: v})
 		if v == last {
-			// Nothing to wait for: give Run time to have looked.
+			// Proves a negative: a restart on the same version writes
+			// nothing, and Run announces nothing once it has looked.
 			time.Sleep(500 * time.Millisecond)
 		} else {
-			deadline := time.Now().Add(10 * time.Second)
-			for len(records()) == before {
-				if time.Now().After(deadline) {
-					t.Fatalf("starting %s after %q: no record within 10s", v, last)
-				}
-				time.Sleep(20 * time.Millisecond)
-			}
+			testwait.For(t, 10*time.Second, fmt.Sprintf("a record of starting %s after %q", v, last), testwait.Bool(func() bool { return len(records()) > before }))
 		}
 		stop()
 		last = v

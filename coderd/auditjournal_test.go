@@ -17,6 +17,7 @@ import (
 	"airgapcoder/coderd/auditjournal"
 	"airgapcoder/coderd/coderdtest"
 	"airgapcoder/coderd/database"
+	"airgapcoder/internal/testwait"
 )
 
 var discard = slog.New(slog.DiscardHandler)
@@ -309,21 +310,18 @@ func TestAuditJournalAtStart(t *testing.T) {
 		t.Fatal(err)
 	}
 	runAPI(t, db, coderd.Options{AuditJournal: path})
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		logs, _, err := db.AuditLogs(context.Background(), database.AuditLogFilter{Action: "restore"})
+	var logs []database.AuditLog
+	testwait.For(t, 10*time.Second, "the restore record", func() (bool, string) {
+		var err error
+		logs, _, err = db.AuditLogs(context.Background(), database.AuditLogFilter{Action: "restore"})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(logs) == 1 {
-			l := logs[0]
-			if l.ResourceTarget != "2026.11.2" || !l.Success || l.UserAgent != "coder appliance test" || l.UserID != "" ||
-				!strings.Contains(string(l.AdditionalFields), `"os_user": "root"`) {
-				t.Errorf("the restore record: %+v", l)
-			}
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no restore record within 10 s; got %+v", logs)
-		}
+		return len(logs) == 1, fmt.Sprintf("got %+v", logs)
+	})
+	l := logs[0]
+	if l.ResourceTarget != "2026.11.2" || !l.Success || l.UserAgent != "coder appliance test" || l.UserID != "" ||
+		!strings.Contains(string(l.AdditionalFields), `"os_user": "root"`) {
+		t.Errorf("the restore record: %+v", l)
 	}
 }

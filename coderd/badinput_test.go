@@ -38,20 +38,23 @@ type biFixture struct {
 	member   *codersdk.Client
 	daemon   *coderdtest.Daemon
 	template codersdk.Template
+	// clock is coderd's clock: tests move it forward instead of sleeping.
+	clock *offsetClock
 }
 
 const biPSK = "badinput-psk"
 
 func newBIFixture(t *testing.T) *biFixture {
 	t.Helper()
-	d := coderdtest.New(t, coderdtest.Options{ProvisionerPSK: biPSK})
+	clock := &offsetClock{}
+	d := coderdtest.New(t, coderdtest.Options{ProvisionerPSK: biPSK, Now: clock.Now})
 	owner, _ := d.CreateFirstUser(t)
 	member, _ := d.CreateUser(t, owner, "alice")
 	psk := d.Client()
 	psk.ProvisionerPSK = biPSK
 	daemon := coderdtest.NewDaemon(t, psk, "badinput-daemon", nil)
 	tpl := coderdtest.CreateTemplate(t, owner, daemon, "badinput", coderdtest.MinimalTemplate, nil)
-	return &biFixture{d: d, owner: owner, member: member, daemon: daemon, template: tpl}
+	return &biFixture{d: d, owner: owner, member: member, daemon: daemon, template: tpl, clock: clock}
 }
 
 func (f *biFixture) run(t *testing.T, cases []biCase) {
@@ -191,7 +194,7 @@ func TestBadInputAuth(t *testing.T) {
 	})
 
 	t.Run("expired token", func(t *testing.T) {
-		k, err := f.member.CreateToken(ctx, codersdk.Me, codersdk.CreateTokenRequest{Lifetime: time.Second, TokenName: "short-lived"})
+		k, err := f.member.CreateToken(ctx, codersdk.Me, codersdk.CreateTokenRequest{Lifetime: time.Minute, TokenName: "short-lived"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -203,7 +206,10 @@ func TestBadInputAuth(t *testing.T) {
 		if err != nil || len(keys) != 1 {
 			t.Fatalf("tokens: got %v, %v, want one", keys, err)
 		}
-		time.Sleep(time.Until(keys[0].ExpiresAt) + 50*time.Millisecond)
+		// Past the expiry by coderd's clock; put it back for the next cases.
+		past := keys[0].ExpiresAt.Sub(f.clock.Now()) + time.Second
+		f.clock.Advance(past)
+		defer f.clock.Advance(-past)
 		status, resp = coderdtest.Do(t, "GET", f.d.URL.String()+"/api/v2/users/me", k.Key, nil, "")
 		biCheck(t, "expired token", status, resp, biCase{status: 401, message: "expired"})
 	})

@@ -133,7 +133,7 @@ func (r *slowReader) Read(p []byte) (int, error) {
 		return 0, io.EOF
 	}
 	if r.sent > 0 {
-		time.Sleep(r.pause) // the slow client under test, not a wait for the server
+		time.Sleep(r.pause) // paces the client: the slow client under test, not a wait for the server
 	}
 	n := copy(p, r.pieces[0])
 	if r.pieces[0] = r.pieces[0][n:]; len(r.pieces[0]) == 0 {

@@ -18,6 +18,7 @@ import (
 
 	"airgapcoder/coderd/coderdtest"
 	"airgapcoder/codersdk"
+	"airgapcoder/internal/testwait"
 )
 
 // headerApp is a workspace web app that records the headers of every
@@ -112,7 +113,7 @@ func testDevURLForwardedHeaders(t *testing.T, tls bool) {
 	})
 	agentID := coderdtest.WorkspaceAgent(t, w).ID
 	startAgent(t, d, token)
-	waitUntil(t, 30*time.Second, func() (bool, string) {
+	testwait.For(t, 30*time.Second, "the agent connected", func() (bool, string) {
 		a, err := alice.WorkspaceAgent(ctx, agentID)
 		if err != nil {
 			return false, err.Error()

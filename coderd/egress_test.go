@@ -21,6 +21,7 @@ import (
 	"airgapcoder/codersdk"
 	"airgapcoder/internal/syncbuf"
 	"airgapcoder/internal/testbin"
+	"airgapcoder/internal/testwait"
 )
 
 // connectCall is one connect() that strace saw.
@@ -157,13 +158,12 @@ func TestEgressNone(t *testing.T) {
 
 	// Wait for /healthz.
 	client := &http.Client{Timeout: 2 * time.Second}
-	deadline := time.Now().Add(2 * time.Minute)
-	for {
+	testwait.For(t, 2*time.Minute, "/healthz OK", func() (bool, string) {
 		resp, err := client.Get(baseURL + "/healthz")
 		if err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
-				break
+				return true, ""
 			}
 		}
 		select {
@@ -172,11 +172,8 @@ func TestEgressNone(t *testing.T) {
 			t.Fatalf("coder server exited before /healthz answered: %v\n%s", err, serverOut.String())
 		default:
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("/healthz not OK within 2m\n%s", serverOut.String())
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return false, serverOut.String()
+	})
 
 	t.Logf("healthy after %s", time.Since(began))
 	u, _ := url.Parse(baseURL)

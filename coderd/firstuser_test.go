@@ -18,7 +18,7 @@ func TestFirstUserHookEndsWithTheServer(t *testing.T) {
 		close(started)
 		<-ctx.Done()
 		close(canceled)
-		time.Sleep(200 * time.Millisecond) // work to finish after the cancel
+		time.Sleep(200 * time.Millisecond) // the hook's own work after the cancel, which the server must wait for
 		close(returned)
 	}})
 	d.CreateFirstUser(t)

@@ -17,6 +17,7 @@ import (
 	"airgapcoder/coderd/coderdtest"
 	"airgapcoder/codersdk"
 	"airgapcoder/internal/testport"
+	"airgapcoder/internal/testwait"
 )
 
 // TestPreparedConnections: a prepared relay connection (what coder
@@ -45,7 +46,7 @@ func TestPreparedConnections(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(200 * time.Millisecond) // prepared ahead, as the CLI does
+	time.Sleep(200 * time.Millisecond) // paces the client: prepared ahead, as the CLI does, not a wait for the server
 	conn, err := p.Connect(ctx, tcp)
 	if err != nil {
 		t.Fatal(err)
@@ -60,7 +61,7 @@ func TestPreparedConnections(t *testing.T) {
 	if l.ResourceID != f.agentID {
 		t.Errorf("record of a prepared connection: resource %q, want the agent %s", l.ResourceID, f.agentID)
 	}
-	time.Sleep(200 * time.Millisecond)
+	time.Sleep(200 * time.Millisecond) // proves a negative: no record of the unused connection comes later
 	if n := connectRecords(); n != before+1 {
 		t.Errorf("connect records of alice: %d after one unused and one used prepared connection, want %d", n, before+1)
 	}
@@ -110,7 +111,7 @@ func TestPreparedConnections(t *testing.T) {
 	if err := suspended.Answer(ctx); !codersdk.IsStatus(err, http.StatusUnauthorized) {
 		t.Fatalf("prepared connection of a user suspended since, bytes behind its target: got %v, want 401", err)
 	}
-	time.Sleep(300 * time.Millisecond) // time for bytes that should not go to arrive
+	time.Sleep(300 * time.Millisecond) // proves a negative: time for bytes that should not go to arrive
 	if got := received(); got != "" {
 		t.Errorf("the target of a user suspended since received %q, want nothing", got)
 	}
@@ -174,7 +175,10 @@ func TestPreparedConnections(t *testing.T) {
 	}
 	setStatus("suspended")
 	defer setStatus("active")
-	time.Sleep(500 * time.Millisecond) // the notification is on its way; it takes about a millisecond
+	// The notification is on its way (about a millisecond); nothing the
+	// test sees tells it arrived, and the prepared connection is used up
+	// by the one Connect that checks it.
+	time.Sleep(500 * time.Millisecond)
 	if _, err := p.Connect(ctx, tcp); !codersdk.IsStatus(err, http.StatusUnauthorized) || !strings.Contains(err.Error(), "suspended") {
 		t.Fatalf("prepared connection of a user suspended by SQL since: got %v, want 401 saying suspended", err)
 	}
@@ -197,7 +201,7 @@ func getOver(t *testing.T, conn net.Conn, path string) string {
 func waitAudit(t *testing.T, owner *codersdk.Client, q string, w auditWant) codersdk.AuditLog {
 	t.Helper()
 	var logs []codersdk.AuditLog
-	waitUntil(t, 10*time.Second, func() (bool, string) {
+	testwait.For(t, 10*time.Second, "the audit record of "+q, func() (bool, string) {
 		logs = auditLogs(t, owner, q)
 		for _, l := range logs {
 			if w.matches(l) {

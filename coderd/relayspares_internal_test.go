@@ -4,6 +4,9 @@ import (
 	"net"
 	"testing"
 	"time"
+
+	"airgapcoder/internal/testwait"
+	"airgapcoder/relayconn"
 )
 
 // tcpPair returns both ends of a loopback TCP connection.
@@ -36,7 +39,7 @@ func TestSparesSkipClosed(t *testing.T) {
 		t.Fatal("add refused a spare below the limit")
 	}
 	agentGone.Close()
-	time.Sleep(50 * time.Millisecond) // the FIN reaches the socket
+	testwait.For(t, 5*time.Second, "the agent's FIN on coderd's side", testwait.Bool(func() bool { return !relayconn.Quiet(gone) }))
 	if got := s.take(); got != live {
 		t.Fatalf("take returned %v, want the live spare", got)
 	}
@@ -49,14 +52,18 @@ func TestSparesSkipClosed(t *testing.T) {
 	}
 
 	// Full of spares the agent closed: a new one is still kept.
+	var closed []net.Conn
 	for range maxSpares {
 		a, c := tcpPair(t)
 		if !s.add(c) {
 			t.Fatal("add refused a spare below the limit")
 		}
 		a.Close()
+		closed = append(closed, c)
 	}
-	time.Sleep(50 * time.Millisecond)
+	for _, c := range closed {
+		testwait.For(t, 5*time.Second, "the agent's FIN on coderd's side", testwait.Bool(func() bool { return !relayconn.Quiet(c) }))
+	}
 	_, fresh := tcpPair(t)
 	if !s.add(fresh) {
 		t.Fatal("a session full of closed spares refused a live one")

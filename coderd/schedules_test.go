@@ -18,6 +18,7 @@ import (
 	"airgapcoder/coderd"
 	"airgapcoder/coderd/coderdtest"
 	"airgapcoder/codersdk"
+	"airgapcoder/internal/testwait"
 )
 
 // offsetClock is coderd's clock for schedule tests: real time plus an
@@ -30,23 +31,6 @@ func ptr[T any](v T) *T                        { return &v }
 func msOf(d time.Duration) *int64              { return ptr(d.Milliseconds()) }
 func scheduleLifecycle(tick time.Duration) coderd.LifecycleOptions {
 	return coderd.LifecycleOptions{Tick: tick, MinTTL: time.Second}
-}
-
-// waitFor polls cond every 50ms until it holds, failing after timeout with
-// what cond last said.
-func waitFor(t *testing.T, timeout time.Duration, what string, cond func() (bool, string)) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		ok, state := cond()
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %s (last: %s)", what, timeout, state)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
 }
 
 // scheduleFixture is a deployment with a fake daemon, a template and a
@@ -216,7 +200,7 @@ func TestAutostop(t *testing.T) {
 	}
 	deadline := *w.LatestBuild.Deadline
 	var stop codersdk.WorkspaceBuild
-	waitFor(t, 10*time.Second, "a stop build", func() (bool, string) {
+	testwait.For(t, 10*time.Second, "a stop build", func() (bool, string) {
 		bs := f.builds(t, w.ID)
 		stop = bs[0]
 		return len(bs) == 2, fmt.Sprintf("%d builds", len(bs))
@@ -272,7 +256,10 @@ func TestActivityBump(t *testing.T) {
 	w = f.get(t, w.ID)
 	first := *w.LatestBuild.Deadline
 	done := f.d.API.TrackSession(coderdtest.WorkspaceAgent(t, w).ID)
-	time.Sleep(first.Sub(time.Now()) + 2*time.Second) //nolint:forbidigo // the first deadline must pass
+	// The first deadline must pass on the wall clock: the bumps and the
+	// scheduler run on coderd's tickers (Lifecycle.Tick, MinTTL/2), which
+	// a moved clock does not drive.
+	time.Sleep(first.Sub(time.Now()) + 2*time.Second) //nolint:forbidigo // see above
 	w = f.get(t, w.ID)
 	if w.LatestBuild.Transition != codersdk.WorkspaceTransitionStart || w.LatestBuild.Deadline == nil || !w.LatestBuild.Deadline.After(first) {
 		t.Fatalf("with a session open past the first deadline %s: latest build %s, deadline %v; want still started, later deadline",
@@ -282,7 +269,7 @@ func TestActivityBump(t *testing.T) {
 		t.Error("last_used_at not set by the activity")
 	}
 	done()
-	waitFor(t, 10*time.Second, "the stop once the session ended", func() (bool, string) {
+	testwait.For(t, 10*time.Second, "the stop once the session ended", func() (bool, string) {
 		bs := f.builds(t, w.ID)
 		return bs[0].Transition == codersdk.WorkspaceTransitionStop && bs[0].Reason == codersdk.BuildReasonAutostop, fmt.Sprintf("latest %s/%s", bs[0].Transition, bs[0].Reason)
 	})
@@ -322,7 +309,7 @@ func TestAutostart(t *testing.T) {
 		t.Fatalf("%d builds before the occurrence, want 2", len(bs))
 	}
 	clock.Advance(jump)
-	waitFor(t, 10*time.Second, "the autostart build", func() (bool, string) {
+	testwait.For(t, 10*time.Second, "the autostart build", func() (bool, string) {
 		bs := f.builds(t, w.ID)
 		return len(bs) == 3, fmt.Sprintf("%d builds", len(bs))
 	})
@@ -379,7 +366,9 @@ func TestAutostartTwoReplicas(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	time.Sleep(5 * tick) //nolint:forbidigo // the background ticks of both replicas too
+	// Proves a negative: the background ticks of both replicas (wall-clock
+	// tickers) start nothing more either.
+	time.Sleep(5 * tick) //nolint:forbidigo // see above
 	bs := f.builds(t, w.ID)
 	starts := 0
 	for _, b := range bs {
@@ -427,7 +416,7 @@ func TestActivityBumpDevURL(t *testing.T) {
 		body, _ := io.ReadAll(res.Body)
 		return res.StatusCode, string(body)
 	}
-	waitFor(t, 20*time.Second, "the dev URL answers", func() (bool, string) {
+	testwait.For(t, 20*time.Second, "the dev URL answers", func() (bool, string) {
 		code, body := get()
 		return code == http.StatusOK, fmt.Sprintf("%d %s", code, body)
 	})
@@ -436,7 +425,7 @@ func TestActivityBumpDevURL(t *testing.T) {
 		if code, body := get(); code != http.StatusOK {
 			t.Fatalf("dev URL: %d %s", code, body)
 		}
-		time.Sleep(300 * time.Millisecond) //nolint:forbidigo // a person clicking
+		time.Sleep(300 * time.Millisecond) //nolint:forbidigo // paces the client: a person clicking until the deadline passes
 	}
 	w = f.get(t, w.ID)
 	if w.LatestBuild.Transition != codersdk.WorkspaceTransitionStart || w.LatestBuild.Deadline == nil || !w.LatestBuild.Deadline.After(first) {

@@ -20,6 +20,7 @@ import (
 
 	"airgapcoder/coderd/coderdtest"
 	"airgapcoder/codersdk"
+	"airgapcoder/internal/testwait"
 )
 
 // appTarget is a web server inside the workspace that records what each
@@ -160,7 +161,7 @@ func TestSubdomainApps(t *testing.T) {
 		}})
 	agentID := coderdtest.WorkspaceAgent(t, w).ID
 	startAgent(t, d, token)
-	waitUntil(t, 30*time.Second, func() (bool, string) {
+	testwait.For(t, 30*time.Second, "the agent connected", func() (bool, string) {
 		a, err := alice.WorkspaceAgent(ctx, agentID)
 		if err != nil {
 			return false, err.Error()
@@ -379,7 +380,7 @@ func TestSubdomainApps(t *testing.T) {
 	})
 
 	t.Run("Audit", func(t *testing.T) {
-		waitUntil(t, 10*time.Second, func() (bool, string) {
+		testwait.For(t, 10*time.Second, "bob's mint, connect and refused records", func() (bool, string) {
 			logs := auditLogs(t, admin, "username:bob")
 			var mint, conn, refused bool
 			for _, l := range logs {

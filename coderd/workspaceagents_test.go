@@ -12,6 +12,7 @@ import (
 
 	"airgapcoder/coderd/coderdtest"
 	"airgapcoder/codersdk"
+	"airgapcoder/internal/testwait"
 )
 
 // agentHarness is a deployment with a workspace of alice's whose agent is
@@ -165,20 +166,13 @@ func TestAgentConnectionTimeout(t *testing.T) {
 	t.Parallel()
 	h := newAgentHarness(t, codersdk.ProvisionedAgent{ConnectionTimeoutSeconds: 1})
 	ctx := context.Background()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	testwait.For(t, 10*time.Second, "an agent that never connected within its 1s timeout shown as timeout", func() (bool, string) {
 		a, err := h.alice.WorkspaceAgent(ctx, h.agentID)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if a.Status == codersdk.AgentStatusTimeout {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("an agent that never connected within its 1s timeout: status %s, want timeout", a.Status)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return a.Status == codersdk.AgentStatusTimeout, "status " + string(a.Status)
+	})
 }
 
 // TestAgentTokenScope checks that agent and user tokens only work on their

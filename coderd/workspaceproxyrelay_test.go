@@ -16,6 +16,7 @@ import (
 
 	"airgapcoder/coderd/coderdtest"
 	"airgapcoder/codersdk"
+	"airgapcoder/internal/testwait"
 	"airgapcoder/relayconn"
 )
 
@@ -161,7 +162,7 @@ func (f *proxyRelayFixture) proxyClient() *codersdk.ProxyClient {
 // waitAgentStatus waits until the agent's status, as c sees it, is want.
 func waitAgentStatus(t *testing.T, c *codersdk.Client, agentID, want string) {
 	t.Helper()
-	waitUntil(t, 15*time.Second, func() (bool, string) {
+	testwait.For(t, 15*time.Second, "agent status "+want, func() (bool, string) {
 		a, err := c.WorkspaceAgent(context.Background(), agentID)
 		if err != nil {
 			return false, err.Error()
@@ -235,7 +236,7 @@ func TestWorkspaceProxyRelaySession(t *testing.T) {
 	if err != nil {
 		t.Fatalf("open a second relay session: %v", err)
 	}
-	waitUntil(t, 10*time.Second, func() (bool, string) {
+	testwait.For(t, 10*time.Second, "the first relay session closed", func() (bool, string) {
 		return first.mux.IsClosed(), "the first session is still open after the proxy opened a second"
 	})
 	if second.mux.IsClosed() {

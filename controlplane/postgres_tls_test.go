@@ -20,6 +20,8 @@ import (
 	"airgapcoder/codersdk"
 	"airgapcoder/controlplane"
 	"airgapcoder/internal/testport"
+	"airgapcoder/internal/testtier"
+	"airgapcoder/internal/testwait"
 )
 
 // TestServerExternalPostgresTLS: a site database that accepts TLS only,
@@ -62,11 +64,7 @@ func TestServerExternalPostgresTLS(t *testing.T) {
 	listening := func() bool {
 		return psql(`SELECT count(*) FROM pg_stat_activity WHERE state = 'idle' AND query LIKE 'LISTEN%'`) != "0"
 	}
-	for deadline := time.Now().Add(10 * time.Second); !listening(); time.Sleep(100 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("no connection of the server has LISTENed: the notifications listener is not connected")
-		}
-	}
+	testwait.For(t, 10*time.Second, "a connection of the server LISTENing (the notifications listener)", testwait.Bool(listening))
 	if err := stop(); err != nil {
 		t.Fatal(err)
 	}
@@ -118,6 +116,7 @@ func TestServerExternalPostgresTLS(t *testing.T) {
 // issued. It returns the port and the certs folder: ca.pem, trust.pem.
 func tlsPostgres(t *testing.T) (int, string) {
 	t.Helper()
+	testtier.Heavy(t, "starts PostgreSQL")
 	bins, _ := filepath.Glob("/usr/lib/postgresql/*/bin")
 	if len(bins) == 0 {
 		t.Fatal("no /usr/lib/postgresql/*/bin: scripts/install-deps.sh installs PostgreSQL")

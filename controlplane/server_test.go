@@ -18,6 +18,8 @@ import (
 	"airgapcoder/coderd/coderdtest"
 	"airgapcoder/codersdk"
 	"airgapcoder/controlplane"
+	"airgapcoder/internal/testtier"
+	"airgapcoder/internal/testwait"
 )
 
 // runServer starts a real `coder server` (controlplane.Server) and returns a client
@@ -25,6 +27,7 @@ import (
 // result.
 func runServer(t *testing.T, cfg controlplane.Config) (*codersdk.Client, func() error) {
 	t.Helper()
+	testtier.Heavy(t, "starts a control plane on PostgreSQL")
 	if cfg.HTTPAddress == "" {
 		cfg.HTTPAddress = "127.0.0.1:0"
 	}
@@ -100,20 +103,16 @@ func pskClient(c *codersdk.Client) *codersdk.Client {
 
 func waitStatus(t *testing.T, c *codersdk.Client, workspaceID string, want codersdk.WorkspaceStatus) codersdk.Workspace {
 	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	for {
-		w, err := c.Workspace(context.Background(), workspaceID)
+	var w codersdk.Workspace
+	testwait.For(t, 15*time.Second, fmt.Sprintf("workspace status %s", want), func() (bool, string) {
+		var err error
+		w, err = c.Workspace(context.Background(), workspaceID)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if w.LatestBuild.Status == want {
-			return w
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("workspace %s: got status %s, want %s (job error %q)", w.Name, w.LatestBuild.Status, want, w.LatestBuild.Job.Error)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return w.LatestBuild.Status == want, fmt.Sprintf("workspace %s: status %s (job error %q)", w.Name, w.LatestBuild.Status, w.LatestBuild.Job.Error)
+	})
+	return w
 }
 
 // TestServerBuiltinPostgres is the control plane end to end on the built-in
@@ -296,7 +295,7 @@ func TestServerBuiltinPostgres(t *testing.T) {
 			}
 			got <- time.Now()
 		}()
-		time.Sleep(300 * time.Millisecond) // let the claimer find the queue empty and wait
+		time.Sleep(300 * time.Millisecond) // let the claimer find the queue empty and wait: a waiting long-poll shows nothing outside coderd
 		enqueued := time.Now()
 		w, err := member.CreateWorkspace(ctx, codersdk.Me, codersdk.CreateWorkspaceRequest{TemplateID: tpl.ID, Name: "wake"})
 		if err != nil {
@@ -370,7 +369,7 @@ func TestServerBuiltinPostgres(t *testing.T) {
 		}
 		inFlight <- err
 	}()
-	time.Sleep(300 * time.Millisecond)
+	time.Sleep(300 * time.Millisecond) // the long-poll reaches coderd before the signal: a waiting long-poll shows nothing outside coderd
 	if err := stop(); err != nil {
 		t.Fatalf("graceful shutdown: %v", err)
 	}

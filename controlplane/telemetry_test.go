@@ -15,6 +15,7 @@ import (
 	"airgapcoder/coderd/coderdtest"
 	"airgapcoder/codersdk"
 	"airgapcoder/controlplane"
+	"airgapcoder/internal/testwait"
 )
 
 // request is what a fake upstream received.
@@ -142,17 +143,10 @@ func TestTelemetryAndUpdateCheck(t *testing.T) {
 		URL             string `json:"url"`
 		UpdateAvailable bool   `json:"update_available"`
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	testwait.For(t, 10*time.Second, "updatecheck 200", func() (bool, string) {
 		status, body = coderdtest.Do(t, http.MethodGet, anon.URL.String()+"/api/v2/updatecheck", owner.SessionToken, nil, "")
-		if status == http.StatusOK || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	if status != http.StatusOK {
-		t.Fatalf("updatecheck: got %s, want 200", coderdtest.String(status, body))
-	}
+		return status == http.StatusOK, coderdtest.String(status, body)
+	})
 	if err := json.Unmarshal(body, &check); err != nil {
 		t.Fatal(err)
 	}

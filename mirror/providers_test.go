@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/terraform-exec/tfexec"
+
+	"airgapcoder/internal/testtier"
 )
 
 var testAddr = ProviderAddress{Hostname: "registry.terraform.io", Namespace: "coder", Type: "coder"}
@@ -353,6 +355,7 @@ func TestHashesMatchTerraform(t *testing.T) {
 
 func terraformBinary(t *testing.T) string {
 	t.Helper()
+	testtier.Heavy(t, "runs terraform")
 	if p := os.Getenv("TERRAFORM"); p != "" {
 		return p
 	}

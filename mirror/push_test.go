@@ -25,6 +25,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 
 	"airgapcoder/certs"
+	"airgapcoder/internal/testtier"
 )
 
 // siteRegistry is go-containerregistry's test registry on loopback over
@@ -306,6 +307,7 @@ func TestPushImagesResumes(t *testing.T) {
 // blob and the registry; the next run, against a well registry, uploads
 // only what is missing.
 func TestPushImagesStall(t *testing.T) {
+	testtier.Heavy(t, "waits out 2 s stall timeouts in real time")
 	const timeout = 2 * time.Second
 	for _, tc := range []struct {
 		name     string

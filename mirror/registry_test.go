@@ -21,6 +21,8 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/empty"
 	"github.com/google/go-containerregistry/pkg/v1/layout"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
+
+	"airgapcoder/internal/testtier"
 )
 
 // registryFixture is a test layout and a Registry over it, without TLS.
@@ -357,6 +359,7 @@ func TestProviderHandler(t *testing.T) {
 // mirror over HTTPS with go-containerregistry (crane's library, in process)
 // and with the real skopeo, and checks digests, platforms and blobs.
 func TestPullWithCraneAndSkopeo(t *testing.T) {
+	testtier.Heavy(t, "runs skopeo")
 	dir := t.TempDir()
 	images := writeTestLayout(t, filepath.Join(dir, ImagesDir), 64<<10)
 	m := startMirror(t, dir)
@@ -555,6 +558,7 @@ func checkCopy(t *testing.T, locate func(h v1.Hash, manifest bool) string, layou
 
 // TestConcurrentPulls pulls the multi-platform image many times at once.
 func TestConcurrentPulls(t *testing.T) {
+	testtier.Heavy(t, "takes 5 s of concurrent pulls")
 	dir := t.TempDir()
 	images := writeTestLayout(t, filepath.Join(dir, ImagesDir), 256<<10)
 	m := startMirror(t, dir)

@@ -23,6 +23,7 @@ import (
 
 	"airgapcoder/certs"
 	"airgapcoder/internal/coderprovider"
+	"airgapcoder/internal/testtier"
 )
 
 // providerBinary is the official Coder provider, built once per test binary
@@ -245,6 +246,7 @@ func toolOutput(env []string, tool string, args ...string) (string, error) {
 // tests and benchmarks alike.
 func terraformFor(tb testing.TB) string {
 	tb.Helper()
+	testtier.Heavy(tb, "runs terraform")
 	if p := os.Getenv("TERRAFORM"); p != "" {
 		return p
 	}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"airgapcoder/internal/bodydeadline/bodydeadlinetest"
+	"airgapcoder/internal/testtier"
 )
 
 // TestServerBodyDeadline: a client that sends a request body a byte a
@@ -16,6 +17,7 @@ import (
 // deadline (plus slack) on every service, while a download (no body) is
 // served as usual.
 func TestServerBodyDeadline(t *testing.T) {
+	testtier.Heavy(t, "waits out 1 s body deadlines in real time")
 	t.Parallel()
 	const deadline = time.Second
 	const slack = 4 * time.Second

@@ -22,6 +22,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"go.uber.org/goleak"
+
+	"airgapcoder/internal/testtier"
 )
 
 func TestMain(m *testing.M) {
@@ -125,6 +127,7 @@ func testOptions(t *testing.T) Options {
 
 func startServer(t *testing.T, opts Options) *Server {
 	t.Helper()
+	testtier.Heavy(t, "starts the built-in PostgreSQL")
 	s, err := New(opts)
 	if err != nil {
 		t.Fatal(err)
@@ -301,6 +304,7 @@ func TestRecoversStaleServer(t *testing.T) {
 }
 
 func TestStartCancelled(t *testing.T) {
+	testtier.Heavy(t, "starts the built-in PostgreSQL")
 	s, err := New(testOptions(t))
 	if err != nil {
 		t.Fatal(err)

@@ -19,6 +19,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"airgapcoder/internal/testtier"
 )
 
 // provide replaces the placeholders as the coder/coder provider does: the
@@ -151,6 +153,7 @@ func runScript(t *testing.T, script, path string, extraEnv ...string) (marker ma
 // template, against a control plane on loopback whose CA the system does
 // not trust.
 func TestAgentScriptRuns(t *testing.T) {
+	testtier.Heavy(t, "waits out the agent script's download retries")
 	t.Parallel()
 	tests := []struct {
 		name      string

@@ -24,6 +24,7 @@ import (
 	"airgapcoder/internal/syncbuf"
 	"airgapcoder/internal/templatetar"
 	"airgapcoder/internal/testprovider"
+	"airgapcoder/internal/testtier"
 	"airgapcoder/provisionerd"
 	"airgapcoder/terraform"
 )
@@ -284,6 +285,7 @@ func stateOutputs(t *testing.T, state []byte) map[string]json.RawMessage {
 
 func terraformPath(t *testing.T) string {
 	t.Helper()
+	testtier.Heavy(t, "runs terraform")
 	p, err := terraform.Find(context.Background(), terraform.Options{})
 	if err != nil {
 		t.Fatalf("the tests need terraform %s on the PATH (make test installs nothing for it: it is part of the machine): %v", terraform.DefaultVersion, err)

@@ -17,6 +17,7 @@ import (
 	"airgapcoder/coderd/coderdtest"
 	"airgapcoder/codersdk"
 	"airgapcoder/internal/testprovider"
+	"airgapcoder/internal/testwait"
 	"airgapcoder/provisionerd"
 )
 
@@ -87,10 +88,10 @@ func TestProcessTemplate(t *testing.T) {
 		return pid
 	}
 	pid := readPid()
-	waitFor(t, "the agent process to run the served agent binary", 30*time.Second, func() bool {
+	testwait.For(t, 30*time.Second, "the agent process to run the served agent binary", testwait.Bool(func() bool {
 		cmdline, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
 		return alive(pid) && strings.Contains(string(cmdline), "sleep")
-	})
+	}))
 
 	transition := func(tr codersdk.WorkspaceTransition) codersdk.WorkspaceBuild {
 		t.Helper()
@@ -113,7 +114,7 @@ func TestProcessTemplate(t *testing.T) {
 	}
 	transition(codersdk.WorkspaceTransitionStart)
 	pid = readPid()
-	waitFor(t, "the agent process after start", 30*time.Second, func() bool { return alive(pid) })
+	testwait.For(t, 30*time.Second, "the agent process after start", testwait.Bool(func() bool { return alive(pid) }))
 	deleted := transition(codersdk.WorkspaceTransitionDelete)
 	if alive(pid) {
 		t.Fatalf("agent process %d still runs after delete", pid)

@@ -2,6 +2,7 @@ package provisionerd_test
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"os"
@@ -15,6 +16,7 @@ import (
 	"airgapcoder/coderd/coderdtest"
 	"airgapcoder/codersdk"
 	"airgapcoder/internal/testprovider"
+	"airgapcoder/internal/testwait"
 	"airgapcoder/provisionerd"
 )
 
@@ -69,20 +71,16 @@ func (h *harness) startDaemonIn(t *testing.T, workDir, name string, tags map[str
 
 func waitJob(t *testing.T, get func() (codersdk.ProvisionerJob, error), timeout time.Duration) codersdk.ProvisionerJob {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		j, err := get()
+	var j codersdk.ProvisionerJob
+	testwait.For(t, timeout, "the job to end", func() (bool, string) {
+		var err error
+		j, err = get()
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !j.Status.Active() {
-			return j
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("job %s still %s after %s", j.ID, j.Status, timeout)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return !j.Status.Active(), fmt.Sprintf("job %s still %s", j.ID, j.Status)
+	})
+	return j
 }
 
 func importTemplate(t *testing.T, h *harness, name string, files map[string]string, tags map[string]string) (codersdk.TemplateVersion, codersdk.Template) {
@@ -291,21 +289,14 @@ resource "terraform_data" "slow" {
 		t.Fatal(err)
 	}
 	// Wait until the sleep runs.
-	deadline := time.Now().Add(60 * time.Second)
-	for {
+	testwait.For(t, 60*time.Second, "the build reaching its sleep", testwait.Bool(func() bool {
 		var seen bool
 		_ = h.member.WorkspaceBuildLogs(ctx, w.LatestBuild.ID, 0, false, func(l codersdk.ProvisionerJobLog) error {
 			seen = seen || strings.Contains(l.Output, "sleeping")
 			return nil
 		})
-		if seen {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the build never reached its sleep")
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return seen
+	}))
 	start := time.Now()
 	if err := h.member.CancelWorkspaceBuild(ctx, w.LatestBuild.ID); err != nil {
 		t.Fatal(err)

@@ -18,6 +18,7 @@ import (
 	"airgapcoder/internal/testbin"
 	"airgapcoder/internal/testport"
 	"airgapcoder/internal/testprovider"
+	"airgapcoder/internal/testwait"
 )
 
 // proc is a coder process the test started.
@@ -79,17 +80,6 @@ func freeAddr(t *testing.T) string {
 	return testport.Addr(t)
 }
 
-func waitFor(t *testing.T, what string, timeout time.Duration, ok func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !ok() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", timeout, what)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-}
-
 func writeTemplate(t *testing.T, body string) string {
 	dir := t.TempDir()
 	if err := os.WriteFile(filepath.Join(dir, "main.tf"), []byte(body), 0o644); err != nil {
@@ -109,13 +99,13 @@ func TestSeedScenario(t *testing.T) {
 		"CODER_PROVIDER_MIRROR=" + testprovider.Mirror(t)}
 	srv := e.start(nil, "server", "--http-address", addr, "--postgres-url", coderdtest.NewDatabase(t),
 		"--provisioner-daemons=0", "--provisioner-daemon-psk", "seed-psk", "--provisioner-job-heartbeat-timeout", "4s")
-	waitFor(t, "coder server /healthz", 60*time.Second, func() bool {
+	testwait.For(t, 60*time.Second, "coder server /healthz", testwait.Bool(func() bool {
 		resp, err := http.Get(e.url + "/healthz")
 		if err == nil {
 			resp.Body.Close()
 		}
 		return err == nil && resp.StatusCode == 200
-	})
+	}))
 	ctx := context.Background()
 	if code, out := e.run(ctx, nil, "login", e.url, "--first-user-username", "admin", "--first-user-email", "admin@example.com", "--first-user-password", "password-for-tests"); code != 0 {
 		t.Fatalf("login: %d %s\n%s", code, out, srv.Output())
@@ -152,7 +142,7 @@ func TestSeedScenario(t *testing.T) {
 		}
 		return ""
 	}
-	waitFor(t, "daemon chicago to register", 30*time.Second, func() bool { return daemonID("chicago") != "" })
+	testwait.For(t, 30*time.Second, "daemon chicago to register", testwait.Bool(func() bool { return daemonID("chicago") != "" }))
 
 	// A template of the kind users push: the official provider tells it
 	// which workspace it builds.
@@ -198,7 +188,7 @@ resource "terraform_data" "x" {
 	ownerToken := owner.SessionToken
 	e.start([]string{"CODER_SESSION_TOKEN=" + ownerToken}, "provisionerd", "start", "--tag", "scope=user", "--name", "owner-user")
 	e.start([]string{"CODER_SESSION_TOKEN=" + member.SessionToken}, "provisionerd", "start", "--tag", "scope=user", "--name", "dev-user")
-	waitFor(t, "user daemons to register", 30*time.Second, func() bool { return daemonID("owner-user") != "" && daemonID("dev-user") != "" })
+	testwait.For(t, 30*time.Second, "user daemons to register", testwait.Bool(func() bool { return daemonID("owner-user") != "" && daemonID("dev-user") != "" }))
 	if code, out := e.run(ctx, nil, "templates", "create", "mine", "--directory", tpl, "--provisioner-tag", "scope=user", "-y"); code != 0 {
 		t.Fatalf("templates create mine: %d\n%s", code, out)
 	}
@@ -211,10 +201,10 @@ resource "terraform_data" "x" {
 		t.Fatal(err)
 	}
 	var b codersdk.WorkspaceBuild
-	waitFor(t, "the member's scope=user build", 60*time.Second, func() bool {
+	testwait.For(t, 60*time.Second, "the member's scope=user build", testwait.Bool(func() bool {
 		b, err = member.WorkspaceBuild(ctx, w.LatestBuild.ID)
 		return err == nil && !b.Job.Status.Active()
-	})
+	}))
 	if b.Job.Status != codersdk.ProvisionerJobSucceeded || b.Job.WorkerID == nil || *b.Job.WorkerID != daemonID("dev-user") {
 		t.Fatalf("member's build: %s by %v, want succeeded by dev-user %s", b.Job.Status, b.Job.WorkerID, daemonID("dev-user"))
 	}
@@ -243,15 +233,15 @@ resource "terraform_data" "x" {
 		})
 		return lines
 	}
-	waitFor(t, "the slow build to reach its sleep", 60*time.Second, func() bool { return strings.Contains(strings.Join(logLines(), "\n"), "sleeping-now") })
+	testwait.For(t, 60*time.Second, "the slow build to reach its sleep", testwait.Bool(func() bool { return strings.Contains(strings.Join(logLines(), "\n"), "sleeping-now") }))
 	if err := chicago.cmd.Process.Kill(); err != nil {
 		t.Fatal(err)
 	}
 	killed := time.Now()
-	waitFor(t, "the job of the killed daemon to fail", 30*time.Second, func() bool {
+	testwait.For(t, 30*time.Second, "the job of the killed daemon to fail", testwait.Bool(func() bool {
 		b, err = owner.WorkspaceBuild(ctx, w.LatestBuild.ID)
 		return err == nil && b.Status == codersdk.WorkspaceStatusFailed
-	})
+	}))
 	t.Logf("job failed %s after the daemon was killed", time.Since(killed).Round(100*time.Millisecond))
 	if !strings.Contains(b.Job.Error, "heartbeat") {
 		t.Fatalf("error: %q, want it to name the missing heartbeats", b.Job.Error)
@@ -264,10 +254,10 @@ resource "terraform_data" "x" {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "a build after the crash", 60*time.Second, func() bool {
+	testwait.For(t, 60*time.Second, "a build after the crash", testwait.Bool(func() bool {
 		b, err = owner.WorkspaceBuild(ctx, nb.ID)
 		return err == nil && !b.Job.Status.Active()
-	})
+	}))
 	if b.Job.Status != codersdk.ProvisionerJobSucceeded {
 		t.Fatalf("build after the crash: %s (%s)", b.Job.Status, b.Job.Error)
 	}

@@ -3,12 +3,15 @@ package relayconn
 import (
 	"bytes"
 	"crypto/tls"
+	"fmt"
 	"io"
 	"net"
 	"net/http/httptest"
 	"runtime"
 	"testing"
 	"time"
+
+	"airgapcoder/internal/testwait"
 )
 
 // TestFillReads: over TLS one read returns one record (16 KiB); a relay
@@ -48,7 +51,11 @@ func TestFillReads(t *testing.T) {
 	if _, err := conn.Write([]byte{1}); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(200 * time.Millisecond) // the megabyte is in the socket
+	// More than two records of the megabyte are in the socket.
+	testwait.For(t, 10*time.Second, "the megabyte arriving in the socket", func() (bool, string) {
+		n := socketQueued(conn.NetConn())
+		return n > 32<<10, fmt.Sprintf("%d bytes queued", n)
+	})
 	n, err := r.Read(buf)
 	if err != nil || n <= 16<<10 {
 		t.Fatalf("read with the socket full: %d bytes, %v; want more than one record (16 KiB)", n, err)

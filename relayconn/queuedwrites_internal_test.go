@@ -8,6 +8,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"airgapcoder/internal/testwait"
 )
 
 // gatedConn is a net.Conn whose writes wait until the test lets them go,
@@ -191,17 +193,13 @@ func TestQueuedWritesSendFails(t *testing.T) {
 	}
 	under.next(t)
 	under.gate <- struct{}{}
-	deadline := time.Now().Add(10 * time.Second)
-	for time.Now().Before(deadline) {
-		if _, err := conn.Write([]byte("x")); err != nil {
-			if !errors.Is(err, under.fail) {
-				t.Fatalf("write after the failed send: %v, want %v", err, under.fail)
-			}
-			return
+	testwait.For(t, 10*time.Second, "a write failing after the failed send", func() (bool, string) {
+		_, err := conn.Write([]byte("x"))
+		if err != nil && !errors.Is(err, under.fail) {
+			t.Fatalf("write after the failed send: %v, want %v", err, under.fail)
 		}
-		time.Sleep(time.Millisecond)
-	}
-	t.Fatal("writes kept succeeding after the send failed")
+		return err != nil, "writes keep succeeding"
+	})
 }
 
 // TestQueuedWritesWholeWrites: with several writers, each write's bytes

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"airgapcoder/internal/testwait"
 	"airgapcoder/relayconn"
 )
 
@@ -90,10 +91,7 @@ func TestQuiet(t *testing.T) {
 // waitNotQuiet waits for what the peer did to reach c's socket.
 func waitNotQuiet(t *testing.T, c net.Conn) {
 	t.Helper()
-	for deadline := time.Now().Add(5 * time.Second); relayconn.Quiet(c); {
-		if time.Now().After(deadline) {
-			t.Fatal("still quiet 5 s after the peer acted")
-		}
-		time.Sleep(time.Millisecond)
-	}
+	testwait.For(t, 5*time.Second, "what the peer did reaching the socket", func() (bool, string) {
+		return !relayconn.Quiet(c), "still quiet"
+	})
 }

@@ -24,6 +24,7 @@ import (
 	"airgapcoder/coderd/coderdtest"
 	"airgapcoder/codersdk"
 	"airgapcoder/internal/syncbuf"
+	"airgapcoder/internal/testwait"
 )
 
 // workspaceApp is a web server inside the workspace: it answers what it
@@ -125,7 +126,7 @@ func newAppEnv(t *testing.T) *appEnv {
 	runAgent(t, e.proxyURL, token)
 	runAgent(t, e.d.URL, farToken)
 	for _, id := range []string{agentID, farID} {
-		waitUntilApp(t, "the agents connected", func() (bool, string) {
+		testwait.For(t, 30*time.Second, "the agents connected", func() (bool, string) {
 			ag, err := e.alice.WorkspaceAgent(context.Background(), id)
 			if err != nil {
 				return false, err.Error()
@@ -155,22 +156,6 @@ func runAgent(t *testing.T, u *url.URL, token string) {
 		_ = a.Run(ctx)
 	}()
 	t.Cleanup(func() { cancel(); <-done })
-}
-
-// waitUntilApp polls cond every 20 ms for up to 30 s.
-func waitUntilApp(t *testing.T, what string, cond func() (bool, string)) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		ok, why := cond()
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within 30s: %s", what, why)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 }
 
 // browser is an HTTP client with a cookie jar that reaches every host
@@ -284,7 +269,7 @@ func TestAppsThroughProxy(t *testing.T) {
 			t.Fatal(err)
 		}
 		revoked := time.Now()
-		waitUntilApp(t, "the revoked token refused", func() (bool, string) {
+		testwait.For(t, 30*time.Second, "the revoked token refused", func() (bool, string) {
 			resp, body := do(t, c, http.MethodGet, base+"/@alice/dev/apps/web/", h)
 			return resp.StatusCode == http.StatusUnauthorized, fmt.Sprintf("%d %s", resp.StatusCode, body)
 		})
@@ -405,7 +390,7 @@ func TestAppsThroughProxy(t *testing.T) {
 		}
 		// The proxy reported the connections it relayed: the primary's
 		// audit log names the proxy.
-		waitUntilApp(t, "an audit record of a dev URL connection through proxy eu", func() (bool, string) {
+		testwait.For(t, 30*time.Second, "an audit record of a dev URL connection through proxy eu", func() (bool, string) {
 			logs, err := e.admin.AuditLogs(ctx, codersdk.AuditLogsRequest{SearchQuery: "action:connect", Limit: 100})
 			if err != nil {
 				return false, err.Error()

@@ -11,6 +11,7 @@ import (
 
 	"airgapcoder/codersdk"
 	"airgapcoder/internal/syncbuf"
+	"airgapcoder/internal/testwait"
 )
 
 // TestUserConnectionBookkeeping checks, against a fake primary, what a
@@ -25,7 +26,7 @@ func TestUserConnectionBookkeeping(t *testing.T) {
 	logs := &syncbuf.Buffer{}
 	s, httpClient, _, _ := startProxy(t, primary, logs)
 	<-s.Ready()
-	waitFor(t, "the relay session", func() bool { primary.mu.Lock(); defer primary.mu.Unlock(); return len(primary.sessions) > 0 })
+	testwait.For(t, 10*time.Second, "the relay session", testwait.Bool(func() bool { primary.mu.Lock(); defer primary.mu.Unlock(); return len(primary.sessions) > 0 }))
 	u, _ := url.Parse("https://" + s.Addr().String())
 	c := codersdk.New(u)
 	c.HTTPClient = httpClient
@@ -57,7 +58,7 @@ func TestUserConnectionBookkeeping(t *testing.T) {
 			return slices.Equal(last.ActiveAgentIDs, []string{agentID}) == want
 		}
 	}
-	waitFor(t, "a heartbeat naming the agent active", active(true))
+	testwait.For(t, 10*time.Second, "a heartbeat naming the agent active", testwait.Bool(active(true)))
 
 	primary.mu.Lock()
 	authorized, dials := slices.Clone(primary.authorized), slices.Clone(primary.dials)
@@ -77,8 +78,8 @@ func TestUserConnectionBookkeeping(t *testing.T) {
 	for _, conn := range conns {
 		_ = conn.Close()
 	}
-	waitFor(t, "two connection records", func() bool { primary.mu.Lock(); defer primary.mu.Unlock(); return len(primary.reports) == 2 })
-	waitFor(t, "a heartbeat without active agents", active(false))
+	testwait.For(t, 10*time.Second, "two connection records", testwait.Bool(func() bool { primary.mu.Lock(); defer primary.mu.Unlock(); return len(primary.reports) == 2 }))
+	testwait.For(t, 10*time.Second, "a heartbeat without active agents", testwait.Bool(active(false)))
 	primary.mu.Lock()
 	reports := slices.Clone(primary.reports)
 	primary.mu.Unlock()

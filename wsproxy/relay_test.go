@@ -26,25 +26,9 @@ import (
 	"airgapcoder/coderd/coderdtest"
 	"airgapcoder/codersdk"
 	"airgapcoder/internal/syncbuf"
+	"airgapcoder/internal/testwait"
 	"airgapcoder/relayconn"
 )
-
-// poll checks cond every 20 ms until it holds, failing after timeout with
-// its last explanation, and returns how long it took.
-func poll(t *testing.T, timeout time.Duration, what string, cond func() (bool, string)) time.Duration {
-	t.Helper()
-	began := time.Now()
-	for {
-		ok, why := cond()
-		if ok {
-			return time.Since(began)
-		}
-		if time.Since(began) > timeout {
-			t.Fatalf("%s: not within %s: %s", what, timeout, why)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
 
 // cutter forwards TCP connections to target and can cut every one it
 // carries: a network failure between a proxy and the primary.
@@ -214,7 +198,7 @@ func (e *relayEnv) userClient(u *url.URL) *codersdk.Client {
 // ready (its lifecycle reports came through the proxy).
 func (e *relayEnv) waitConnected(t *testing.T, agentID string) {
 	t.Helper()
-	poll(t, 30*time.Second, "agent "+agentID+" connected and ready", func() (bool, string) {
+	testwait.For(t, 30*time.Second, "agent "+agentID+" connected and ready", func() (bool, string) {
 		a, err := e.alice.WorkspaceAgent(context.Background(), agentID)
 		if err != nil {
 			return false, err.Error()
@@ -385,7 +369,7 @@ func TestRelayThroughProxy(t *testing.T) {
 		// The connections above: opened (101) and refused by the agent
 		// (502), each naming the proxy.
 		for _, want := range []int{http.StatusSwitchingProtocols, http.StatusBadGateway} {
-			poll(t, 10*time.Second, fmt.Sprintf("a %d connect record naming the proxy", want), func() (bool, string) {
+			testwait.For(t, 10*time.Second, fmt.Sprintf("a %d connect record naming the proxy", want), func() (bool, string) {
 				res, err := e.admin.AuditLogs(context.Background(), codersdk.AuditLogsRequest{SearchQuery: "action:connect username:alice", Limit: 100})
 				if err != nil {
 					return false, err.Error()
@@ -447,7 +431,7 @@ func TestRelayThroughProxy(t *testing.T) {
 		if err := primary.Logout(ctx); err != nil {
 			t.Fatalf("sign out at the primary: %v", err)
 		}
-		took := poll(t, 5*time.Second, "the revoked token refused at the proxy", func() (bool, string) {
+		took := testwait.For(t, 5*time.Second, "the revoked token refused at the proxy", func() (bool, string) {
 			conn, err := c.DialWorkspaceAgent(ctx, e.agentID, codersdk.DialOptions{Kind: codersdk.RelayKindTCP, Port: uint16(echo)})
 			if err == nil {
 				_ = conn.Close()
@@ -481,7 +465,7 @@ func TestRelayThroughProxy(t *testing.T) {
 		if newID == e.agentID {
 			t.Fatal("the new build kept the agent's id")
 		}
-		poll(t, 15*time.Second, "the proxy told of the new agent id", func() (bool, string) {
+		testwait.For(t, 15*time.Second, "the proxy told of the new agent id", func() (bool, string) {
 			return strings.Contains(e.proxyLogs.String(), "new_agent="+newID), "no \"workspace agent moved to a new build\" log"
 		})
 		e.agentID = newID
@@ -497,7 +481,7 @@ func TestRelayThroughProxy(t *testing.T) {
 		}
 		defer open.Close()
 		e.link.cut()
-		took := poll(t, 30*time.Second, "the agent registered again over a new relay session", func() (bool, string) {
+		took := testwait.For(t, 30*time.Second, "the agent registered again over a new relay session", func() (bool, string) {
 			return strings.Contains(e.proxyLogs.String(), "workspace agent registered again with the primary"), "not logged yet"
 		})
 		t.Logf("the agent was registered again %s after the cut", took.Round(time.Millisecond))
@@ -516,7 +500,7 @@ func TestRelayThroughProxy(t *testing.T) {
 		echoBothWays(t, viaProxy, e.agentID, echo, 1<<20)
 		// The primary counts the agent connected again (its lifecycle is the
 		// new build's row's: the agent did not reconnect to report it).
-		poll(t, 10*time.Second, "the agent connected at the primary again", func() (bool, string) {
+		testwait.For(t, 10*time.Second, "the agent connected at the primary again", func() (bool, string) {
 			a, err := e.alice.WorkspaceAgent(context.Background(), e.agentID)
 			if err != nil {
 				return false, err.Error()

@@ -26,6 +26,7 @@ import (
 
 	"airgapcoder/codersdk"
 	"airgapcoder/internal/syncbuf"
+	"airgapcoder/internal/testwait"
 	"airgapcoder/relayconn"
 	"airgapcoder/wsproxy"
 )
@@ -196,17 +197,6 @@ func selfSigned(t *testing.T, notBefore, notAfter time.Time, hosts ...string) *t
 	return &tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}
 }
 
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within 10s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 // startProxy runs a proxy against primary on a free loopback port over
 // HTTPS and returns it, its client and Run's result.
 func startProxy(t *testing.T, primary *fakePrimary, logs io.Writer) (*wsproxy.Server, *http.Client, chan error, context.CancelFunc) {
@@ -276,7 +266,7 @@ func TestProxyLifecycle(t *testing.T) {
 		defer primary.mu.Unlock()
 		return append([]*yamux.Session(nil), primary.sessions...)
 	}
-	waitFor(t, "the relay session", func() bool { return len(relaySessions()) == 1 })
+	testwait.For(t, 10*time.Second, "the relay session", testwait.Bool(func() bool { return len(relaySessions()) == 1 }))
 
 	for _, tc := range []struct {
 		path, want string
@@ -322,24 +312,24 @@ func TestProxyLifecycle(t *testing.T) {
 	primary.relayDown = true
 	primary.mu.Unlock()
 	_ = relaySessions()[0].Close()
-	waitFor(t, "/healthz 503 while the relay session is down", func() bool {
+	testwait.For(t, 10*time.Second, "/healthz 503 while the relay session is down", testwait.Bool(func() bool {
 		resp, _ := get(t, client, base+"/healthz")
 		return resp.StatusCode == http.StatusServiceUnavailable
-	})
+	}))
 	if _, body := get(t, client, base+"/healthz-report"); !strings.Contains(body, "relay session to the primary is down") {
 		t.Errorf("/healthz-report while the relay session is down: got %s, want an error about it", body)
 	}
 	primary.mu.Lock()
 	primary.relayDown = false
 	primary.mu.Unlock()
-	waitFor(t, "the relay session dialed again", func() bool { return len(relaySessions()) == 2 })
-	waitFor(t, "/healthz OK again", func() bool { resp, _ := get(t, client, base+"/healthz"); return resp.StatusCode == http.StatusOK })
+	testwait.For(t, 10*time.Second, "the relay session dialed again", testwait.Bool(func() bool { return len(relaySessions()) == 2 }))
+	testwait.For(t, 10*time.Second, "/healthz OK again", testwait.Bool(func() bool { resp, _ := get(t, client, base+"/healthz"); return resp.StatusCode == http.StatusOK }))
 
 	// It heartbeats at the interval the primary named, as one replica,
 	// with its details and health report (clean, but for the relay
 	// session's outage above).
 	before, _ := primary.state()
-	waitFor(t, "three heartbeats", func() bool { regs, _ := primary.state(); return len(regs) >= len(before)+3 })
+	testwait.For(t, 10*time.Second, "three heartbeats", testwait.Bool(func() bool { regs, _ := primary.state(); return len(regs) >= len(before)+3 }))
 	regs, _ := primary.state()
 	for i, r := range regs {
 		clean := len(r.HealthReport.Errors) == 0 ||
@@ -369,7 +359,7 @@ func TestProxyStopsWhenRefused(t *testing.T) {
 	logs := &syncbuf.Buffer{}
 	s, _, done, _ := startProxy(t, primary, logs)
 	<-s.Ready()
-	waitFor(t, "the relay session", func() bool { primary.mu.Lock(); defer primary.mu.Unlock(); return len(primary.sessions) > 0 })
+	testwait.For(t, 10*time.Second, "the relay session", testwait.Bool(func() bool { primary.mu.Lock(); defer primary.mu.Unlock(); return len(primary.sessions) > 0 }))
 	primary.mu.Lock()
 	primary.refuse = "Workspace proxy eu was deleted"
 	primary.mu.Unlock()

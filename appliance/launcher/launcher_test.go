@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"airgapcoder/appliance/launcher"
+	"airgapcoder/internal/testwait"
 )
 
 // serve starts a launcher for the test (root is required: it makes OS
@@ -75,16 +76,13 @@ func call(t *testing.T, socket string, req launcher.Request) launcher.Response {
 // waitFile waits for path to hold something and returns it.
 func waitFile(t *testing.T, path string) string {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		if b, err := os.ReadFile(path); err == nil && len(b) > 0 && strings.HasSuffix(string(b), "\n") {
-			return strings.TrimSpace(string(b))
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s not written within 10s", path)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	var got string
+	testwait.For(t, 10*time.Second, path+" written", func() (bool, string) {
+		b, err := os.ReadFile(path)
+		got = strings.TrimSpace(string(b))
+		return err == nil && len(b) > 0 && strings.HasSuffix(string(b), "\n"), fmt.Sprintf("%q, %v", b, err)
+	})
+	return got
 }
 
 // TestStartRunsAsTheOwnersAccount: each owner's workspace runs as an

@@ -25,6 +25,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/validate"
 
 	"airgapcoder/bundle"
+	"airgapcoder/internal/testwait"
 	"airgapcoder/internal/upstreamtest"
 	"airgapcoder/mirror"
 )
@@ -880,10 +881,16 @@ func TestBuildProgress(t *testing.T) {
 	p = newBuildProgress(&tty, true)
 	p.addBytes(3 << 20)
 	p.logf("provider %s", "x")
-	time.Sleep(300 * time.Millisecond)
+	// The status line is drawn under p.mu, by logf and by each redraw.
+	output := func() string { p.mu.Lock(); defer p.mu.Unlock(); return tty.String() }
+	testwait.For(t, 10*time.Second, "a redraw of the status line after logf's", func() (bool, string) {
+		return strings.Count(output(), "3.0 MiB downloaded, ") >= 2, output()
+	})
 	p.addBytes(1 << 20) // layers download while the bundle is written
 	p.writing(50, 100)
-	time.Sleep(300 * time.Millisecond)
+	testwait.For(t, 10*time.Second, "a redraw showing the bundle being written", func() (bool, string) {
+		return strings.Contains(output(), "writing the bundle: 50%, 4.0 MiB downloaded, "), output()
+	})
 	p.close()
 	got := tty.String()
 	for _, want := range []string{"\r\x1b[Kprovider x\n", "\r\x1b[K3.0 MiB downloaded, ", "writing the bundle: 50%, 4.0 MiB downloaded, "} {

@@ -38,6 +38,7 @@ import (
 	"airgapcoder/codersdk"
 	"airgapcoder/internal/testbin"
 	"airgapcoder/internal/testprovider"
+	"airgapcoder/internal/testtier"
 	"airgapcoder/postgres"
 	"airgapcoder/relayconn"
 )
@@ -73,6 +74,7 @@ func RunMain(m interface{ Run() int }) int {
 // built-in one when no external one is configured.
 func ClusterURL(t testing.TB) string {
 	t.Helper()
+	testtier.Heavy(t, "needs PostgreSQL")
 	clusterOnce.Do(func() {
 		if u := os.Getenv(EnvPostgresURL); u != "" {
 			clusterURL = u

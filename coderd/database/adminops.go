@@ -37,10 +37,7 @@ func (db *DB) TemplateVersionsInUse(ctx context.Context, templateID string) (map
 	if err != nil {
 		return nil, mapErr(err)
 	}
-	ids, err := collect(rows, func(row pgx.Row) (string, error) {
-		var id string
-		return id, row.Scan(&id)
-	})
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
 	out := map[string]bool{}
 	for _, id := range ids {
 		out[id] = true

@@ -26,10 +26,10 @@ type ListeningPort struct {
 
 // AgentRuntime is what an agent reported about itself.
 type AgentRuntime struct {
-	Version           string
-	ExpandedDirectory string
-	ListeningPorts    []ListeningPort
-	LogsOverflowed    bool
+	Version           string          `db:"version"`
+	ExpandedDirectory string          `db:"expanded_directory"`
+	ListeningPorts    []ListeningPort `db:"listening_ports"`
+	LogsOverflowed    bool            `db:"logs_overflowed"`
 }
 
 // WorkspaceAgent is an agent row with its runtime report and the build and
@@ -37,41 +37,38 @@ type AgentRuntime struct {
 type WorkspaceAgent struct {
 	Agent
 	AgentRuntime
-	JobID       string
-	BuildID     string
-	BuildNumber int32
-	Transition  string
+	JobID       string `db:"job_id"`
+	BuildID     string `db:"build_id"`
+	BuildNumber int32  `db:"build_number"`
+	Transition  string `db:"transition"`
 	// LatestBuild is whether the agent's build is its workspace's newest.
-	LatestBuild      bool
-	WorkspaceID      string
-	WorkspaceName    string
-	WorkspaceDeleted bool
-	OwnerID          string
-	OwnerName        string
+	LatestBuild      bool   `db:"latest_build"`
+	WorkspaceID      string `db:"workspace_id"`
+	WorkspaceName    string `db:"workspace_name"`
+	WorkspaceDeleted bool   `db:"workspace_deleted"`
+	OwnerID          string `db:"owner_id"`
+	OwnerName        string `db:"owner_name"`
 }
 
 const workspaceAgentSelect = `SELECT ` + agentColumns + `,
 		a.version, a.expanded_directory, a.listening_ports, a.logs_overflowed,
-		r.job_id, b.id, b.build_number, b.transition,
-		b.build_number = (SELECT max(build_number) FROM workspace_builds WHERE workspace_id = w.id),
-		w.id, w.name, w.deleted, w.owner_id, u.username
+		r.job_id, b.id AS build_id, b.build_number, b.transition,
+		b.build_number = (SELECT max(build_number) FROM workspace_builds WHERE workspace_id = w.id) AS latest_build,
+		w.id AS workspace_id, w.name AS workspace_name, w.deleted AS workspace_deleted, w.owner_id, u.username AS owner_name
 	FROM workspace_agents a
 	JOIN workspace_resources r ON r.id = a.resource_id
 	JOIN workspace_builds b ON b.job_id = r.job_id
 	JOIN workspaces w ON w.id = b.workspace_id
 	JOIN users u ON u.id = w.owner_id`
 
-func scanWorkspaceAgent(row pgx.Row) (WorkspaceAgent, error) {
-	var a WorkspaceAgent
-	dest := append(agentDest(&a.Agent),
-		&a.Version, &a.ExpandedDirectory, &a.ListeningPorts, &a.LogsOverflowed,
-		&a.JobID, &a.BuildID, &a.BuildNumber, &a.Transition, &a.LatestBuild,
-		&a.WorkspaceID, &a.WorkspaceName, &a.WorkspaceDeleted, &a.OwnerID, &a.OwnerName)
-	err := row.Scan(dest...)
+// oneWorkspaceAgent is collectOne for workspaceAgentSelect; ListeningPorts
+// is never nil.
+func oneWorkspaceAgent(rows pgx.Rows, err error) (WorkspaceAgent, error) {
+	a, err := collectOne[WorkspaceAgent](rows, err)
 	if a.ListeningPorts == nil {
 		a.ListeningPorts = []ListeningPort{}
 	}
-	return a, mapErr(err)
+	return a, err
 }
 
 // AgentByAuthToken returns the newest workspace agent with the token.
@@ -79,7 +76,7 @@ func (db *DB) AgentByAuthToken(ctx context.Context, token string) (WorkspaceAgen
 	if uuid.Validate(token) != nil {
 		return WorkspaceAgent{}, ErrNotFound
 	}
-	return scanWorkspaceAgent(db.q().QueryRow(ctx, workspaceAgentSelect+` WHERE a.auth_token = $1 ORDER BY a.created_at DESC LIMIT 1`, token))
+	return oneWorkspaceAgent(db.q().Query(ctx, workspaceAgentSelect+` WHERE a.auth_token = $1 ORDER BY a.created_at DESC LIMIT 1`, token))
 }
 
 // AgentByID returns a workspace agent.
@@ -87,7 +84,7 @@ func (db *DB) AgentByID(ctx context.Context, id string) (WorkspaceAgent, error) 
 	if uuid.Validate(id) != nil {
 		return WorkspaceAgent{}, ErrNotFound
 	}
-	return scanWorkspaceAgent(db.q().QueryRow(ctx, workspaceAgentSelect+` WHERE a.id = $1`, id))
+	return oneWorkspaceAgent(db.q().Query(ctx, workspaceAgentSelect+` WHERE a.id = $1`, id))
 }
 
 // AgentAppsByAgentID returns an agent's apps.
@@ -120,24 +117,22 @@ func (db *DB) AgentRuntimes(ctx context.Context, ids []string) (map[string]Agent
 	if len(ids) == 0 {
 		return out, nil
 	}
-	rows, err := db.q().Query(ctx, `SELECT id, version, expanded_directory, listening_ports, logs_overflowed
-		FROM workspace_agents WHERE id = ANY($1::uuid[])`, ids)
+	type runtimeRow struct {
+		ID string `db:"id"`
+		AgentRuntime
+	}
+	list, err := collectAll[runtimeRow](db.q().Query(ctx, `SELECT id, version, expanded_directory, listening_ports, logs_overflowed
+		FROM workspace_agents WHERE id = ANY($1::uuid[])`, ids))
 	if err != nil {
 		return nil, err
 	}
-	defer rows.Close()
-	for rows.Next() {
-		var id string
-		var r AgentRuntime
-		if err := rows.Scan(&id, &r.Version, &r.ExpandedDirectory, &r.ListeningPorts, &r.LogsOverflowed); err != nil {
-			return nil, err
-		}
+	for _, r := range list {
 		if r.ListeningPorts == nil {
 			r.ListeningPorts = []ListeningPort{}
 		}
-		out[id] = r
+		out[r.ID] = r.AgentRuntime
 	}
-	return out, rows.Err()
+	return out, nil
 }
 
 // MarkAgentConnected records that an agent's connection is up at now.
@@ -193,14 +188,14 @@ func (db *DB) UpdateAgentPorts(ctx context.Context, id string, ports []Listening
 
 // AgentLog is a row of workspace_agent_logs.
 type AgentLog struct {
-	ID        int64
-	AgentID   string
-	CreatedAt time.Time
-	Level     string
-	Output    string
+	ID        int64     `db:"id"`
+	AgentID   string    `db:"agent_id"`
+	CreatedAt time.Time `db:"created_at"`
+	Level     string    `db:"level"`
+	Output    string    `db:"output"`
 	// Source is the display name of the script that wrote the line ("" for
 	// the agent itself).
-	Source string
+	Source string `db:"source"`
 }
 
 // InsertAgentLogs stores script output of an agent and appends jobLogs
@@ -250,26 +245,18 @@ func (db *DB) InsertAgentLogs(ctx context.Context, agentID, jobID string, logs [
 // AgentLogsAfter returns an agent's stored output with an id greater than
 // after.
 func (db *DB) AgentLogsAfter(ctx context.Context, agentID string, after int64) ([]AgentLog, error) {
-	rows, err := db.q().Query(ctx, `SELECT id, agent_id, created_at, level, output, source FROM workspace_agent_logs
-		WHERE agent_id = $1 AND id > $2 ORDER BY id`, agentID, after)
-	if err != nil {
-		return nil, err
-	}
-	return collect(rows, func(r pgx.Row) (AgentLog, error) {
-		var l AgentLog
-		err := r.Scan(&l.ID, &l.AgentID, &l.CreatedAt, &l.Level, &l.Output, &l.Source)
-		return l, err
-	})
+	return collectAll[AgentLog](db.q().Query(ctx, `SELECT id, agent_id, created_at, level, output, source FROM workspace_agent_logs
+		WHERE agent_id = $1 AND id > $2 ORDER BY id`, agentID, after))
 }
 
 // AgentMetadataResult is a row of workspace_agent_metadata: the latest
 // result of one metadata key.
 type AgentMetadataResult struct {
-	AgentID     string
-	Key         string
-	Value       string
-	Error       string
-	CollectedAt time.Time
+	AgentID     string    `db:"agent_id"`
+	Key         string    `db:"key"`
+	Value       string    `db:"value"`
+	Error       string    `db:"error"`
+	CollectedAt time.Time `db:"collected_at"`
 }
 
 // UpsertAgentMetadata records the latest results of an agent's metadata
@@ -299,16 +286,8 @@ func (db *DB) AgentMetadataResults(ctx context.Context, agentIDs []string) (map[
 	if len(agentIDs) == 0 {
 		return out, nil
 	}
-	rows, err := db.q().Query(ctx, `SELECT agent_id, key, value, error, collected_at FROM workspace_agent_metadata
-		WHERE agent_id = ANY($1::uuid[])`, agentIDs)
-	if err != nil {
-		return nil, err
-	}
-	results, err := collect(rows, func(r pgx.Row) (AgentMetadataResult, error) {
-		var m AgentMetadataResult
-		err := r.Scan(&m.AgentID, &m.Key, &m.Value, &m.Error, &m.CollectedAt)
-		return m, err
-	})
+	results, err := collectAll[AgentMetadataResult](db.q().Query(ctx, `SELECT agent_id, key, value, error, collected_at FROM workspace_agent_metadata
+		WHERE agent_id = ANY($1::uuid[])`, agentIDs))
 	for _, m := range results {
 		if out[m.AgentID] == nil {
 			out[m.AgentID] = map[string]AgentMetadataResult{}

@@ -13,43 +13,34 @@ import (
 
 // AuditLog is a row of audit_logs.
 type AuditLog struct {
-	ID   string
-	Time time.Time
+	ID   string    `db:"id"`
+	Time time.Time `db:"time"`
 	// UserID and Username name the actor; both are "" for anonymous
 	// requests and for the deployment itself.
-	UserID   string
-	Username string
+	UserID   string `db:"user_id"`
+	Username string `db:"username"`
 	// IP is the request's source address ("" when there was no request).
-	IP             string
-	UserAgent      string
-	Action         string
-	ResourceType   string
-	ResourceID     string
-	ResourceTarget string
+	IP             string `db:"ip"`
+	UserAgent      string `db:"user_agent"`
+	Action         string `db:"action"`
+	ResourceType   string `db:"resource_type"`
+	ResourceID     string `db:"resource_id"`
+	ResourceTarget string `db:"resource_target"`
 	// WorkspaceOwner and WorkspaceName name the workspace the action
 	// touched ("" for actions on no workspace).
-	WorkspaceOwner string
-	WorkspaceName  string
-	StatusCode     int
-	Success        bool
+	WorkspaceOwner string `db:"workspace_owner"`
+	WorkspaceName  string `db:"workspace_name"`
+	StatusCode     int    `db:"status_code"`
+	Success        bool   `db:"success"`
 	// AdditionalFields is a JSON object (nil stores {}).
-	AdditionalFields []byte
-	Description      string
+	AdditionalFields []byte `db:"additional_fields"`
+	Description      string `db:"description"`
 }
 
-const auditColumns = `id, time, coalesce(user_id::text, ''), username, coalesce(host(ip), ''), user_agent, action, resource_type,
-	resource_id, resource_target, workspace_owner, workspace_name, status_code, success, additional_fields, description`
-
-func auditDest(l *AuditLog) []any {
-	return []any{&l.ID, &l.Time, &l.UserID, &l.Username, &l.IP, &l.UserAgent, &l.Action, &l.ResourceType,
-		&l.ResourceID, &l.ResourceTarget, &l.WorkspaceOwner, &l.WorkspaceName, &l.StatusCode, &l.Success, &l.AdditionalFields, &l.Description}
-}
-
-func scanAuditLog(row pgx.Row) (AuditLog, error) {
-	var l AuditLog
-	err := row.Scan(auditDest(&l)...)
-	return l, mapErr(err)
-}
+// auditColumns are the columns of audit_logs an AuditLog holds, the
+// nullable ones as "".
+const auditColumns = `id, time, coalesce(user_id::text, '') AS user_id, username, coalesce(host(ip), '') AS ip, user_agent, action,
+	resource_type, resource_id, resource_target, workspace_owner, workspace_name, status_code, success, additional_fields, description`
 
 // InsertAuditLog stores a record. An empty ID or Time is filled in (a new
 // UUID, the database clock). Inside InTx the record commits or rolls back
@@ -87,7 +78,7 @@ func (db *DB) insertAuditLog(ctx context.Context, l AuditLog, onConflict string)
 	if l.UserID != "" {
 		userID = &l.UserID
 	}
-	return scanAuditLog(db.q().QueryRow(ctx, `INSERT INTO audit_logs (id, time, user_id, username, ip, user_agent, action, resource_type,
+	return collectOne[AuditLog](db.q().Query(ctx, `INSERT INTO audit_logs (id, time, user_id, username, ip, user_agent, action, resource_type,
 		resource_id, resource_target, workspace_owner, workspace_name, status_code, success, additional_fields, description)
 		VALUES ($1, $2, $3, $4, NULLIF($5, '')::inet, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)`+onConflict+` RETURNING `+auditColumns,
 		l.ID, l.Time, userID, l.Username, l.IP, l.UserAgent, l.Action, l.ResourceType,
@@ -156,25 +147,28 @@ func (f AuditLogFilter) where() (string, []any) {
 // in all (counted in the same statement, so the two agree).
 func (db *DB) AuditLogs(ctx context.Context, f AuditLogFilter) ([]AuditLog, int64, error) {
 	where, args := f.where()
-	q := `SELECT ` + auditColumns + `, count(*) OVER () FROM audit_logs` + where + ` ORDER BY time DESC, id DESC`
+	q := `SELECT ` + auditColumns + `, count(*) OVER () AS total FROM audit_logs` + where + ` ORDER BY time DESC, id DESC`
 	if f.Limit > 0 {
 		q += fmt.Sprintf(" LIMIT %d", f.Limit)
 	}
 	if f.Offset > 0 {
 		q += fmt.Sprintf(" OFFSET %d", f.Offset)
 	}
-	rows, err := db.q().Query(ctx, q, args...)
+	type counted struct {
+		AuditLog
+		Total int64 `db:"total"`
+	}
+	page, err := collectAll[counted](db.q().Query(ctx, q, args...))
 	if err != nil {
 		return nil, 0, err
 	}
 	var count int64
-	logs, err := collect(rows, func(row pgx.Row) (AuditLog, error) {
-		var l AuditLog
-		err := row.Scan(append(auditDest(&l), &count)...)
-		return l, err
-	})
-	if err != nil || len(logs) > 0 || f.Offset == 0 {
-		return logs, count, err
+	logs := make([]AuditLog, len(page))
+	for i, r := range page {
+		logs[i], count = r.AuditLog, r.Total
+	}
+	if len(logs) > 0 || f.Offset == 0 {
+		return logs, count, nil
 	}
 	// A page past the end: count on its own.
 	err = db.q().QueryRow(ctx, `SELECT count(*) FROM audit_logs`+where, args...).Scan(&count)
@@ -253,7 +247,7 @@ func (db *DB) EachAuditLog(ctx context.Context, fn func(AuditLog) error) error {
 	}
 	defer rows.Close()
 	for rows.Next() {
-		l, err := scanAuditLog(rows)
+		l, err := pgx.RowToStructByName[AuditLog](rows)
 		if err != nil {
 			return err
 		}

@@ -5,58 +5,41 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
 )
 
 // ExternalAuthLink is a user's link to an external auth provider
 // (external_auth_links).
 type ExternalAuthLink struct {
-	UserID     string
-	ProviderID string
+	UserID     string `db:"user_id"`
+	ProviderID string `db:"provider_id"`
 	// OAuthAccessToken and OAuthRefreshToken are sealed by coderd (never
 	// the plaintext); the refresh token is empty when the provider gave
 	// none.
-	OAuthAccessToken  string
-	OAuthRefreshToken string
+	OAuthAccessToken  string `db:"oauth_access_token"`
+	OAuthRefreshToken string `db:"oauth_refresh_token"`
 	// OAuthExpiry is when the access token expires; zero when unknown.
-	OAuthExpiry time.Time
+	OAuthExpiry time.Time `db:"oauth_expiry"`
 	// OAuthExtra is a JSON object of the token response's extra fields.
-	OAuthExtra []byte
-	CreatedAt  time.Time
-	UpdatedAt  time.Time
+	OAuthExtra []byte    `db:"oauth_extra"`
+	CreatedAt  time.Time `db:"created_at"`
+	UpdatedAt  time.Time `db:"updated_at"`
 }
 
+// externalAuthLinkColumns are the columns of external_auth_links an
+// ExternalAuthLink holds.
 const externalAuthLinkColumns = `user_id, provider_id, oauth_access_token, oauth_refresh_token, oauth_expiry, oauth_extra, created_at, updated_at`
-
-func scanExternalAuthLink(row pgx.Row) (ExternalAuthLink, error) {
-	var l ExternalAuthLink
-	err := row.Scan(&l.UserID, &l.ProviderID, &l.OAuthAccessToken, &l.OAuthRefreshToken, &l.OAuthExpiry, &l.OAuthExtra, &l.CreatedAt, &l.UpdatedAt)
-	return l, mapErr(err)
-}
 
 // ExternalAuthLink returns a user's link to a provider (ErrNotFound when
 // none).
 func (db *DB) ExternalAuthLink(ctx context.Context, userID, providerID string) (ExternalAuthLink, error) {
-	return scanExternalAuthLink(db.q().QueryRow(ctx, `SELECT `+externalAuthLinkColumns+` FROM external_auth_links
+	return collectOne[ExternalAuthLink](db.q().Query(ctx, `SELECT `+externalAuthLinkColumns+` FROM external_auth_links
 		WHERE user_id = $1 AND provider_id = $2`, userID, providerID))
 }
 
 // ExternalAuthLinksByUser lists a user's links, by provider ID.
 func (db *DB) ExternalAuthLinksByUser(ctx context.Context, userID string) ([]ExternalAuthLink, error) {
-	rows, err := db.q().Query(ctx, `SELECT `+externalAuthLinkColumns+` FROM external_auth_links WHERE user_id = $1 ORDER BY provider_id`, userID)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var out []ExternalAuthLink
-	for rows.Next() {
-		l, err := scanExternalAuthLink(rows)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, l)
-	}
-	return out, rows.Err()
+	return collectAll[ExternalAuthLink](db.q().Query(ctx, `SELECT `+externalAuthLinkColumns+` FROM external_auth_links
+		WHERE user_id = $1 ORDER BY provider_id`, userID))
 }
 
 // UpsertExternalAuthLink stores a user's link to a provider, replacing the
@@ -65,7 +48,7 @@ func (db *DB) UpsertExternalAuthLink(ctx context.Context, l ExternalAuthLink) (E
 	if l.OAuthExtra == nil {
 		l.OAuthExtra = []byte("{}")
 	}
-	return scanExternalAuthLink(db.q().QueryRow(ctx, `INSERT INTO external_auth_links
+	return collectOne[ExternalAuthLink](db.q().Query(ctx, `INSERT INTO external_auth_links
 		(user_id, provider_id, oauth_access_token, oauth_refresh_token, oauth_expiry, oauth_extra, created_at, updated_at)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $7)
 		ON CONFLICT (user_id, provider_id) DO UPDATE SET oauth_access_token = $3, oauth_refresh_token = $4, oauth_expiry = $5,
@@ -82,7 +65,7 @@ func (db *DB) UpdateExternalAuthLinkToken(ctx context.Context, l ExternalAuthLin
 	if l.OAuthExtra == nil {
 		l.OAuthExtra = []byte("{}")
 	}
-	out, err := scanExternalAuthLink(db.q().QueryRow(ctx, `UPDATE external_auth_links
+	out, err := collectOne[ExternalAuthLink](db.q().Query(ctx, `UPDATE external_auth_links
 		SET oauth_access_token = $3, oauth_refresh_token = $4, oauth_expiry = $5, oauth_extra = $6, updated_at = $7
 		WHERE user_id = $1 AND provider_id = $2 AND oauth_refresh_token = $8
 		RETURNING `+externalAuthLinkColumns,

@@ -9,12 +9,12 @@ import (
 
 // File is a row of files: an uploaded template tar.
 type File struct {
-	ID        string
-	Hash      string
-	CreatedBy string
-	Mimetype  string
-	Data      []byte
-	CreatedAt time.Time
+	ID        string    `db:"id"`
+	Hash      string    `db:"hash"`
+	CreatedBy string    `db:"created_by"`
+	Mimetype  string    `db:"mimetype"`
+	Data      []byte    `db:"data"`
+	CreatedAt time.Time `db:"created_at"`
 }
 
 // InsertFile stores an upload.
@@ -26,12 +26,11 @@ func (db *DB) InsertFile(ctx context.Context, f File) (File, error) {
 	return f, mapErr(err)
 }
 
-// FileByHash returns the caller's earlier upload of identical content.
+// FileByHash returns the caller's earlier upload of identical content,
+// without its data (nil).
 func (db *DB) FileByHash(ctx context.Context, hash, createdBy string) (File, error) {
-	var f File
-	err := db.q().QueryRow(ctx, `SELECT id, hash, created_by, mimetype, created_at FROM files WHERE hash = $1 AND created_by = $2 LIMIT 1`, hash, createdBy).
-		Scan(&f.ID, &f.Hash, &f.CreatedBy, &f.Mimetype, &f.CreatedAt)
-	return f, mapErr(err)
+	return collectOne[File](db.q().Query(ctx, `SELECT id, hash, created_by, mimetype, NULL::bytea AS data, created_at
+		FROM files WHERE hash = $1 AND created_by = $2 LIMIT 1`, hash, createdBy))
 }
 
 // FileByID returns a file with its data.
@@ -39,8 +38,5 @@ func (db *DB) FileByID(ctx context.Context, id string) (File, error) {
 	if uuid.Validate(id) != nil {
 		return File{}, ErrNotFound
 	}
-	var f File
-	err := db.q().QueryRow(ctx, `SELECT id, hash, created_by, mimetype, data, created_at FROM files WHERE id = $1`, id).
-		Scan(&f.ID, &f.Hash, &f.CreatedBy, &f.Mimetype, &f.Data, &f.CreatedAt)
-	return f, mapErr(err)
+	return collectOne[File](db.q().Query(ctx, `SELECT id, hash, created_by, mimetype, data, created_at FROM files WHERE id = $1`, id))
 }

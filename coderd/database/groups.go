@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
 )
 
 // Group sources: who made a group, or who added a membership.
@@ -20,23 +19,18 @@ const (
 // Group is a row of groups. The implicit Everyone group is no row (coderd
 // computes it).
 type Group struct {
-	ID             string
-	OrganizationID string
-	Name           string
-	DisplayName    string
+	ID             string `db:"id"`
+	OrganizationID string `db:"organization_id"`
+	Name           string `db:"name"`
+	DisplayName    string `db:"display_name"`
 	// Source is GroupSourceUser or GroupSourceOIDC.
-	Source    string
-	CreatedAt time.Time
-	UpdatedAt time.Time
+	Source    string    `db:"source"`
+	CreatedAt time.Time `db:"created_at"`
+	UpdatedAt time.Time `db:"updated_at"`
 }
 
+// groupColumns are the columns of groups a Group holds.
 const groupColumns = `id, organization_id, name, display_name, source, created_at, updated_at`
-
-func scanGroup(row pgx.Row) (Group, error) {
-	var g Group
-	err := row.Scan(&g.ID, &g.OrganizationID, &g.Name, &g.DisplayName, &g.Source, &g.CreatedAt, &g.UpdatedAt)
-	return g, mapErr(err)
-}
 
 // InsertGroup creates a group; a name taken (case-insensitively) is
 // ErrConflict.
@@ -45,7 +39,7 @@ func (db *DB) InsertGroup(ctx context.Context, g Group) (Group, error) {
 	if g.Source == "" {
 		g.Source = GroupSourceUser
 	}
-	return scanGroup(db.q().QueryRow(ctx, `INSERT INTO groups (`+groupColumns+`) VALUES ($1, $2, $3, $4, $5, $6, $6) RETURNING `+groupColumns,
+	return collectOne[Group](db.q().Query(ctx, `INSERT INTO groups (`+groupColumns+`) VALUES ($1, $2, $3, $4, $5, $6, $6) RETURNING `+groupColumns,
 		uuid.NewString(), g.OrganizationID, g.Name, g.DisplayName, g.Source, now))
 }
 
@@ -54,27 +48,23 @@ func (db *DB) GroupByID(ctx context.Context, id string) (Group, error) {
 	if uuid.Validate(id) != nil {
 		return Group{}, ErrNotFound
 	}
-	return scanGroup(db.q().QueryRow(ctx, `SELECT `+groupColumns+` FROM groups WHERE id = $1`, id))
+	return collectOne[Group](db.q().Query(ctx, `SELECT `+groupColumns+` FROM groups WHERE id = $1`, id))
 }
 
 // GroupByName returns the organization's group by name, case-insensitively.
 func (db *DB) GroupByName(ctx context.Context, organizationID, name string) (Group, error) {
-	return scanGroup(db.q().QueryRow(ctx, `SELECT `+groupColumns+` FROM groups WHERE organization_id = $1 AND lower(name) = lower($2)`,
+	return collectOne[Group](db.q().Query(ctx, `SELECT `+groupColumns+` FROM groups WHERE organization_id = $1 AND lower(name) = lower($2)`,
 		organizationID, name))
 }
 
 // Groups lists the organization's groups by name.
 func (db *DB) Groups(ctx context.Context, organizationID string) ([]Group, error) {
-	rows, err := db.q().Query(ctx, `SELECT `+groupColumns+` FROM groups WHERE organization_id = $1 ORDER BY lower(name)`, organizationID)
-	if err != nil {
-		return nil, err
-	}
-	return collect(rows, scanGroup)
+	return collectAll[Group](db.q().Query(ctx, `SELECT `+groupColumns+` FROM groups WHERE organization_id = $1 ORDER BY lower(name)`, organizationID))
 }
 
 // UpdateGroup renames a group and sets its display name.
 func (db *DB) UpdateGroup(ctx context.Context, id, name, displayName string) (Group, error) {
-	return scanGroup(db.q().QueryRow(ctx, `UPDATE groups SET name = $2, display_name = $3, updated_at = $4 WHERE id = $1 RETURNING `+groupColumns,
+	return collectOne[Group](db.q().Query(ctx, `UPDATE groups SET name = $2, display_name = $3, updated_at = $4 WHERE id = $1 RETURNING `+groupColumns,
 		id, name, displayName, db.now()))
 }
 
@@ -99,29 +89,27 @@ type GroupMember struct {
 	User
 	// Source is who added the membership: GroupSourceUser or
 	// GroupSourceOIDC.
-	Source string
+	Source string `db:"source"`
 }
 
 // GroupMembers lists the members of groups by group id, each by username.
 // Deleted users are left out.
 func (db *DB) GroupMembers(ctx context.Context, groupIDs []string) (map[string][]GroupMember, error) {
-	rows, err := db.q().Query(ctx, `SELECT m.group_id, m.source, `+qualified("u", userColumns)+`
+	type memberRow struct {
+		GroupID string `db:"group_id"`
+		GroupMember
+	}
+	list, err := collectAll[memberRow](db.q().Query(ctx, `SELECT m.group_id, m.source, `+qualified("u", userColumns)+`
 		FROM group_members m JOIN users u ON u.id = m.user_id
-		WHERE m.group_id = ANY($1::uuid[]) AND NOT u.deleted ORDER BY u.username`, groupIDs)
+		WHERE m.group_id = ANY($1::uuid[]) AND NOT u.deleted ORDER BY u.username`, groupIDs))
 	if err != nil {
 		return nil, err
 	}
-	defer rows.Close()
 	out := map[string][]GroupMember{}
-	for rows.Next() {
-		var gid string
-		var m GroupMember
-		if err := rows.Scan(append([]any{&gid, &m.Source}, m.User.columns()...)...); err != nil {
-			return nil, err
-		}
-		out[gid] = append(out[gid], m)
+	for _, m := range list {
+		out[m.GroupID] = append(out[m.GroupID], m.GroupMember)
 	}
-	return out, rows.Err()
+	return out, nil
 }
 
 // AddGroupMember adds a user to a group with a source; a user already in
@@ -150,22 +138,14 @@ func (db *DB) RemoveGroupMember(ctx context.Context, groupID, userID string) (bo
 // source.
 type UserGroupMembership struct {
 	Group
-	MemberSource string
+	MemberSource string `db:"member_source"`
 }
 
 // GroupsOfUser lists the groups a user is in (the Everyone group aside),
 // by name.
 func (db *DB) GroupsOfUser(ctx context.Context, userID string) ([]UserGroupMembership, error) {
-	rows, err := db.q().Query(ctx, `SELECT `+qualified("g", groupColumns)+`, m.source
-		FROM group_members m JOIN groups g ON g.id = m.group_id WHERE m.user_id = $1 ORDER BY lower(g.name)`, userID)
-	if err != nil {
-		return nil, err
-	}
-	return collect(rows, func(row pgx.Row) (UserGroupMembership, error) {
-		var m UserGroupMembership
-		err := row.Scan(&m.ID, &m.OrganizationID, &m.Name, &m.DisplayName, &m.Source, &m.CreatedAt, &m.UpdatedAt, &m.MemberSource)
-		return m, err
-	})
+	return collectAll[UserGroupMembership](db.q().Query(ctx, `SELECT `+qualified("g", groupColumns)+`, m.source AS member_source
+		FROM group_members m JOIN groups g ON g.id = m.group_id WHERE m.user_id = $1 ORDER BY lower(g.name)`, userID))
 }
 
 // TemplateACL is a template's access list: user or group id -> role
@@ -177,15 +157,19 @@ type TemplateACL struct {
 
 // TemplateACLByID returns a template's ACL.
 func (db *DB) TemplateACLByID(ctx context.Context, templateID string) (TemplateACL, error) {
-	var users, groups []byte
-	if err := mapErr(db.q().QueryRow(ctx, `SELECT user_acl, group_acl FROM templates WHERE id = $1`, templateID).Scan(&users, &groups)); err != nil {
+	type aclRow struct {
+		Users  []byte `db:"user_acl"`
+		Groups []byte `db:"group_acl"`
+	}
+	row, err := collectOne[aclRow](db.q().Query(ctx, `SELECT user_acl, group_acl FROM templates WHERE id = $1`, templateID))
+	if err != nil {
 		return TemplateACL{}, err
 	}
 	acl := TemplateACL{Users: map[string]string{}, Groups: map[string]string{}}
-	if err := json.Unmarshal(users, &acl.Users); err != nil {
+	if err := json.Unmarshal(row.Users, &acl.Users); err != nil {
 		return acl, fmt.Errorf("decode user_acl of template %s: %w", templateID, err)
 	}
-	if err := json.Unmarshal(groups, &acl.Groups); err != nil {
+	if err := json.Unmarshal(row.Groups, &acl.Groups); err != nil {
 		return acl, fmt.Errorf("decode group_acl of template %s: %w", templateID, err)
 	}
 	return acl, nil
@@ -217,7 +201,7 @@ func nonNil(m map[string]string) map[string]string {
 // created says whether it did. Concurrent calls agree on one group.
 func (db *DB) EnsureGroup(ctx context.Context, organizationID, name, source string) (g Group, created bool, err error) {
 	now := db.now()
-	g, err = scanGroup(db.q().QueryRow(ctx, `INSERT INTO groups (`+groupColumns+`) VALUES ($1, $2, $3, '', $4, $5, $5)
+	g, err = collectOne[Group](db.q().Query(ctx, `INSERT INTO groups (`+groupColumns+`) VALUES ($1, $2, $3, '', $4, $5, $5)
 		ON CONFLICT (organization_id, lower(name)) DO NOTHING RETURNING `+groupColumns,
 		uuid.NewString(), organizationID, name, source, now))
 	if err == nil {

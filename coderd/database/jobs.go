@@ -41,21 +41,21 @@ type ParameterValue struct {
 
 // ProvisionerJob is a row of provisioner_jobs.
 type ProvisionerJob struct {
-	ID             string
-	CreatedAt      time.Time
-	UpdatedAt      time.Time
-	StartedAt      *time.Time
-	CompletedAt    *time.Time
-	CanceledAt     *time.Time
-	Error          string
-	ErrorCode      string
-	OrganizationID string
-	InitiatorID    string
-	Type           string
-	Input          JobInput
-	Tags           map[string]string
-	FileID         string
-	WorkerID       *string
+	ID             string            `db:"id"`
+	CreatedAt      time.Time         `db:"created_at"`
+	UpdatedAt      time.Time         `db:"updated_at"`
+	StartedAt      *time.Time        `db:"started_at"`
+	CompletedAt    *time.Time        `db:"completed_at"`
+	CanceledAt     *time.Time        `db:"canceled_at"`
+	Error          string            `db:"error"`
+	ErrorCode      string            `db:"error_code"`
+	OrganizationID string            `db:"organization_id"`
+	InitiatorID    string            `db:"initiator_id"`
+	Type           string            `db:"type"`
+	Input          JobInput          `db:"input"`
+	Tags           map[string]string `db:"tags"`
+	FileID         string            `db:"file_id"`
+	WorkerID       *string           `db:"worker_id"`
 }
 
 // Job statuses, derived as in Coder.
@@ -88,17 +88,6 @@ func (j ProvisionerJob) Status() string {
 const jobColumns = `id, created_at, updated_at, started_at, completed_at, canceled_at, error, error_code,
 	organization_id, initiator_id, type, input, tags, file_id, worker_id`
 
-func jobDest(j *ProvisionerJob) []any {
-	return []any{&j.ID, &j.CreatedAt, &j.UpdatedAt, &j.StartedAt, &j.CompletedAt, &j.CanceledAt, &j.Error, &j.ErrorCode,
-		&j.OrganizationID, &j.InitiatorID, &j.Type, &j.Input, &j.Tags, &j.FileID, &j.WorkerID}
-}
-
-func scanJob(row pgx.Row) (ProvisionerJob, error) {
-	var j ProvisionerJob
-	err := row.Scan(jobDest(&j)...)
-	return j, mapErr(err)
-}
-
 // InsertJobParams enqueues a job.
 type InsertJobParams struct {
 	OrganizationID string
@@ -116,7 +105,7 @@ func (db *DB) InsertJob(ctx context.Context, p InsertJobParams) (ProvisionerJob,
 	if p.Tags == nil {
 		p.Tags = map[string]string{}
 	}
-	j, err := scanJob(db.q().QueryRow(ctx, `INSERT INTO provisioner_jobs (id, created_at, updated_at, organization_id, initiator_id, type, input, tags, file_id)
+	j, err := collectOne[ProvisionerJob](db.q().Query(ctx, `INSERT INTO provisioner_jobs (id, created_at, updated_at, organization_id, initiator_id, type, input, tags, file_id)
 		VALUES ($1, $2, $2, $3, $4, $5, $6, $7, $8) RETURNING `+jobColumns,
 		uuid.NewString(), now, p.OrganizationID, p.InitiatorID, p.Type, p.Input, p.Tags, p.FileID))
 	if err != nil {
@@ -133,7 +122,7 @@ func (db *DB) JobByID(ctx context.Context, id string) (ProvisionerJob, error) {
 	if uuid.Validate(id) != nil {
 		return ProvisionerJob{}, ErrNotFound
 	}
-	return scanJob(db.q().QueryRow(ctx, `SELECT `+jobColumns+` FROM provisioner_jobs WHERE id = $1`, id))
+	return collectOne[ProvisionerJob](db.q().Query(ctx, `SELECT `+jobColumns+` FROM provisioner_jobs WHERE id = $1`, id))
 }
 
 // AcquireJob claims the oldest pending job of the organization whose tags
@@ -142,7 +131,7 @@ func (db *DB) JobByID(ctx context.Context, id string) (ProvisionerJob, error) {
 // ErrNotFound when no job matches.
 func (db *DB) AcquireJob(ctx context.Context, organizationID, daemonID string, tags map[string]string) (ProvisionerJob, error) {
 	now := db.now()
-	return scanJob(db.q().QueryRow(ctx, `UPDATE provisioner_jobs SET started_at = $1, updated_at = $1, worker_id = $2
+	return collectOne[ProvisionerJob](db.q().Query(ctx, `UPDATE provisioner_jobs SET started_at = $1, updated_at = $1, worker_id = $2
 		WHERE id = (
 			SELECT id FROM provisioner_jobs
 			WHERE started_at IS NULL AND canceled_at IS NULL AND completed_at IS NULL
@@ -173,7 +162,7 @@ func (db *DB) FinishJob(ctx context.Context, jobID, daemonID, errMsg, errCode st
 		return ProvisionerJob{}, ErrNotFound
 	}
 	now := db.now()
-	j, err := scanJob(db.q().QueryRow(ctx, `UPDATE provisioner_jobs SET completed_at = $3, updated_at = $3, error = $4, error_code = $5,
+	j, err := collectOne[ProvisionerJob](db.q().Query(ctx, `UPDATE provisioner_jobs SET completed_at = $3, updated_at = $3, error = $4, error_code = $5,
 			input = input - 'ephemeral_parameters'
 		WHERE id = $1 AND worker_id = $2 AND started_at IS NOT NULL AND completed_at IS NULL
 		RETURNING `+jobColumns, jobID, daemonID, now, errMsg, errCode))
@@ -187,7 +176,7 @@ func (db *DB) FinishJob(ctx context.Context, jobID, daemonID, errMsg, errCode st
 // marked canceling until its daemon stops.
 func (db *DB) CancelJob(ctx context.Context, jobID string) (ProvisionerJob, error) {
 	now := db.now()
-	j, err := scanJob(db.q().QueryRow(ctx, `UPDATE provisioner_jobs SET canceled_at = $2, updated_at = $2,
+	j, err := collectOne[ProvisionerJob](db.q().Query(ctx, `UPDATE provisioner_jobs SET canceled_at = $2, updated_at = $2,
 			input = input - 'ephemeral_parameters',
 			completed_at = CASE WHEN started_at IS NULL THEN $2::timestamptz ELSE NULL END,
 			error = CASE WHEN started_at IS NULL THEN 'canceled before a provisioner picked it up' ELSE error END
@@ -203,15 +192,11 @@ func (db *DB) CancelJob(ctx context.Context, jobID string) (ProvisionerJob, erro
 // heartbeat since before, and returns them.
 func (db *DB) FailStaleJobs(ctx context.Context, before time.Time) ([]ProvisionerJob, error) {
 	now := db.now()
-	rows, err := db.q().Query(ctx, `UPDATE provisioner_jobs SET completed_at = $2, updated_at = $2,
+	jobs, err := collectAll[ProvisionerJob](db.q().Query(ctx, `UPDATE provisioner_jobs SET completed_at = $2, updated_at = $2,
 			error = 'the provisioner daemon stopped sending heartbeats (it may have crashed or lost its connection); run the build again',
 			error_code = 'HEARTBEAT_TIMEOUT', input = input - 'ephemeral_parameters'
 		WHERE started_at IS NOT NULL AND completed_at IS NULL AND updated_at < $1
-		RETURNING `+jobColumns, before, now)
-	if err != nil {
-		return nil, err
-	}
-	jobs, err := collect(rows, scanJob)
+		RETURNING `+jobColumns, before, now))
 	if err != nil {
 		return nil, err
 	}
@@ -230,26 +215,30 @@ func (db *DB) notifyJobUpdated(ctx context.Context, jobID string) error {
 // QueuePosition returns the job's 1-based position among pending jobs of its
 // organization and the number of pending jobs; 0 when it is not pending.
 func (db *DB) QueuePosition(ctx context.Context, j ProvisionerJob) (position, size int, err error) {
-	err = db.q().QueryRow(ctx, `SELECT
-			count(*) FILTER (WHERE (created_at, id) <= ($2, $3::uuid)),
-			count(*)
-		FROM provisioner_jobs WHERE organization_id = $1 AND started_at IS NULL AND canceled_at IS NULL AND completed_at IS NULL`,
-		j.OrganizationID, j.CreatedAt, j.ID).Scan(&position, &size)
-	if j.Status() != JobPending {
-		position = 0
+	type queue struct {
+		Position int `db:"position"`
+		Size     int `db:"size"`
 	}
-	return position, size, err
+	q, err := collectOne[queue](db.q().Query(ctx, `SELECT
+			count(*) FILTER (WHERE (created_at, id) <= ($2, $3::uuid)) AS position,
+			count(*) AS size
+		FROM provisioner_jobs WHERE organization_id = $1 AND started_at IS NULL AND canceled_at IS NULL AND completed_at IS NULL`,
+		j.OrganizationID, j.CreatedAt, j.ID))
+	if j.Status() != JobPending {
+		q.Position = 0
+	}
+	return q.Position, q.Size, err
 }
 
 // JobLog is a row of provisioner_job_logs.
 type JobLog struct {
-	ID        int64
-	JobID     string
-	CreatedAt time.Time
-	Source    string
-	Level     string
-	Stage     string
-	Output    string
+	ID        int64     `db:"id"`
+	JobID     string    `db:"job_id"`
+	CreatedAt time.Time `db:"created_at"`
+	Source    string    `db:"source"`
+	Level     string    `db:"level"`
+	Stage     string    `db:"stage"`
+	Output    string    `db:"output"`
 }
 
 // InsertJobLogs appends logs to a job and tells followers.
@@ -274,41 +263,44 @@ func (db *DB) InsertJobLogs(ctx context.Context, jobID string, logs []JobLog) er
 
 // JobLogsAfter returns the job's logs with an id greater than after.
 func (db *DB) JobLogsAfter(ctx context.Context, jobID string, after int64) ([]JobLog, error) {
-	rows, err := db.q().Query(ctx, `SELECT id, job_id, created_at, source, level, stage, output FROM provisioner_job_logs
-		WHERE job_id = $1 AND id > $2 ORDER BY id`, jobID, after)
-	if err != nil {
-		return nil, err
-	}
-	return collect(rows, func(r pgx.Row) (JobLog, error) {
-		var l JobLog
-		err := r.Scan(&l.ID, &l.JobID, &l.CreatedAt, &l.Source, &l.Level, &l.Stage, &l.Output)
-		return l, err
-	})
+	return collectAll[JobLog](db.q().Query(ctx, `SELECT id, job_id, created_at, source, level, stage, output FROM provisioner_job_logs
+		WHERE job_id = $1 AND id > $2 ORDER BY id`, jobID, after))
 }
 
 // ProvisionerDaemon is a row of provisioner_daemons.
 type ProvisionerDaemon struct {
-	ID             string
-	OrganizationID string
-	Name           string
-	Version        string
-	Tags           map[string]string
-	CreatedAt      time.Time
-	LastSeenAt     time.Time
+	ID             string            `db:"id"`
+	OrganizationID string            `db:"organization_id"`
+	Name           string            `db:"name"`
+	Version        string            `db:"version"`
+	Tags           map[string]string `db:"tags"`
+	CreatedAt      time.Time         `db:"created_at"`
+	LastSeenAt     time.Time         `db:"last_seen_at"`
 	// CurrentJobID is the job it is running, if any (filled by listings).
-	CurrentJobID *string
+	CurrentJobID *string `db:"current_job_id"`
 }
+
+// daemonColumns are the provisioner_daemons columns of a ProvisionerDaemon
+// but its current job, for a table aliased d.
+const daemonColumns = `d.id, d.organization_id, d.name, d.version, d.tags, d.created_at, d.last_seen_at`
 
 // UpsertProvisionerDaemon registers a daemon by organization, name and tags;
 // a daemon that restarts with the same name and tags keeps its id.
 func (db *DB) UpsertProvisionerDaemon(ctx context.Context, d ProvisionerDaemon) (ProvisionerDaemon, error) {
 	now := db.now()
-	err := db.q().QueryRow(ctx, `INSERT INTO provisioner_daemons (id, organization_id, name, version, tags, created_at, last_seen_at)
+	type stored struct {
+		ID         string    `db:"id"`
+		CreatedAt  time.Time `db:"created_at"`
+		LastSeenAt time.Time `db:"last_seen_at"`
+	}
+	s, err := collectOne[stored](db.q().Query(ctx, `INSERT INTO provisioner_daemons (id, organization_id, name, version, tags, created_at, last_seen_at)
 		VALUES ($1, $2, $3, $4, $5, $6, $6)
 		ON CONFLICT (organization_id, name, tags) DO UPDATE SET version = excluded.version, last_seen_at = excluded.last_seen_at
-		RETURNING id, created_at, last_seen_at`, uuid.NewString(), d.OrganizationID, d.Name, d.Version, d.Tags, now).
-		Scan(&d.ID, &d.CreatedAt, &d.LastSeenAt)
-	return d, mapErr(err)
+		RETURNING id, created_at, last_seen_at`, uuid.NewString(), d.OrganizationID, d.Name, d.Version, d.Tags, now))
+	if err == nil {
+		d.ID, d.CreatedAt, d.LastSeenAt = s.ID, s.CreatedAt, s.LastSeenAt
+	}
+	return d, err
 }
 
 // ProvisionerDaemonByID returns a daemon.
@@ -316,10 +308,8 @@ func (db *DB) ProvisionerDaemonByID(ctx context.Context, id string) (Provisioner
 	if uuid.Validate(id) != nil {
 		return ProvisionerDaemon{}, ErrNotFound
 	}
-	var d ProvisionerDaemon
-	err := db.q().QueryRow(ctx, `SELECT id, organization_id, name, version, tags, created_at, last_seen_at FROM provisioner_daemons WHERE id = $1`, id).
-		Scan(&d.ID, &d.OrganizationID, &d.Name, &d.Version, &d.Tags, &d.CreatedAt, &d.LastSeenAt)
-	return d, mapErr(err)
+	return collectOne[ProvisionerDaemon](db.q().Query(ctx, `SELECT `+daemonColumns+`, NULL::uuid AS current_job_id
+		FROM provisioner_daemons d WHERE d.id = $1`, id))
 }
 
 // TouchProvisionerDaemon records that the daemon was seen.
@@ -330,26 +320,23 @@ func (db *DB) TouchProvisionerDaemon(ctx context.Context, id string) error {
 
 // ProvisionerDaemons lists the organization's daemons with their current job.
 func (db *DB) ProvisionerDaemons(ctx context.Context, organizationID string) ([]ProvisionerDaemon, error) {
-	rows, err := db.q().Query(ctx, `SELECT d.id, d.organization_id, d.name, d.version, d.tags, d.created_at, d.last_seen_at,
-			(SELECT j.id FROM provisioner_jobs j WHERE j.worker_id = d.id AND j.completed_at IS NULL ORDER BY j.started_at DESC LIMIT 1)
-		FROM provisioner_daemons d WHERE d.organization_id = $1 ORDER BY d.name, d.created_at`, organizationID)
-	if err != nil {
-		return nil, err
-	}
-	return collect(rows, func(r pgx.Row) (ProvisionerDaemon, error) {
-		var d ProvisionerDaemon
-		err := r.Scan(&d.ID, &d.OrganizationID, &d.Name, &d.Version, &d.Tags, &d.CreatedAt, &d.LastSeenAt, &d.CurrentJobID)
-		return d, err
-	})
+	return collectAll[ProvisionerDaemon](db.q().Query(ctx, `SELECT `+daemonColumns+`,
+			(SELECT j.id FROM provisioner_jobs j WHERE j.worker_id = d.id AND j.completed_at IS NULL ORDER BY j.started_at DESC LIMIT 1) AS current_job_id
+		FROM provisioner_daemons d WHERE d.organization_id = $1 ORDER BY d.name, d.created_at`, organizationID))
 }
 
 // MatchedProvisioners counts the daemons whose tags carry all of tags, and
 // those of them seen since availableSince.
 func (db *DB) MatchedProvisioners(ctx context.Context, organizationID string, tags map[string]string, availableSince time.Time) (count, available int, lastSeen *time.Time, err error) {
-	err = db.q().QueryRow(ctx, `SELECT count(*), count(*) FILTER (WHERE last_seen_at >= $3), max(last_seen_at)
-		FROM provisioner_daemons WHERE organization_id = $1 AND $2::jsonb <@ tags`, organizationID, tags, availableSince).
-		Scan(&count, &available, &lastSeen)
-	return count, available, lastSeen, err
+	type matched struct {
+		Count     int        `db:"count"`
+		Available int        `db:"available"`
+		LastSeen  *time.Time `db:"last_seen"`
+	}
+	m, err := collectOne[matched](db.q().Query(ctx, `SELECT count(*) AS count, count(*) FILTER (WHERE last_seen_at >= $3) AS available,
+			max(last_seen_at) AS last_seen
+		FROM provisioner_daemons WHERE organization_id = $1 AND $2::jsonb <@ tags`, organizationID, tags, availableSince))
+	return m.Count, m.Available, m.LastSeen, err
 }
 
 // SetJobInput records what a job builds once that row exists.

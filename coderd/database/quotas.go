@@ -12,22 +12,20 @@ import (
 // organization with one, keyed by group id; the Everyone group's is keyed
 // by the organization's id.
 func (db *DB) QuotaAllowances(ctx context.Context, organizationID string) (map[string]int32, error) {
-	rows, err := db.q().Query(ctx, `SELECT id, quota_allowance FROM groups WHERE organization_id = $1 AND quota_allowance > 0
-		UNION ALL SELECT id, everyone_quota_allowance FROM organizations WHERE id = $1 AND everyone_quota_allowance > 0`, organizationID)
+	type allowance struct {
+		ID        string `db:"id"`
+		Allowance int32  `db:"quota_allowance"`
+	}
+	list, err := collectAll[allowance](db.q().Query(ctx, `SELECT id, quota_allowance FROM groups WHERE organization_id = $1 AND quota_allowance > 0
+		UNION ALL SELECT id, everyone_quota_allowance FROM organizations WHERE id = $1 AND everyone_quota_allowance > 0`, organizationID))
 	if err != nil {
 		return nil, err
 	}
-	defer rows.Close()
 	out := map[string]int32{}
-	for rows.Next() {
-		var id string
-		var n int32
-		if err := rows.Scan(&id, &n); err != nil {
-			return nil, err
-		}
-		out[id] = n
+	for _, a := range list {
+		out[a.ID] = a.Allowance
 	}
-	return out, rows.Err()
+	return out, nil
 }
 
 // SetQuotaAllowance sets a group's quota allowance; groupID equal to
@@ -52,14 +50,14 @@ func (db *DB) SetQuotaAllowance(ctx context.Context, organizationID, groupID str
 type Quota struct {
 	// Budget is the sum of the quota allowances of the user's groups,
 	// Everyone included.
-	Budget int64
+	Budget int64 `db:"budget"`
 	// Consumed is what the user's workspaces cost whose latest build starts
 	// them (queued, running or done): the daily_cost of the build's
 	// template version's resources.
-	Consumed int64
+	Consumed int64 `db:"consumed"`
 	// Enforced reports whether any group of the organization has an
 	// allowance; quotas are off (unlimited) until one has.
-	Enforced bool
+	Enforced bool `db:"enforced"`
 }
 
 // WorkspaceQuota returns a user's quota; the workspace excludeWorkspaceID
@@ -72,22 +70,20 @@ func (db *DB) WorkspaceQuota(ctx context.Context, organizationID, userID, exclud
 			return Quota{}, err
 		}
 	}
-	var q Quota
-	err := db.q().QueryRow(ctx, `SELECT
+	return collectOne[Quota](db.q().Query(ctx, `SELECT
 		(SELECT everyone_quota_allowance FROM organizations WHERE id = $1)
 			+ COALESCE((SELECT sum(g.quota_allowance) FROM groups g JOIN group_members m ON m.group_id = g.id
-				WHERE g.organization_id = $1 AND m.user_id = $2), 0),
+				WHERE g.organization_id = $1 AND m.user_id = $2), 0) AS budget,
 		COALESCE((SELECT sum(r.daily_cost)
 			FROM workspaces w
 			JOIN LATERAL (SELECT b.template_version_id, b.transition FROM workspace_builds b
 				WHERE b.workspace_id = w.id ORDER BY b.build_number DESC LIMIT 1) lb ON lb.transition = 'start'
 			JOIN template_versions v ON v.id = lb.template_version_id
 			JOIN workspace_resources r ON r.job_id = v.job_id AND r.transition = 'start'
-			WHERE w.organization_id = $1 AND w.owner_id = $2 AND NOT w.deleted AND w.id::text <> $3), 0),
+			WHERE w.organization_id = $1 AND w.owner_id = $2 AND NOT w.deleted AND w.id::text <> $3), 0) AS consumed,
 		(SELECT everyone_quota_allowance > 0 FROM organizations WHERE id = $1)
-			OR EXISTS (SELECT 1 FROM groups WHERE organization_id = $1 AND quota_allowance > 0)`,
-		organizationID, userID, excludeWorkspaceID).Scan(&q.Budget, &q.Consumed, &q.Enforced)
-	return q, mapErr(err)
+			OR EXISTS (SELECT 1 FROM groups WHERE organization_id = $1 AND quota_allowance > 0) AS enforced`,
+		organizationID, userID, excludeWorkspaceID))
 }
 
 // TemplateVersionDailyCost is what a workspace built from the version costs

@@ -3,8 +3,6 @@ package database
 import (
 	"context"
 	"time"
-
-	"github.com/jackc/pgx/v5"
 )
 
 // ChannelReplicas carries a replica's id when it joins or leaves, so that
@@ -14,28 +12,23 @@ const ChannelReplicas = "coder_replicas"
 
 // Replica is one coderd process serving this deployment.
 type Replica struct {
-	ID           string
-	Hostname     string
-	RelayAddress string
-	Version      string
-	StartedAt    time.Time
+	ID           string    `db:"id"`
+	Hostname     string    `db:"hostname"`
+	RelayAddress string    `db:"relay_address"`
+	Version      string    `db:"version"`
+	StartedAt    time.Time `db:"started_at"`
 	// UpdatedAt is the last heartbeat, on the database's clock.
-	UpdatedAt time.Time
+	UpdatedAt time.Time `db:"updated_at"`
 }
 
+// replicaColumns are the columns of replicas a Replica holds.
 const replicaColumns = `id, hostname, relay_address, version, started_at, updated_at`
-
-func scanReplica(row pgx.Row) (Replica, error) {
-	var r Replica
-	err := row.Scan(&r.ID, &r.Hostname, &r.RelayAddress, &r.Version, &r.StartedAt, &r.UpdatedAt)
-	return r, mapErr(err)
-}
 
 // UpsertReplica records a replica's heartbeat: it inserts the row the first
 // time (started_at = now) and refreshes updated_at and the replica's
 // details after that. Times are the database's.
 func (db *DB) UpsertReplica(ctx context.Context, r Replica) (Replica, error) {
-	return scanReplica(db.q().QueryRow(ctx, `INSERT INTO replicas (`+replicaColumns+`)
+	return collectOne[Replica](db.q().Query(ctx, `INSERT INTO replicas (`+replicaColumns+`)
 		VALUES ($1, $2, $3, $4, now(), now())
 		ON CONFLICT (id) DO UPDATE SET hostname = excluded.hostname, relay_address = excluded.relay_address,
 			version = excluded.version, updated_at = now()
@@ -45,12 +38,8 @@ func (db *DB) UpsertReplica(ctx context.Context, r Replica) (Replica, error) {
 // LiveReplicas lists the replicas whose last heartbeat is at most maxAge
 // old, oldest first.
 func (db *DB) LiveReplicas(ctx context.Context, maxAge time.Duration) ([]Replica, error) {
-	rows, err := db.q().Query(ctx, `SELECT `+replicaColumns+` FROM replicas
-		WHERE updated_at > now() - make_interval(secs => $1) ORDER BY started_at, id`, maxAge.Seconds())
-	if err != nil {
-		return nil, err
-	}
-	return collect(rows, scanReplica)
+	return collectAll[Replica](db.q().Query(ctx, `SELECT `+replicaColumns+` FROM replicas
+		WHERE updated_at > now() - make_interval(secs => $1) ORDER BY started_at, id`, maxAge.Seconds()))
 }
 
 // DeleteReplica removes a replica's row (its clean shutdown).

@@ -22,16 +22,16 @@ const jobSucceeded = `(j.canceled_at IS NULL AND j.started_at IS NOT NULL AND j.
 
 // WorkspaceSchedule is a workspace's autostop and autostart settings.
 type WorkspaceSchedule struct {
-	WorkspaceID string
+	WorkspaceID string `db:"workspace_id"`
 	// TTLMillis is how long a start build runs; nil means until stopped
 	// by hand.
-	TTLMillis *int64
+	TTLMillis *int64 `db:"ttl_ms"`
 	// AutostartSchedule is a cron line ("CRON_TZ=… M H * * DOW"), "" for
 	// none; AutostartScheduleSetAt is when it last changed.
-	AutostartSchedule      string
-	AutostartScheduleSetAt time.Time
+	AutostartSchedule      string    `db:"autostart_schedule"`
+	AutostartScheduleSetAt time.Time `db:"autostart_schedule_set_at"`
 	// LastUsedAt is the last activity the relay reported (zero: never).
-	LastUsedAt time.Time
+	LastUsedAt time.Time `db:"last_used_at"`
 }
 
 // WorkspaceSchedules returns the schedules of the given workspaces, keyed
@@ -41,16 +41,8 @@ func (db *DB) WorkspaceSchedules(ctx context.Context, workspaceIDs []string) (ma
 	if len(workspaceIDs) == 0 {
 		return out, nil
 	}
-	rows, err := db.q().Query(ctx, `SELECT id, ttl_ms, autostart_schedule, autostart_schedule_set_at, last_used_at
-		FROM workspaces WHERE id = ANY($1::uuid[])`, workspaceIDs)
-	if err != nil {
-		return nil, err
-	}
-	list, err := collect(rows, func(row pgx.Row) (WorkspaceSchedule, error) {
-		var s WorkspaceSchedule
-		err := row.Scan(&s.WorkspaceID, &s.TTLMillis, &s.AutostartSchedule, &s.AutostartScheduleSetAt, &s.LastUsedAt)
-		return s, err
-	})
+	list, err := collectAll[WorkspaceSchedule](db.q().Query(ctx, `SELECT id AS workspace_id, ttl_ms, autostart_schedule, autostart_schedule_set_at, last_used_at
+		FROM workspaces WHERE id = ANY($1::uuid[])`, workspaceIDs))
 	for _, s := range list {
 		out[s.WorkspaceID] = s
 	}
@@ -64,23 +56,17 @@ func (db *DB) BuildDeadlines(ctx context.Context, buildIDs []string) (map[string
 	if len(buildIDs) == 0 {
 		return out, nil
 	}
-	rows, err := db.q().Query(ctx, `SELECT id, deadline FROM workspace_builds WHERE id = ANY($1::uuid[])`, buildIDs)
-	if err != nil {
-		return nil, err
-	}
-	type pair struct {
-		id string
-		t  time.Time
-	}
-	list, err := collect(rows, func(row pgx.Row) (pair, error) {
-		var p pair
-		err := row.Scan(&p.id, &p.t)
-		return p, err
-	})
+	list, err := collectAll[buildTime](db.q().Query(ctx, `SELECT id, deadline AS at FROM workspace_builds WHERE id = ANY($1::uuid[])`, buildIDs))
 	for _, p := range list {
-		out[p.id] = zeroIfNone(p.t)
+		out[p.ID] = zeroIfNone(p.At)
 	}
 	return out, err
+}
+
+// buildTime is a build's id with one of its times.
+type buildTime struct {
+	ID string    `db:"id"`
+	At time.Time `db:"at"`
 }
 
 // zeroIfNone maps PostgreSQL's '0001-01-01' (which comes back in the
@@ -147,21 +133,9 @@ func (db *DB) BuildMaxDeadlines(ctx context.Context, buildIDs []string) (map[str
 	if len(buildIDs) == 0 {
 		return out, nil
 	}
-	rows, err := db.q().Query(ctx, `SELECT id, max_deadline FROM workspace_builds WHERE id = ANY($1::uuid[])`, buildIDs)
-	if err != nil {
-		return nil, err
-	}
-	type pair struct {
-		id string
-		t  time.Time
-	}
-	list, err := collect(rows, func(row pgx.Row) (pair, error) {
-		var p pair
-		err := row.Scan(&p.id, &p.t)
-		return p, err
-	})
+	list, err := collectAll[buildTime](db.q().Query(ctx, `SELECT id, max_deadline AS at FROM workspace_builds WHERE id = ANY($1::uuid[])`, buildIDs))
 	for _, p := range list {
-		out[p.id] = zeroIfNone(p.t)
+		out[p.ID] = zeroIfNone(p.At)
 	}
 	return out, err
 }
@@ -180,15 +154,15 @@ func (db *DB) AgentWorkspaceID(ctx context.Context, agentID string) (string, err
 // latest build has ended well and it either has a deadline or an
 // autostart schedule.
 type LifecycleCandidate struct {
-	WorkspaceID   string
-	OwnerID       string
-	LatestBuildID string
+	WorkspaceID   string `db:"workspace_id"`
+	OwnerID       string `db:"owner_id"`
+	LatestBuildID string `db:"latest_build_id"`
 	// Transition and CreatedAt are the latest build's.
-	Transition             string
-	BuildCreatedAt         time.Time
-	Deadline               time.Time
-	AutostartSchedule      string
-	AutostartScheduleSetAt time.Time
+	Transition             string    `db:"transition"`
+	BuildCreatedAt         time.Time `db:"build_created_at"`
+	Deadline               time.Time `db:"deadline"`
+	AutostartSchedule      string    `db:"autostart_schedule"`
+	AutostartScheduleSetAt time.Time `db:"autostart_schedule_set_at"`
 }
 
 // LifecycleCandidates lists live workspaces whose latest build succeeded
@@ -196,24 +170,22 @@ type LifecycleCandidate struct {
 // stopped with an autostart schedule (whether it is due is the caller's
 // to say: the schedule is a cron line).
 func (db *DB) LifecycleCandidates(ctx context.Context, now time.Time) ([]LifecycleCandidate, error) {
-	rows, err := db.q().Query(ctx, `SELECT w.id, w.owner_id, b.id, b.transition, b.created_at, b.deadline, w.autostart_schedule, w.autostart_schedule_set_at
+	list, err := collectAll[LifecycleCandidate](db.q().Query(ctx, `SELECT w.id AS workspace_id, w.owner_id, b.id AS latest_build_id, b.transition,
+			b.created_at AS build_created_at, b.deadline, w.autostart_schedule, w.autostart_schedule_set_at
 		FROM workspaces w
 		JOIN LATERAL (SELECT * FROM workspace_builds WHERE workspace_id = w.id ORDER BY build_number DESC LIMIT 1) b ON true
 		JOIN provisioner_jobs j ON j.id = b.job_id
 		WHERE NOT w.deleted AND `+jobSucceeded+`
 		  AND ((b.transition = 'start' AND b.deadline > '0001-01-01 00:00:00+00' AND b.deadline <= $1)
 		    OR (b.transition = 'stop' AND w.autostart_schedule <> ''))
-		ORDER BY w.id`, now)
+		ORDER BY w.id`, now))
 	if err != nil {
 		return nil, err
 	}
-	return collect(rows, func(row pgx.Row) (LifecycleCandidate, error) {
-		var c LifecycleCandidate
-		err := row.Scan(&c.WorkspaceID, &c.OwnerID, &c.LatestBuildID, &c.Transition, &c.BuildCreatedAt, &c.Deadline,
-			&c.AutostartSchedule, &c.AutostartScheduleSetAt)
-		c.Deadline = zeroIfNone(c.Deadline)
-		return c, err
-	})
+	for i := range list {
+		list[i].Deadline = zeroIfNone(list[i].Deadline)
+	}
+	return list, nil
 }
 
 // WithScheduleLock runs fn while this connection holds the scheduler's

@@ -5,31 +5,25 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
 )
 
 // Template is a row of templates.
 type Template struct {
-	ID              string
-	OrganizationID  string
-	Name            string
-	DisplayName     string
-	Description     string
-	ActiveVersionID string
-	CreatedBy       string
-	CreatedByName   string
-	CreatedAt       time.Time
-	UpdatedAt       time.Time
+	ID              string    `db:"id"`
+	OrganizationID  string    `db:"organization_id"`
+	Name            string    `db:"name"`
+	DisplayName     string    `db:"display_name"`
+	Description     string    `db:"description"`
+	ActiveVersionID string    `db:"active_version_id"`
+	CreatedBy       string    `db:"created_by"`
+	CreatedByName   string    `db:"created_by_name"`
+	CreatedAt       time.Time `db:"created_at"`
+	UpdatedAt       time.Time `db:"updated_at"`
 }
 
-const templateSelect = `SELECT t.id, t.organization_id, t.name, t.display_name, t.description, t.active_version_id, t.created_by, u.username, t.created_at, t.updated_at
+const templateSelect = `SELECT t.id, t.organization_id, t.name, t.display_name, t.description, t.active_version_id, t.created_by,
+		u.username AS created_by_name, t.created_at, t.updated_at
 	FROM templates t JOIN users u ON u.id = t.created_by`
-
-func scanTemplate(row pgx.Row) (Template, error) {
-	var t Template
-	err := row.Scan(&t.ID, &t.OrganizationID, &t.Name, &t.DisplayName, &t.Description, &t.ActiveVersionID, &t.CreatedBy, &t.CreatedByName, &t.CreatedAt, &t.UpdatedAt)
-	return t, mapErr(err)
-}
 
 // InsertTemplate creates a template and attaches its first version. As in
 // Coder, the organization's Everyone group (whose id is the
@@ -53,21 +47,17 @@ func (db *DB) TemplateByID(ctx context.Context, id string) (Template, error) {
 	if uuid.Validate(id) != nil {
 		return Template{}, ErrNotFound
 	}
-	return scanTemplate(db.q().QueryRow(ctx, templateSelect+` WHERE t.id = $1 AND NOT t.deleted`, id))
+	return collectOne[Template](db.q().Query(ctx, templateSelect+` WHERE t.id = $1 AND NOT t.deleted`, id))
 }
 
 // TemplateByName returns the organization's template by name.
 func (db *DB) TemplateByName(ctx context.Context, organizationID, name string) (Template, error) {
-	return scanTemplate(db.q().QueryRow(ctx, templateSelect+` WHERE t.organization_id = $1 AND lower(t.name) = lower($2) AND NOT t.deleted`, organizationID, name))
+	return collectOne[Template](db.q().Query(ctx, templateSelect+` WHERE t.organization_id = $1 AND lower(t.name) = lower($2) AND NOT t.deleted`, organizationID, name))
 }
 
 // Templates lists the organization's templates by name.
 func (db *DB) Templates(ctx context.Context, organizationID string) ([]Template, error) {
-	rows, err := db.q().Query(ctx, templateSelect+` WHERE t.organization_id = $1 AND NOT t.deleted ORDER BY t.name`, organizationID)
-	if err != nil {
-		return nil, err
-	}
-	return collect(rows, scanTemplate)
+	return collectAll[Template](db.q().Query(ctx, templateSelect+` WHERE t.organization_id = $1 AND NOT t.deleted ORDER BY t.name`, organizationID))
 }
 
 // CountTemplates counts live templates.
@@ -91,39 +81,32 @@ func (db *DB) DeleteTemplate(ctx context.Context, id string) error {
 
 // TemplateVersion is a row of template_versions with its creator's name.
 type TemplateVersion struct {
-	ID             string
-	TemplateID     *string
-	OrganizationID string
-	Name           string
-	Message        string
-	JobID          string
-	CreatedBy      string
-	CreatedByName  string
-	Parameters     []byte // JSON array of codersdk.TemplateVersionParameter
+	ID             string  `db:"id"`
+	TemplateID     *string `db:"template_id"`
+	OrganizationID string  `db:"organization_id"`
+	Name           string  `db:"name"`
+	Message        string  `db:"message"`
+	JobID          string  `db:"job_id"`
+	CreatedBy      string  `db:"created_by"`
+	CreatedByName  string  `db:"created_by_name"`
+	Parameters     []byte  `db:"parameters"` // JSON array of codersdk.TemplateVersionParameter
 	// UserVariableValues are the variable values given at creation (JSON
 	// array of codersdk.VariableValue); Variables the variables the import
 	// found, each with the value builds use (codersdk.TemplateVersionVariable);
 	// WorkspaceTags the coder_workspace_tags entries
 	// (codersdk.WorkspaceTagExpression).
-	UserVariableValues []byte
-	Variables          []byte
-	WorkspaceTags      []byte
-	CreatedAt          time.Time
-	UpdatedAt          time.Time
+	UserVariableValues []byte    `db:"user_variable_values"`
+	Variables          []byte    `db:"variables"`
+	WorkspaceTags      []byte    `db:"workspace_tags"`
+	CreatedAt          time.Time `db:"created_at"`
+	UpdatedAt          time.Time `db:"updated_at"`
 	// Archived versions leave the version list and are never promoted.
-	Archived bool
+	Archived bool `db:"archived"`
 }
 
-const templateVersionSelect = `SELECT v.id, v.template_id, v.organization_id, v.name, v.message, v.job_id, v.created_by, u.username, v.parameters,
-		v.user_variable_values, v.variables, v.workspace_tags, v.created_at, v.updated_at, v.archived
+const templateVersionSelect = `SELECT v.id, v.template_id, v.organization_id, v.name, v.message, v.job_id, v.created_by,
+		u.username AS created_by_name, v.parameters, v.user_variable_values, v.variables, v.workspace_tags, v.created_at, v.updated_at, v.archived
 	FROM template_versions v JOIN users u ON u.id = v.created_by`
-
-func scanTemplateVersion(row pgx.Row) (TemplateVersion, error) {
-	var v TemplateVersion
-	err := row.Scan(&v.ID, &v.TemplateID, &v.OrganizationID, &v.Name, &v.Message, &v.JobID, &v.CreatedBy, &v.CreatedByName, &v.Parameters,
-		&v.UserVariableValues, &v.Variables, &v.WorkspaceTags, &v.CreatedAt, &v.UpdatedAt, &v.Archived)
-	return v, mapErr(err)
-}
 
 // InsertTemplateVersion records a version; its import job must exist.
 func (db *DB) InsertTemplateVersion(ctx context.Context, v TemplateVersion) (TemplateVersion, error) {
@@ -147,21 +130,17 @@ func (db *DB) TemplateVersionByID(ctx context.Context, id string) (TemplateVersi
 	if uuid.Validate(id) != nil {
 		return TemplateVersion{}, ErrNotFound
 	}
-	return scanTemplateVersion(db.q().QueryRow(ctx, templateVersionSelect+` WHERE v.id = $1`, id))
+	return collectOne[TemplateVersion](db.q().Query(ctx, templateVersionSelect+` WHERE v.id = $1`, id))
 }
 
 // TemplateVersionByJobID returns the version a job imports.
 func (db *DB) TemplateVersionByJobID(ctx context.Context, jobID string) (TemplateVersion, error) {
-	return scanTemplateVersion(db.q().QueryRow(ctx, templateVersionSelect+` WHERE v.job_id = $1`, jobID))
+	return collectOne[TemplateVersion](db.q().Query(ctx, templateVersionSelect+` WHERE v.job_id = $1`, jobID))
 }
 
 // TemplateVersionsByTemplate lists a template's versions, newest first.
 func (db *DB) TemplateVersionsByTemplate(ctx context.Context, templateID string) ([]TemplateVersion, error) {
-	rows, err := db.q().Query(ctx, templateVersionSelect+` WHERE v.template_id = $1 ORDER BY v.created_at DESC`, templateID)
-	if err != nil {
-		return nil, err
-	}
-	return collect(rows, scanTemplateVersion)
+	return collectAll[TemplateVersion](db.q().Query(ctx, templateVersionSelect+` WHERE v.template_id = $1 ORDER BY v.created_at DESC`, templateID))
 }
 
 // SetTemplateVersionImport records what an import found: the parameters,

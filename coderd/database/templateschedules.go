@@ -3,8 +3,6 @@ package database
 import (
 	"context"
 	"time"
-
-	"github.com/jackc/pgx/v5"
 )
 
 // Template schedule defaults and dormancy (migration 000016): the TTL a
@@ -14,22 +12,22 @@ import (
 
 // TemplateSchedule is a template's schedule defaults, in milliseconds.
 type TemplateSchedule struct {
-	TemplateID string
+	TemplateID string `db:"template_id"`
 	// DefaultTTLMillis is the TTL of a workspace created without one.
-	DefaultTTLMillis int64
+	DefaultTTLMillis int64 `db:"default_ttl_ms"`
 	// ActivityBumpMillis is how far activity moves a deadline (0: by the
 	// workspace's TTL).
-	ActivityBumpMillis int64
+	ActivityBumpMillis int64 `db:"activity_bump_ms"`
 	// TimeTilDormantMillis is how long a stopped workspace may go unused
 	// before it is marked dormant (0: never).
-	TimeTilDormantMillis int64
+	TimeTilDormantMillis int64 `db:"time_til_dormant_ms"`
 	// TimeTilDormantAutodeleteMillis is how long a dormant workspace lives
 	// before it is deleted (0: never).
-	TimeTilDormantAutodeleteMillis int64
+	TimeTilDormantAutodeleteMillis int64 `db:"time_til_dormant_autodelete_ms"`
 	// MaxTTLMillis is the longest TTL a workspace of the template may have
 	// and the longest a start build runs, activity or not (0: no limit;
 	// migration 000018).
-	MaxTTLMillis int64
+	MaxTTLMillis int64 `db:"max_ttl_ms"`
 }
 
 // TemplateSchedules returns the schedules of the given templates, keyed by
@@ -39,16 +37,9 @@ func (db *DB) TemplateSchedules(ctx context.Context, templateIDs []string) (map[
 	if len(templateIDs) == 0 {
 		return out, nil
 	}
-	rows, err := db.q().Query(ctx, `SELECT id, default_ttl_ms, activity_bump_ms, time_til_dormant_ms, time_til_dormant_autodelete_ms, max_ttl_ms
-		FROM templates WHERE id = ANY($1::uuid[])`, templateIDs)
-	if err != nil {
-		return nil, err
-	}
-	list, err := collect(rows, func(row pgx.Row) (TemplateSchedule, error) {
-		var s TemplateSchedule
-		err := row.Scan(&s.TemplateID, &s.DefaultTTLMillis, &s.ActivityBumpMillis, &s.TimeTilDormantMillis, &s.TimeTilDormantAutodeleteMillis, &s.MaxTTLMillis)
-		return s, err
-	})
+	list, err := collectAll[TemplateSchedule](db.q().Query(ctx, `SELECT id AS template_id, default_ttl_ms, activity_bump_ms, time_til_dormant_ms,
+			time_til_dormant_autodelete_ms, max_ttl_ms
+		FROM templates WHERE id = ANY($1::uuid[])`, templateIDs))
 	for _, s := range list {
 		out[s.TemplateID] = s
 	}
@@ -82,27 +73,19 @@ func (db *DB) WorkspaceDormancies(ctx context.Context, workspaceIDs []string) (m
 	if len(workspaceIDs) == 0 {
 		return out, nil
 	}
-	rows, err := db.q().Query(ctx, `SELECT id, dormant_at, deleting_at FROM workspaces
-		WHERE id = ANY($1::uuid[]) AND dormant_at IS NOT NULL`, workspaceIDs)
-	if err != nil {
-		return nil, err
-	}
 	type row struct {
-		id       string
-		dormant  time.Time
-		deleting *time.Time
+		ID         string     `db:"id"`
+		DormantAt  time.Time  `db:"dormant_at"`
+		DeletingAt *time.Time `db:"deleting_at"`
 	}
-	list, err := collect(rows, func(r pgx.Row) (row, error) {
-		var x row
-		err := r.Scan(&x.id, &x.dormant, &x.deleting)
-		return x, err
-	})
+	list, err := collectAll[row](db.q().Query(ctx, `SELECT id, dormant_at, deleting_at FROM workspaces
+		WHERE id = ANY($1::uuid[]) AND dormant_at IS NOT NULL`, workspaceIDs))
 	for _, x := range list {
-		d := WorkspaceDormancy{DormantAt: x.dormant}
-		if x.deleting != nil {
-			d.DeletingAt = *x.deleting
+		d := WorkspaceDormancy{DormantAt: x.DormantAt}
+		if x.DeletingAt != nil {
+			d.DeletingAt = *x.DeletingAt
 		}
-		out[x.id] = d
+		out[x.ID] = d
 	}
 	return out, err
 }
@@ -132,11 +115,11 @@ func (db *DB) SetWorkspaceDormant(ctx context.Context, workspaceID string, dorma
 
 // DormancyCandidate is a workspace the scheduler marks dormant or deletes.
 type DormancyCandidate struct {
-	WorkspaceID   string
-	LatestBuildID string
+	WorkspaceID   string `db:"workspace_id"`
+	LatestBuildID string `db:"latest_build_id"`
 	// Delete: the workspace is dormant and its deletion time has come;
 	// otherwise it is due to be marked dormant.
-	Delete bool
+	Delete bool `db:"delete"`
 }
 
 // DormancyCandidates lists live workspaces whose latest build ended well
@@ -144,7 +127,7 @@ type DormancyCandidate struct {
 // the latest build's end) for their template's time_til_dormant, or are
 // dormant with a deletion time at or before now and not being deleted.
 func (db *DB) DormancyCandidates(ctx context.Context, now time.Time) ([]DormancyCandidate, error) {
-	rows, err := db.q().Query(ctx, `SELECT w.id, b.id, w.dormant_at IS NOT NULL
+	return collectAll[DormancyCandidate](db.q().Query(ctx, `SELECT w.id AS workspace_id, b.id AS latest_build_id, w.dormant_at IS NOT NULL AS delete
 		FROM workspaces w
 		JOIN templates t ON t.id = w.template_id
 		JOIN LATERAL (SELECT * FROM workspace_builds WHERE workspace_id = w.id ORDER BY build_number DESC LIMIT 1) b ON true
@@ -153,15 +136,7 @@ func (db *DB) DormancyCandidates(ctx context.Context, now time.Time) ([]Dormancy
 		  AND ((w.dormant_at IS NULL AND b.transition = 'stop' AND t.time_til_dormant_ms > 0
 		        AND greatest(w.last_used_at, j.completed_at) + t.time_til_dormant_ms * interval '1 millisecond' <= $1)
 		    OR (w.dormant_at IS NOT NULL AND b.transition <> 'delete' AND w.deleting_at <= $1))
-		ORDER BY w.id`, now)
-	if err != nil {
-		return nil, err
-	}
-	return collect(rows, func(row pgx.Row) (DormancyCandidate, error) {
-		var c DormancyCandidate
-		err := row.Scan(&c.WorkspaceID, &c.LatestBuildID, &c.Delete)
-		return c, err
-	})
+		ORDER BY w.id`, now))
 }
 
 // BumpWorkspaceActivity records activity on a workspace at now (Coder's

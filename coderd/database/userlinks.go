@@ -3,45 +3,38 @@ package database
 import (
 	"context"
 	"time"
-
-	"github.com/jackc/pgx/v5"
 )
 
 // UserLink links a user to an identity provider's account (user_links).
 type UserLink struct {
-	UserID string
+	UserID string `db:"user_id"`
 	// LoginType is how the user signs in through the link ("oidc").
-	LoginType string
+	LoginType string `db:"login_type"`
 	// Issuer and Subject are the ID token's "iss" and "sub".
-	Issuer  string
-	Subject string
+	Issuer  string `db:"issuer"`
+	Subject string `db:"subject"`
 	// OAuthRefreshToken is the IdP's refresh token sealed by coderd (never
 	// the plaintext); empty when the IdP gave none.
-	OAuthRefreshToken string
+	OAuthRefreshToken string `db:"oauth_refresh_token"`
 	// OAuthExpiry is when the IdP's access token expires; zero when
 	// unknown (no refresh is attempted).
-	OAuthExpiry time.Time
-	CreatedAt   time.Time
-	UpdatedAt   time.Time
+	OAuthExpiry time.Time `db:"oauth_expiry"`
+	CreatedAt   time.Time `db:"created_at"`
+	UpdatedAt   time.Time `db:"updated_at"`
 }
 
+// userLinkColumns are the columns of user_links a UserLink holds.
 const userLinkColumns = `user_id, login_type, issuer, subject, oauth_refresh_token, oauth_expiry, created_at, updated_at`
-
-func scanUserLink(row pgx.Row) (UserLink, error) {
-	var l UserLink
-	err := row.Scan(&l.UserID, &l.LoginType, &l.Issuer, &l.Subject, &l.OAuthRefreshToken, &l.OAuthExpiry, &l.CreatedAt, &l.UpdatedAt)
-	return l, mapErr(err)
-}
 
 // UserLinkBySubject returns the link of an identity provider's account
 // (ErrNotFound when none).
 func (db *DB) UserLinkBySubject(ctx context.Context, issuer, subject string) (UserLink, error) {
-	return scanUserLink(db.q().QueryRow(ctx, `SELECT `+userLinkColumns+` FROM user_links WHERE issuer = $1 AND subject = $2`, issuer, subject))
+	return collectOne[UserLink](db.q().Query(ctx, `SELECT `+userLinkColumns+` FROM user_links WHERE issuer = $1 AND subject = $2`, issuer, subject))
 }
 
 // UserLinkByUser returns a user's link (ErrNotFound when none).
 func (db *DB) UserLinkByUser(ctx context.Context, userID string) (UserLink, error) {
-	return scanUserLink(db.q().QueryRow(ctx, `SELECT `+userLinkColumns+` FROM user_links WHERE user_id = $1`, userID))
+	return collectOne[UserLink](db.q().Query(ctx, `SELECT `+userLinkColumns+` FROM user_links WHERE user_id = $1`, userID))
 }
 
 // UpsertUserLink links a user to an account (replacing the user's previous
@@ -49,7 +42,7 @@ func (db *DB) UserLinkByUser(ctx context.Context, userID string) (UserLink, erro
 // another user is ErrConflict.
 func (db *DB) UpsertUserLink(ctx context.Context, l UserLink) (UserLink, error) {
 	now := db.now()
-	out, err := scanUserLink(db.q().QueryRow(ctx, `INSERT INTO user_links (user_id, login_type, issuer, subject, created_at, updated_at)
+	out, err := collectOne[UserLink](db.q().Query(ctx, `INSERT INTO user_links (user_id, login_type, issuer, subject, created_at, updated_at)
 		VALUES ($1, $2, $3, $4, $5, $5)
 		ON CONFLICT (user_id) DO UPDATE SET login_type = $2, issuer = $3, subject = $4, updated_at = $5
 		RETURNING `+userLinkColumns, l.UserID, l.LoginType, l.Issuer, l.Subject, now))

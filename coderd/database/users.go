@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -13,32 +12,22 @@ import (
 
 // User is a row of users.
 type User struct {
-	ID       string
-	Email    string
-	Username string
+	ID       string `db:"id"`
+	Email    string `db:"email"`
+	Username string `db:"username"`
 	// Name is the full name ("" when not set).
-	Name           string
-	HashedPassword []byte
-	Roles          []string
+	Name           string   `db:"name"`
+	HashedPassword []byte   `db:"hashed_password"`
+	Roles          []string `db:"roles"`
 	// Status is UserStatusActive or UserStatusSuspended.
-	Status     string
-	CreatedAt  time.Time
-	UpdatedAt  time.Time
-	LastSeenAt time.Time
+	Status     string    `db:"status"`
+	CreatedAt  time.Time `db:"created_at"`
+	UpdatedAt  time.Time `db:"updated_at"`
+	LastSeenAt time.Time `db:"last_seen_at"`
 }
 
+// userColumns are the columns of users a User holds.
 const userColumns = `id, email, username, name, hashed_password, roles, status, created_at, updated_at, last_seen_at`
-
-func scanUser(row pgx.Row) (User, error) {
-	var u User
-	err := row.Scan(u.columns()...)
-	return u, mapErr(err)
-}
-
-// columns are the scan destinations of userColumns.
-func (u *User) columns() []any {
-	return []any{&u.ID, &u.Email, &u.Username, &u.Name, &u.HashedPassword, &u.Roles, &u.Status, &u.CreatedAt, &u.UpdatedAt, &u.LastSeenAt}
-}
 
 // InsertUserParams creates a user.
 type InsertUserParams struct {
@@ -56,7 +45,7 @@ func (db *DB) InsertUser(ctx context.Context, p InsertUserParams) (User, error) 
 	if p.Roles == nil {
 		p.Roles = []string{}
 	}
-	u, err := scanUser(db.q().QueryRow(ctx, `INSERT INTO users (id, email, username, name, hashed_password, roles, created_at, updated_at, last_seen_at)
+	u, err := collectOne[User](db.q().Query(ctx, `INSERT INTO users (id, email, username, name, hashed_password, roles, created_at, updated_at, last_seen_at)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $7, $7) RETURNING `+userColumns,
 		uuid.NewString(), p.Email, p.Username, p.Name, p.HashedPassword, p.Roles, now))
 	if err != nil {
@@ -79,27 +68,23 @@ func (db *DB) UserByID(ctx context.Context, id string) (User, error) {
 	if uuid.Validate(id) != nil {
 		return User{}, ErrNotFound
 	}
-	return scanUser(db.q().QueryRow(ctx, `SELECT `+userColumns+` FROM users WHERE id = $1 AND NOT deleted`, id))
+	return collectOne[User](db.q().Query(ctx, `SELECT `+userColumns+` FROM users WHERE id = $1 AND NOT deleted`, id))
 }
 
 // UserByEmailOrUsername returns the user with that email or username.
 func (db *DB) UserByEmailOrUsername(ctx context.Context, email, username string) (User, error) {
-	return scanUser(db.q().QueryRow(ctx, `SELECT `+userColumns+` FROM users
+	return collectOne[User](db.q().Query(ctx, `SELECT `+userColumns+` FROM users
 		WHERE (lower(email) = lower($1) OR lower(username) = lower($2)) AND NOT deleted LIMIT 1`, email, username))
 }
 
 // Users lists users by creation.
 func (db *DB) Users(ctx context.Context) ([]User, error) {
-	rows, err := db.q().Query(ctx, `SELECT `+userColumns+` FROM users WHERE NOT deleted ORDER BY created_at, username`)
-	if err != nil {
-		return nil, err
-	}
-	return collect(rows, scanUser)
+	return collectAll[User](db.q().Query(ctx, `SELECT `+userColumns+` FROM users WHERE NOT deleted ORDER BY created_at, username`))
 }
 
 // UpdateUserRoles replaces a user's roles.
 func (db *DB) UpdateUserRoles(ctx context.Context, id string, roles []string) (User, error) {
-	return scanUser(db.q().QueryRow(ctx, `UPDATE users SET roles = $2, updated_at = $3 WHERE id = $1 AND NOT deleted RETURNING `+userColumns,
+	return collectOne[User](db.q().Query(ctx, `UPDATE users SET roles = $2, updated_at = $3 WHERE id = $1 AND NOT deleted RETURNING `+userColumns,
 		id, roles, db.now()))
 }
 
@@ -111,16 +96,12 @@ func (db *DB) LockActiveOwners(ctx context.Context) ([]string, error) {
 	if err != nil {
 		return nil, mapErr(err)
 	}
-	return collect(rows, func(row pgx.Row) (string, error) {
-		var id string
-		err := row.Scan(&id)
-		return id, err
-	})
+	return pgx.CollectRows(rows, pgx.RowTo[string])
 }
 
 // UpdateUserProfile changes a user's username and full name.
 func (db *DB) UpdateUserProfile(ctx context.Context, id, username, name string) (User, error) {
-	return scanUser(db.q().QueryRow(ctx, `UPDATE users SET username = $2, name = $3, updated_at = $4 WHERE id = $1 AND NOT deleted RETURNING `+userColumns,
+	return collectOne[User](db.q().Query(ctx, `UPDATE users SET username = $2, name = $3, updated_at = $4 WHERE id = $1 AND NOT deleted RETURNING `+userColumns,
 		id, username, name, db.now()))
 }
 
@@ -138,7 +119,7 @@ const (
 // UpdateUserStatus sets a user's status (UserStatusActive or
 // UserStatusSuspended).
 func (db *DB) UpdateUserStatus(ctx context.Context, id, status string) (User, error) {
-	return scanUser(db.q().QueryRow(ctx, `UPDATE users SET status = $2, updated_at = $3 WHERE id = $1 AND NOT deleted RETURNING `+userColumns,
+	return collectOne[User](db.q().Query(ctx, `UPDATE users SET status = $2, updated_at = $3 WHERE id = $1 AND NOT deleted RETURNING `+userColumns,
 		id, status, db.now()))
 }
 
@@ -150,11 +131,11 @@ func (db *DB) TouchUser(ctx context.Context, id string) error {
 
 // Organization is a row of organizations.
 type Organization struct {
-	ID          string
-	Name        string
-	DisplayName string
-	IsDefault   bool
-	CreatedAt   time.Time
+	ID          string    `db:"id"`
+	Name        string    `db:"name"`
+	DisplayName string    `db:"display_name"`
+	IsDefault   bool      `db:"is_default"`
+	CreatedAt   time.Time `db:"created_at"`
 }
 
 // EnsureDefaultOrganization creates the default organization once.
@@ -170,42 +151,29 @@ func (db *DB) EnsureDefaultOrganization(ctx context.Context) (Organization, erro
 
 // DefaultOrganization returns the default organization.
 func (db *DB) DefaultOrganization(ctx context.Context) (Organization, error) {
-	var o Organization
-	err := db.q().QueryRow(ctx, `SELECT id, name, display_name, is_default, created_at FROM organizations WHERE is_default`).
-		Scan(&o.ID, &o.Name, &o.DisplayName, &o.IsDefault, &o.CreatedAt)
-	return o, mapErr(err)
+	return collectOne[Organization](db.q().Query(ctx, `SELECT id, name, display_name, is_default, created_at FROM organizations WHERE is_default`))
 }
 
 // APIKey is a row of api_keys.
 type APIKey struct {
-	ID              string
-	HashedSecret    []byte
-	UserID          string
-	LoginType       string
-	TokenName       string
-	LifetimeSeconds int64
-	ExpiresAt       time.Time
-	CreatedAt       time.Time
-	LastUsed        time.Time
+	ID              string    `db:"id"`
+	HashedSecret    []byte    `db:"hashed_secret"`
+	UserID          string    `db:"user_id"`
+	LoginType       string    `db:"login_type"`
+	TokenName       string    `db:"token_name"`
+	LifetimeSeconds int64     `db:"lifetime_seconds"`
+	ExpiresAt       time.Time `db:"expires_at"`
+	CreatedAt       time.Time `db:"created_at"`
+	LastUsed        time.Time `db:"last_used"`
 }
 
+// apiKeyColumns are the columns of api_keys an APIKey holds.
 const apiKeyColumns = `id, hashed_secret, user_id, login_type, token_name, lifetime_seconds, expires_at, created_at, last_used`
-
-func scanAPIKey(row pgx.Row) (APIKey, error) {
-	var k APIKey
-	err := row.Scan(k.columns()...)
-	return k, mapErr(err)
-}
-
-// columns are the scan destinations of apiKeyColumns.
-func (k *APIKey) columns() []any {
-	return []any{&k.ID, &k.HashedSecret, &k.UserID, &k.LoginType, &k.TokenName, &k.LifetimeSeconds, &k.ExpiresAt, &k.CreatedAt, &k.LastUsed}
-}
 
 // InsertAPIKey stores a key.
 func (db *DB) InsertAPIKey(ctx context.Context, k APIKey) (APIKey, error) {
 	now := db.now()
-	return scanAPIKey(db.q().QueryRow(ctx, `INSERT INTO api_keys (`+apiKeyColumns+`)
+	return collectOne[APIKey](db.q().Query(ctx, `INSERT INTO api_keys (`+apiKeyColumns+`)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $8) RETURNING `+apiKeyColumns,
 		k.ID, k.HashedSecret, k.UserID, k.LoginType, k.TokenName, k.LifetimeSeconds, k.ExpiresAt, now))
 }
@@ -214,28 +182,38 @@ func (db *DB) InsertAPIKey(ctx context.Context, k APIKey) (APIKey, error) {
 // authenticated request asks for both). userDeleted reports a user that
 // was deleted since the key was made.
 func (db *DB) APIKeyWithUser(ctx context.Context, id string) (k APIKey, u User, userDeleted bool, err error) {
-	dest := append(append(k.columns(), u.columns()...), &userDeleted)
-	err = db.q().QueryRow(ctx, `SELECT `+qualified("k", apiKeyColumns)+`, `+qualified("u", userColumns)+`, u.deleted
-		FROM api_keys k JOIN users u ON u.id = k.user_id WHERE k.id = $1`, id).Scan(dest...)
-	return k, u, userDeleted, mapErr(err)
-}
-
-// qualified prefixes each of a comma-separated column list with table.
-func qualified(table, columns string) string {
-	cols := strings.Split(columns, ", ")
-	for i, c := range cols {
-		cols[i] = table + "." + c
+	// The user's columns come as "u.id", "u.created_at", …: both tables
+	// have an id and a created_at.
+	rows, err := db.q().Query(ctx, `SELECT `+qualified("k", apiKeyColumns)+`, `+prefixed("u", userColumns)+`, u.deleted AS "u.deleted"
+		FROM api_keys k JOIN users u ON u.id = k.user_id WHERE k.id = $1`, id)
+	if err != nil {
+		return k, u, false, mapErr(err)
 	}
-	return strings.Join(cols, ", ")
+	type userRow struct {
+		User
+		Deleted bool `db:"deleted"`
+	}
+	type keyUser struct {
+		key  APIKey
+		user userRow
+	}
+	r, err := pgx.CollectOneRow(rows, func(row pgx.CollectableRow) (keyUser, error) {
+		userCols, keyCols := splitRow(row, "u.")
+		var r keyUser
+		var err error
+		if r.key, err = pgx.RowToStructByName[APIKey](keyCols); err != nil {
+			return r, err
+		}
+		r.user, err = pgx.RowToStructByName[userRow](userCols)
+		return r, err
+	})
+	return r.key, r.user.User, r.user.Deleted, mapErr(err)
 }
 
 // APIKeysByUser lists a user's keys of one login type.
 func (db *DB) APIKeysByUser(ctx context.Context, userID, loginType string) ([]APIKey, error) {
-	rows, err := db.q().Query(ctx, `SELECT `+apiKeyColumns+` FROM api_keys WHERE user_id = $1 AND login_type = $2 ORDER BY created_at`, userID, loginType)
-	if err != nil {
-		return nil, err
-	}
-	return collect(rows, scanAPIKey)
+	return collectAll[APIKey](db.q().Query(ctx, `SELECT `+apiKeyColumns+` FROM api_keys WHERE user_id = $1 AND login_type = $2 ORDER BY created_at`,
+		userID, loginType))
 }
 
 // TouchAPIKey records a key's use.
@@ -306,20 +284,6 @@ func (db *DB) DeploymentValue(ctx context.Context, key, initial string) (string,
 	return v, err
 }
 
-// collect scans every row with scan.
-func collect[T any](rows pgx.Rows, scan func(pgx.Row) (T, error)) ([]T, error) {
-	defer rows.Close()
-	out := []T{}
-	for rows.Next() {
-		v, err := scan(rows)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, v)
-	}
-	return out, rows.Err()
-}
-
 // ErrFirstUserExists is returned by InsertFirstUser once any user exists.
 var ErrFirstUserExists = errors.New("database: the first user already exists")
 
@@ -346,22 +310,18 @@ func (db *DB) InsertFirstUser(ctx context.Context, p InsertUserParams) (User, er
 
 // SSHKey is a row of user_ssh_keys.
 type SSHKey struct {
-	UserID     string
-	PublicKey  string
-	PrivateKey string
-	CreatedAt  time.Time
-	UpdatedAt  time.Time
+	UserID     string    `db:"user_id"`
+	PublicKey  string    `db:"public_key"`
+	PrivateKey string    `db:"private_key"`
+	CreatedAt  time.Time `db:"created_at"`
+	UpdatedAt  time.Time `db:"updated_at"`
 }
 
 // SSHKeyByUser returns the user's SSH key pair, storing the one gen makes
 // when the user has none yet. Concurrent first calls agree on one pair.
 func (db *DB) SSHKeyByUser(ctx context.Context, userID string, gen func() (public, private string, err error)) (SSHKey, error) {
-	var k SSHKey
-	scan := func(row pgx.Row) error {
-		return mapErr(row.Scan(&k.UserID, &k.PublicKey, &k.PrivateKey, &k.CreatedAt, &k.UpdatedAt))
-	}
 	const cols = `user_id, public_key, private_key, created_at, updated_at`
-	err := scan(db.q().QueryRow(ctx, `SELECT `+cols+` FROM user_ssh_keys WHERE user_id = $1`, userID))
+	k, err := collectOne[SSHKey](db.q().Query(ctx, `SELECT `+cols+` FROM user_ssh_keys WHERE user_id = $1`, userID))
 	if !errors.Is(err, ErrNotFound) {
 		return k, err
 	}
@@ -374,5 +334,5 @@ func (db *DB) SSHKeyByUser(ctx context.Context, userID string, gen func() (publi
 		userID, public, private, now); err != nil {
 		return k, mapErr(err)
 	}
-	return k, scan(db.q().QueryRow(ctx, `SELECT `+cols+` FROM user_ssh_keys WHERE user_id = $1`, userID))
+	return collectOne[SSHKey](db.q().Query(ctx, `SELECT `+cols+` FROM user_ssh_keys WHERE user_id = $1`, userID))
 }

@@ -11,44 +11,61 @@ import (
 // WorkspaceProxy is a row of workspace_proxies: a region's proxy as an owner
 // created it and as it last registered.
 type WorkspaceProxy struct {
-	ID          string
-	Name        string
-	DisplayName string
-	Icon        string
+	ID          string `db:"id"`
+	Name        string `db:"name"`
+	DisplayName string `db:"display_name"`
+	Icon        string `db:"icon"`
 	// URL and WildcardHostname are what the proxy registered; "" until it
 	// registers.
-	URL               string
-	WildcardHostname  string
-	TokenHashedSecret []byte
+	URL               string `db:"url"`
+	WildcardHostname  string `db:"wildcard_hostname"`
+	TokenHashedSecret []byte `db:"token_hashed_secret"`
 	// Version, ReplicaID and ReplicaHostname are the last registration's.
-	Version         string
-	ReplicaID       string
-	ReplicaHostname string
+	Version         string `db:"version"`
+	ReplicaID       string `db:"replica_id"`
+	ReplicaHostname string `db:"replica_hostname"`
 	// HealthReport is the JSON object of the proxy's own health report sent
 	// with its last registration ("{}" before the first).
-	HealthReport []byte
+	HealthReport []byte `db:"health_report"`
 	// RegisteredAt is the first registration, LastHeartbeatAt the last
 	// registration or heartbeat; both zero while it never registered.
-	RegisteredAt    time.Time
-	LastHeartbeatAt time.Time
+	// These three columns are nullable: workspaceProxyRow reads them.
+	RegisteredAt    time.Time `db:"-"`
+	LastHeartbeatAt time.Time `db:"-"`
 	// DeregisteredAt is when it last shut down cleanly, zero when it has
 	// registered since.
-	DeregisteredAt time.Time
-	CreatedAt      time.Time
-	UpdatedAt      time.Time
-	Deleted        bool
+	DeregisteredAt time.Time `db:"-"`
+	CreatedAt      time.Time `db:"created_at"`
+	UpdatedAt      time.Time `db:"updated_at"`
+	Deleted        bool      `db:"deleted"`
 }
 
+// workspaceProxyColumns are the columns of workspace_proxies a
+// workspaceProxyRow holds.
 const workspaceProxyColumns = `id, name, display_name, icon, url, wildcard_hostname, token_hashed_secret, version, replica_id,
 	replica_hostname, health_report, registered_at, last_heartbeat_at, deregistered_at, created_at, updated_at, deleted`
 
-func scanWorkspaceProxy(row pgx.Row) (WorkspaceProxy, error) {
-	var p WorkspaceProxy
-	var registered, heartbeat, deregistered *time.Time
-	err := row.Scan(&p.ID, &p.Name, &p.DisplayName, &p.Icon, &p.URL, &p.WildcardHostname, &p.TokenHashedSecret, &p.Version,
-		&p.ReplicaID, &p.ReplicaHostname, &p.HealthReport, &registered, &heartbeat, &deregistered, &p.CreatedAt, &p.UpdatedAt, &p.Deleted)
-	p.RegisteredAt, p.LastHeartbeatAt, p.DeregisteredAt = timeOrZero(registered), timeOrZero(heartbeat), timeOrZero(deregistered)
-	return p, mapErr(err)
+// workspaceProxyRow is a row of workspace_proxies as selected: the
+// proxy with its nullable timestamps (NULL: not yet).
+type workspaceProxyRow struct {
+	WorkspaceProxy
+	RegisteredAt    *time.Time `db:"registered_at"`
+	LastHeartbeatAt *time.Time `db:"last_heartbeat_at"`
+	DeregisteredAt  *time.Time `db:"deregistered_at"`
+}
+
+// proxy returns the row's proxy, a NULL timestamp as the zero time.
+func (r workspaceProxyRow) proxy() WorkspaceProxy {
+	p := r.WorkspaceProxy
+	p.RegisteredAt, p.LastHeartbeatAt, p.DeregisteredAt = timeOrZero(r.RegisteredAt), timeOrZero(r.LastHeartbeatAt), timeOrZero(r.DeregisteredAt)
+	return p
+}
+
+// collectWorkspaceProxy maps the first row of a query of
+// workspaceProxyColumns onto a proxy (ErrNotFound when none).
+func collectWorkspaceProxy(rows pgx.Rows, err error) (WorkspaceProxy, error) {
+	r, err := collectOne[workspaceProxyRow](rows, err)
+	return r.proxy(), err
 }
 
 // timeOrZero is a nullable timestamp as a time, zero for NULL.
@@ -63,7 +80,7 @@ func timeOrZero(t *time.Time) time.Time {
 // (case-insensitively) by a proxy that is not deleted is ErrConflict.
 func (db *DB) InsertWorkspaceProxy(ctx context.Context, p WorkspaceProxy) (WorkspaceProxy, error) {
 	now := db.now()
-	return scanWorkspaceProxy(db.q().QueryRow(ctx, `INSERT INTO workspace_proxies
+	return collectWorkspaceProxy(db.q().Query(ctx, `INSERT INTO workspace_proxies
 		(id, name, display_name, icon, token_hashed_secret, created_at, updated_at)
 		VALUES ($1, $2, $3, $4, $5, $6, $6) RETURNING `+workspaceProxyColumns,
 		uuid.NewString(), p.Name, p.DisplayName, p.Icon, p.TokenHashedSecret, now))
@@ -75,23 +92,27 @@ func (db *DB) WorkspaceProxyByID(ctx context.Context, id string) (WorkspaceProxy
 	if uuid.Validate(id) != nil {
 		return WorkspaceProxy{}, ErrNotFound
 	}
-	return scanWorkspaceProxy(db.q().QueryRow(ctx, `SELECT `+workspaceProxyColumns+` FROM workspace_proxies WHERE id = $1`, id))
+	return collectWorkspaceProxy(db.q().Query(ctx, `SELECT `+workspaceProxyColumns+` FROM workspace_proxies WHERE id = $1`, id))
 }
 
 // WorkspaceProxyByName returns the proxy called name (case-insensitively)
 // that is not deleted.
 func (db *DB) WorkspaceProxyByName(ctx context.Context, name string) (WorkspaceProxy, error) {
-	return scanWorkspaceProxy(db.q().QueryRow(ctx, `SELECT `+workspaceProxyColumns+` FROM workspace_proxies
+	return collectWorkspaceProxy(db.q().Query(ctx, `SELECT `+workspaceProxyColumns+` FROM workspace_proxies
 		WHERE lower(name) = lower($1) AND NOT deleted`, name))
 }
 
 // WorkspaceProxies lists the proxies that are not deleted, by name.
 func (db *DB) WorkspaceProxies(ctx context.Context) ([]WorkspaceProxy, error) {
-	rows, err := db.q().Query(ctx, `SELECT `+workspaceProxyColumns+` FROM workspace_proxies WHERE NOT deleted ORDER BY lower(name)`)
+	list, err := collectAll[workspaceProxyRow](db.q().Query(ctx, `SELECT `+workspaceProxyColumns+` FROM workspace_proxies WHERE NOT deleted ORDER BY lower(name)`))
 	if err != nil {
 		return nil, err
 	}
-	return collect(rows, scanWorkspaceProxy)
+	out := make([]WorkspaceProxy, len(list))
+	for i, r := range list {
+		out[i] = r.proxy()
+	}
+	return out, nil
 }
 
 // DeleteWorkspaceProxy marks a proxy deleted (ErrNotFound when there is
@@ -101,7 +122,7 @@ func (db *DB) DeleteWorkspaceProxy(ctx context.Context, id string) (WorkspacePro
 	if uuid.Validate(id) != nil {
 		return WorkspaceProxy{}, ErrNotFound
 	}
-	return scanWorkspaceProxy(db.q().QueryRow(ctx, `UPDATE workspace_proxies SET deleted = true, updated_at = $2
+	return collectWorkspaceProxy(db.q().Query(ctx, `UPDATE workspace_proxies SET deleted = true, updated_at = $2
 		WHERE id = $1 AND NOT deleted RETURNING `+workspaceProxyColumns, id, db.now()))
 }
 
@@ -132,7 +153,7 @@ func (db *DB) RegisterWorkspaceProxy(ctx context.Context, p RegisterWorkspacePro
 	if p.HealthReport == nil {
 		p.HealthReport = []byte("{}")
 	}
-	return scanWorkspaceProxy(db.q().QueryRow(ctx, `UPDATE workspace_proxies SET url = $2, wildcard_hostname = $3, version = $4,
+	return collectWorkspaceProxy(db.q().Query(ctx, `UPDATE workspace_proxies SET url = $2, wildcard_hostname = $3, version = $4,
 			replica_id = $5, replica_hostname = $6, health_report = $7, registered_at = coalesce(registered_at, $8),
 			last_heartbeat_at = $8, deregistered_at = NULL, updated_at = $8
 		WHERE id = $1 AND NOT deleted RETURNING `+workspaceProxyColumns,

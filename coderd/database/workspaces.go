@@ -13,18 +13,18 @@ import (
 // Workspace is a row of workspaces joined with its owner, template and
 // latest build (and that build's job).
 type Workspace struct {
-	ID                      string
-	OrganizationID          string
-	OwnerID                 string
-	OwnerName               string
-	TemplateID              string
-	TemplateName            string
-	TemplateActiveVersionID string
-	Name                    string
-	CreatedAt               time.Time
-	UpdatedAt               time.Time
-	Deleted                 bool
-	LatestBuild             WorkspaceBuild
+	ID                      string         `db:"id"`
+	OrganizationID          string         `db:"organization_id"`
+	OwnerID                 string         `db:"owner_id"`
+	OwnerName               string         `db:"owner_name"`
+	TemplateID              string         `db:"template_id"`
+	TemplateName            string         `db:"template_name"`
+	TemplateActiveVersionID string         `db:"template_active_version_id"`
+	Name                    string         `db:"name"`
+	CreatedAt               time.Time      `db:"created_at"`
+	UpdatedAt               time.Time      `db:"updated_at"`
+	Deleted                 bool           `db:"deleted"`
+	LatestBuild             WorkspaceBuild `db:"-"`
 }
 
 // WorkspaceBuild is a row of workspace_builds joined with its job.
@@ -44,37 +44,103 @@ type WorkspaceBuild struct {
 	Job                 ProvisionerJob
 }
 
-const buildColumns = `b.id, b.workspace_id, b.template_version_id, tv.name, b.build_number, b.transition, b.initiator_id, iu.username,
-	b.reason, b.rich_parameter_values, b.created_at, b.updated_at, ` // followed by the job's columns
+// buildColumns select a build (table alias b) with its version (tv),
+// initiator (iu) and job (j), each column under the name of its field in
+// buildRow.
+const buildColumns = `b.id AS build_id, b.workspace_id AS build_workspace_id, b.template_version_id AS build_template_version_id,
+	tv.name AS build_template_version_name, b.build_number AS build_number, b.transition AS build_transition,
+	b.initiator_id AS build_initiator_id, iu.username AS build_initiator_name, b.reason AS build_reason,
+	b.rich_parameter_values AS build_rich_parameter_values, b.created_at AS build_created_at, b.updated_at AS build_updated_at,
+	j.id AS job_id, j.created_at AS job_created_at, j.updated_at AS job_updated_at, j.started_at AS job_started_at,
+	j.completed_at AS job_completed_at, j.canceled_at AS job_canceled_at, j.error AS job_error, j.error_code AS job_error_code,
+	j.organization_id AS job_organization_id, j.initiator_id AS job_initiator_id, j.type AS job_type, j.input AS job_input,
+	j.tags AS job_tags, j.file_id AS job_file_id, j.worker_id AS job_worker_id`
 
-func buildDest(b *WorkspaceBuild) []any {
-	return append([]any{&b.ID, &b.WorkspaceID, &b.TemplateVersionID, &b.TemplateVersionName, &b.BuildNumber, &b.Transition,
-		&b.InitiatorID, &b.InitiatorName, &b.Reason, &b.RichParameterValues, &b.CreatedAt, &b.UpdatedAt}, jobDest(&b.Job)...)
+// buildFields is a WorkspaceBuild (but its job) under buildColumns' names;
+// it converts to a WorkspaceBuild, so the two cannot drift apart.
+type buildFields struct {
+	ID                  string         `db:"build_id"`
+	WorkspaceID         string         `db:"build_workspace_id"`
+	TemplateVersionID   string         `db:"build_template_version_id"`
+	TemplateVersionName string         `db:"build_template_version_name"`
+	BuildNumber         int32          `db:"build_number"`
+	Transition          string         `db:"build_transition"`
+	InitiatorID         string         `db:"build_initiator_id"`
+	InitiatorName       string         `db:"build_initiator_name"`
+	Reason              string         `db:"build_reason"`
+	RichParameterValues []byte         `db:"build_rich_parameter_values"`
+	CreatedAt           time.Time      `db:"build_created_at"`
+	UpdatedAt           time.Time      `db:"build_updated_at"`
+	Job                 ProvisionerJob `db:"-"`
+}
+
+// jobFields is a ProvisionerJob under buildColumns' names; it converts to
+// a ProvisionerJob.
+type jobFields struct {
+	ID             string            `db:"job_id"`
+	CreatedAt      time.Time         `db:"job_created_at"`
+	UpdatedAt      time.Time         `db:"job_updated_at"`
+	StartedAt      *time.Time        `db:"job_started_at"`
+	CompletedAt    *time.Time        `db:"job_completed_at"`
+	CanceledAt     *time.Time        `db:"job_canceled_at"`
+	Error          string            `db:"job_error"`
+	ErrorCode      string            `db:"job_error_code"`
+	OrganizationID string            `db:"job_organization_id"`
+	InitiatorID    string            `db:"job_initiator_id"`
+	Type           string            `db:"job_type"`
+	Input          JobInput          `db:"job_input"`
+	Tags           map[string]string `db:"job_tags"`
+	FileID         string            `db:"job_file_id"`
+	WorkerID       *string           `db:"job_worker_id"`
+}
+
+// buildRow is a row of buildColumns.
+type buildRow struct {
+	buildFields
+	jobFields
+}
+
+// build assembles the build with its job.
+func (r buildRow) build() WorkspaceBuild {
+	b := WorkspaceBuild(r.buildFields)
+	b.Job = ProvisionerJob(r.jobFields)
+	return b
 }
 
 const buildJoins = ` JOIN template_versions tv ON tv.id = b.template_version_id
 	JOIN users iu ON iu.id = b.initiator_id
 	JOIN provisioner_jobs j ON j.id = b.job_id`
 
-const workspaceSelect = `SELECT w.id, w.organization_id, w.owner_id, u.username, w.template_id, t.name, t.active_version_id, w.name,
-		w.created_at, w.updated_at, w.deleted, ` + buildColumns + jobColumnsQualified + `
+const workspaceSelect = `SELECT w.id, w.organization_id, w.owner_id, u.username AS owner_name, w.template_id, t.name AS template_name,
+		t.active_version_id AS template_active_version_id, w.name, w.created_at, w.updated_at, w.deleted, ` + buildColumns + `
 	FROM workspaces w
 	JOIN users u ON u.id = w.owner_id
 	JOIN templates t ON t.id = w.template_id
 	JOIN LATERAL (SELECT * FROM workspace_builds WHERE workspace_id = w.id ORDER BY build_number DESC LIMIT 1) b ON true` + buildJoins
 
-func scanWorkspace(row pgx.Row) (Workspace, error) {
-	var w Workspace
-	dest := append([]any{&w.ID, &w.OrganizationID, &w.OwnerID, &w.OwnerName, &w.TemplateID, &w.TemplateName, &w.TemplateActiveVersionID,
-		&w.Name, &w.CreatedAt, &w.UpdatedAt, &w.Deleted}, buildDest(&w.LatestBuild)...)
-	err := row.Scan(dest...)
-	return w, mapErr(err)
+// workspaceRow is a row of workspaceSelect.
+type workspaceRow struct {
+	Workspace
+	buildRow
 }
 
-func scanBuild(row pgx.Row) (WorkspaceBuild, error) {
-	var b WorkspaceBuild
-	err := row.Scan(buildDest(&b)...)
-	return b, mapErr(err)
+// workspace assembles the workspace with its latest build.
+func (r workspaceRow) workspace() Workspace {
+	w := r.Workspace
+	w.LatestBuild = r.build()
+	return w
+}
+
+// oneWorkspace is collectOne for workspaceSelect.
+func oneWorkspace(rows pgx.Rows, err error) (Workspace, error) {
+	r, err := collectOne[workspaceRow](rows, err)
+	return r.workspace(), err
+}
+
+// oneBuild is collectOne for buildSelect.
+func oneBuild(rows pgx.Rows, err error) (WorkspaceBuild, error) {
+	r, err := collectOne[buildRow](rows, err)
+	return r.build(), err
 }
 
 // InsertWorkspace creates a workspace row (its first build comes next, in the
@@ -123,12 +189,12 @@ func (db *DB) WorkspaceByID(ctx context.Context, id string) (Workspace, error) {
 	if uuid.Validate(id) != nil {
 		return Workspace{}, ErrNotFound
 	}
-	return scanWorkspace(db.q().QueryRow(ctx, workspaceSelect+` WHERE w.id = $1`, id))
+	return oneWorkspace(db.q().Query(ctx, workspaceSelect+` WHERE w.id = $1`, id))
 }
 
 // WorkspaceByOwnerAndName returns a live workspace.
 func (db *DB) WorkspaceByOwnerAndName(ctx context.Context, ownerID, name string) (Workspace, error) {
-	return scanWorkspace(db.q().QueryRow(ctx, workspaceSelect+` WHERE w.owner_id = $1 AND lower(w.name) = lower($2) AND NOT w.deleted`, ownerID, name))
+	return oneWorkspace(db.q().Query(ctx, workspaceSelect+` WHERE w.owner_id = $1 AND lower(w.name) = lower($2) AND NOT w.deleted`, ownerID, name))
 }
 
 // WorkspaceFilter narrows Workspaces.
@@ -181,12 +247,15 @@ func (db *DB) Workspaces(ctx context.Context, f WorkspaceFilter) ([]Workspace, i
 		}
 		q = workspaceSelect + ` WHERE w.id IN (` + page + `) ORDER BY u.username, w.name`
 	}
-	rows, err := db.q().Query(ctx, q, args...)
+	list, err := collectAll[workspaceRow](db.q().Query(ctx, q, args...))
 	if err != nil {
 		return nil, 0, err
 	}
-	ws, err := collect(rows, scanWorkspace)
-	return ws, count, err
+	ws := make([]Workspace, len(list))
+	for i, r := range list {
+		ws[i] = r.workspace()
+	}
+	return ws, count, nil
 }
 
 // CountWorkspaces counts live workspaces.
@@ -209,36 +278,37 @@ func (db *DB) MarkWorkspaceDeleted(ctx context.Context, id string) error {
 	return err
 }
 
-const buildSelect = `SELECT ` + buildColumns + jobColumnsQualified + ` FROM workspace_builds b` + buildJoins
-
-const jobColumnsQualified = `j.id, j.created_at, j.updated_at, j.started_at, j.completed_at, j.canceled_at, j.error, j.error_code,
-	j.organization_id, j.initiator_id, j.type, j.input, j.tags, j.file_id, j.worker_id`
+const buildSelect = `SELECT ` + buildColumns + ` FROM workspace_builds b` + buildJoins
 
 // WorkspaceBuildByID returns a build.
 func (db *DB) WorkspaceBuildByID(ctx context.Context, id string) (WorkspaceBuild, error) {
 	if uuid.Validate(id) != nil {
 		return WorkspaceBuild{}, ErrNotFound
 	}
-	return scanBuild(db.q().QueryRow(ctx, buildSelect+` WHERE b.id = $1`, id))
+	return oneBuild(db.q().Query(ctx, buildSelect+` WHERE b.id = $1`, id))
 }
 
 // WorkspaceBuildByNumber returns the workspace's build with that number.
 func (db *DB) WorkspaceBuildByNumber(ctx context.Context, workspaceID string, number int32) (WorkspaceBuild, error) {
-	return scanBuild(db.q().QueryRow(ctx, buildSelect+` WHERE b.workspace_id = $1 AND b.build_number = $2`, workspaceID, number))
+	return oneBuild(db.q().Query(ctx, buildSelect+` WHERE b.workspace_id = $1 AND b.build_number = $2`, workspaceID, number))
 }
 
 // WorkspaceBuildByJobID returns the build a job runs.
 func (db *DB) WorkspaceBuildByJobID(ctx context.Context, jobID string) (WorkspaceBuild, error) {
-	return scanBuild(db.q().QueryRow(ctx, buildSelect+` WHERE b.job_id = $1`, jobID))
+	return oneBuild(db.q().Query(ctx, buildSelect+` WHERE b.job_id = $1`, jobID))
 }
 
 // WorkspaceBuilds lists a workspace's builds, newest first.
 func (db *DB) WorkspaceBuilds(ctx context.Context, workspaceID string) ([]WorkspaceBuild, error) {
-	rows, err := db.q().Query(ctx, buildSelect+` WHERE b.workspace_id = $1 ORDER BY b.build_number DESC`, workspaceID)
+	list, err := collectAll[buildRow](db.q().Query(ctx, buildSelect+` WHERE b.workspace_id = $1 ORDER BY b.build_number DESC`, workspaceID))
 	if err != nil {
 		return nil, err
 	}
-	return collect(rows, scanBuild)
+	builds := make([]WorkspaceBuild, len(list))
+	for i, r := range list {
+		builds[i] = r.build()
+	}
+	return builds, nil
 }
 
 // WorkspaceBuildState returns the Terraform state a build left.
@@ -269,92 +339,85 @@ func (db *DB) SetWorkspaceBuildState(ctx context.Context, buildID string, state 
 
 // Resource is a row of workspace_resources with its agents.
 type Resource struct {
-	ID         string
-	JobID      string
-	Transition string
-	Type       string
-	Name       string
+	ID         string `db:"id"`
+	JobID      string `db:"job_id"`
+	Transition string `db:"transition"`
+	Type       string `db:"type"`
+	Name       string `db:"name"`
 	// Hide, Icon, DailyCost and Metadata come from the resource's
 	// coder_metadata; Metadata is a JSON array of
 	// codersdk.WorkspaceResourceMetadata (sensitive values included).
-	Hide      bool
-	Icon      string
-	DailyCost int32
-	Metadata  []byte
-	CreatedAt time.Time
-	Agents    []Agent
+	Hide      bool      `db:"hide"`
+	Icon      string    `db:"icon"`
+	DailyCost int32     `db:"daily_cost"`
+	Metadata  []byte    `db:"metadata"`
+	CreatedAt time.Time `db:"created_at"`
+	Agents    []Agent   `db:"-"`
 }
 
 // Agent is a row of workspace_agents.
 type Agent struct {
-	ID              string
-	ResourceID      string
-	Name            string
-	AuthToken       string
-	OperatingSystem string
-	Architecture    string
-	Directory       string
-	Env             map[string]string
+	ID              string            `db:"id"`
+	ResourceID      string            `db:"resource_id"`
+	Name            string            `db:"name"`
+	AuthToken       string            `db:"auth_token"`
+	OperatingSystem string            `db:"operating_system"`
+	Architecture    string            `db:"architecture"`
+	Directory       string            `db:"directory"`
+	Env             map[string]string `db:"env"`
 	// Scripts is a JSON array of codersdk.AgentScript, Metadata one of
 	// codersdk.AgentMetadataDescription; DisplayApps is a JSON
 	// codersdk.DisplayApps or nil when the template sets none.
-	Scripts            []byte
-	Metadata           []byte
-	DisplayApps        []byte
-	TroubleshootingURL string
-	MOTDFile           string
-	Order              int32
-	LifecycleState     string
+	Scripts            []byte `db:"scripts"`
+	Metadata           []byte `db:"metadata"`
+	DisplayApps        []byte `db:"display_apps"`
+	TroubleshootingURL string `db:"troubleshooting_url"`
+	MOTDFile           string `db:"motd_file"`
+	Order              int32  `db:"display_order"`
+	LifecycleState     string `db:"lifecycle_state"`
 	// ConnectionTimeoutSeconds is how long the agent may take to connect.
-	ConnectionTimeoutSeconds int32
-	Apps                     []App
-	CreatedAt                time.Time
-	FirstConnectedAt         *time.Time
-	LastConnectedAt          *time.Time
-	DisconnectedAt           *time.Time
+	ConnectionTimeoutSeconds int32      `db:"connection_timeout_seconds"`
+	Apps                     []App      `db:"-"`
+	CreatedAt                time.Time  `db:"created_at"`
+	FirstConnectedAt         *time.Time `db:"first_connected_at"`
+	LastConnectedAt          *time.Time `db:"last_connected_at"`
+	DisconnectedAt           *time.Time `db:"disconnected_at"`
 	// ConnectedReplicaID is the coderd replica holding the agent's relay
 	// connection ("" when none, or when that replica did not say).
-	ConnectedReplicaID string
+	ConnectedReplicaID string `db:"connected_replica_id"`
 }
 
 // App is a row of workspace_apps.
 type App struct {
-	ID          string
-	AgentID     string
-	Slug        string
-	DisplayName string
-	URL         string
-	Port        int32
-	Command     string
-	Icon        string
-	Subdomain   bool
-	Share       string
-	External    bool
+	ID          string `db:"id"`
+	AgentID     string `db:"agent_id"`
+	Slug        string `db:"slug"`
+	DisplayName string `db:"display_name"`
+	URL         string `db:"url"`
+	Port        int32  `db:"port"`
+	Command     string `db:"command"`
+	Icon        string `db:"icon"`
+	Subdomain   bool   `db:"subdomain"`
+	Share       string `db:"share"`
+	External    bool   `db:"external"`
 	// Healthcheck is a JSON codersdk.AppHealthcheck, nil for none.
-	Healthcheck []byte
+	Healthcheck []byte `db:"healthcheck"`
 	// Health is a codersdk.WorkspaceAppHealth value ("" inserts
 	// "disabled"); UpdateAppHealths changes it.
-	Health  string
-	Group   string
-	Order   int32
-	Hidden  bool
-	OpenIn  string
-	Tooltip string
+	Health  string `db:"health"`
+	Group   string `db:"app_group"`
+	Order   int32  `db:"display_order"`
+	Hidden  bool   `db:"hidden"`
+	OpenIn  string `db:"open_in"`
+	Tooltip string `db:"tooltip"`
 }
 
 // agentColumns are the workspace_agents columns an Agent holds, for a
-// table aliased a; scanAgentDest lists where they go.
+// table aliased a.
 const agentColumns = `a.id, a.resource_id, a.name, a.auth_token, a.operating_system, a.architecture, a.directory, a.env,
 	a.scripts, a.metadata, a.display_apps, a.troubleshooting_url, a.motd_file, a.display_order,
 	a.lifecycle_state, a.connection_timeout_seconds, a.created_at, a.first_connected_at, a.last_connected_at, a.disconnected_at,
-	coalesce(a.connected_replica_id::text, '')`
-
-func agentDest(a *Agent) []any {
-	return []any{&a.ID, &a.ResourceID, &a.Name, &a.AuthToken, &a.OperatingSystem, &a.Architecture, &a.Directory, &a.Env,
-		&a.Scripts, &a.Metadata, &a.DisplayApps, &a.TroubleshootingURL, &a.MOTDFile, &a.Order,
-		&a.LifecycleState, &a.ConnectionTimeoutSeconds, &a.CreatedAt, &a.FirstConnectedAt, &a.LastConnectedAt, &a.DisconnectedAt,
-		&a.ConnectedReplicaID}
-}
+	coalesce(a.connected_replica_id::text, '') AS connected_replica_id`
 
 func jsonOr(b []byte, empty string) []byte {
 	if len(b) == 0 {
@@ -424,16 +487,8 @@ func (db *DB) ResourcesByJobIDs(ctx context.Context, jobIDs []string) (map[strin
 	if len(jobIDs) == 0 {
 		return out, nil
 	}
-	rows, err := db.q().Query(ctx, `SELECT id, job_id, transition, type, name, hide, icon, daily_cost, metadata, created_at
-		FROM workspace_resources WHERE job_id = ANY($1::uuid[]) ORDER BY created_at, type, name`, jobIDs)
-	if err != nil {
-		return nil, err
-	}
-	resources, err := collect(rows, func(row pgx.Row) (Resource, error) {
-		var r Resource
-		err := row.Scan(&r.ID, &r.JobID, &r.Transition, &r.Type, &r.Name, &r.Hide, &r.Icon, &r.DailyCost, &r.Metadata, &r.CreatedAt)
-		return r, err
-	})
+	resources, err := collectAll[Resource](db.q().Query(ctx, `SELECT id, job_id, transition, type, name, hide, icon, daily_cost, metadata, created_at
+		FROM workspace_resources WHERE job_id = ANY($1::uuid[]) ORDER BY created_at, type, name`, jobIDs))
 	if err != nil {
 		return nil, err
 	}
@@ -441,16 +496,8 @@ func (db *DB) ResourcesByJobIDs(ctx context.Context, jobIDs []string) (map[strin
 	for i, r := range resources {
 		resourceIDs[i] = r.ID
 	}
-	rows, err = db.q().Query(ctx, `SELECT `+agentColumns+` FROM workspace_agents a
-		WHERE a.resource_id = ANY($1::uuid[]) ORDER BY a.display_order, a.name`, resourceIDs)
-	if err != nil {
-		return nil, err
-	}
-	agents, err := collect(rows, func(row pgx.Row) (Agent, error) {
-		var a Agent
-		err := row.Scan(agentDest(&a)...)
-		return a, err
-	})
+	agents, err := collectAll[Agent](db.q().Query(ctx, `SELECT `+agentColumns+` FROM workspace_agents a
+		WHERE a.resource_id = ANY($1::uuid[]) ORDER BY a.display_order, a.name`, resourceIDs))
 	if err != nil {
 		return nil, err
 	}
@@ -479,18 +526,9 @@ func (db *DB) appsByAgentIDs(ctx context.Context, agentIDs []string) (map[string
 	if len(agentIDs) == 0 {
 		return out, nil
 	}
-	rows, err := db.q().Query(ctx, `SELECT id, agent_id, slug, display_name, url, port, command, icon, subdomain, share, external,
+	apps, err := collectAll[App](db.q().Query(ctx, `SELECT id, agent_id, slug, display_name, url, port, command, icon, subdomain, share, external,
 			healthcheck, health, app_group, display_order, hidden, open_in, tooltip
-		FROM workspace_apps WHERE agent_id = ANY($1::uuid[]) ORDER BY display_order, slug`, agentIDs)
-	if err != nil {
-		return nil, err
-	}
-	apps, err := collect(rows, func(r pgx.Row) (App, error) {
-		var a App
-		err := r.Scan(&a.ID, &a.AgentID, &a.Slug, &a.DisplayName, &a.URL, &a.Port, &a.Command, &a.Icon, &a.Subdomain, &a.Share, &a.External,
-			&a.Healthcheck, &a.Health, &a.Group, &a.Order, &a.Hidden, &a.OpenIn, &a.Tooltip)
-		return a, err
-	})
+		FROM workspace_apps WHERE agent_id = ANY($1::uuid[]) ORDER BY display_order, slug`, agentIDs))
 	for _, a := range apps {
 		out[a.AgentID] = append(out[a.AgentID], a)
 	}

@@ -12,6 +12,7 @@ import (
 	"airgapcoder/coderd/database"
 	"airgapcoder/coderd/replicasync"
 	"airgapcoder/internal/syncbuf"
+	"airgapcoder/internal/testwait"
 )
 
 const interval = 200 * time.Millisecond
@@ -86,22 +87,6 @@ func hosts(rs []database.Replica) string {
 	return strings.Join(out, ",")
 }
 
-// eventually waits until cond holds, for at most within.
-func eventually(t *testing.T, what string, within time.Duration, cond func() (bool, string)) time.Duration {
-	t.Helper()
-	start := time.Now()
-	for {
-		ok, got := cond()
-		if ok {
-			return time.Since(start)
-		}
-		if time.Since(start) > within {
-			t.Fatalf("%s: not within %s (last: %s)", what, within, got)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
 func TestReplicasSeeEachOther(t *testing.T) {
 	t.Parallel()
 	d := newDeployment(t)
@@ -109,7 +94,7 @@ func TestReplicasSeeEachOther(t *testing.T) {
 	b := d.start("host-b", "v1")
 	c := d.start("host-c", "v1")
 	for _, r := range []*replica{a, b, c} {
-		eventually(t, r.Self().Hostname+" sees three replicas", 2*time.Second, func() (bool, string) {
+		testwait.For(t, 2*time.Second, r.Self().Hostname+" sees three replicas", func() (bool, string) {
 			got := hosts(r.All())
 			return got == "host-a,host-b,host-c", got
 		})
@@ -124,7 +109,7 @@ func TestReplicasSeeEachOther(t *testing.T) {
 	// A clean shutdown announces itself: the others drop it well before
 	// its heartbeat would have aged out.
 	b.stop()
-	took := eventually(t, "a drops b after b left", 2*time.Second, func() (bool, string) {
+	took := testwait.For(t, 2*time.Second, "a drops b after b left", func() (bool, string) {
 		got := hosts(a.All())
 		return got == "host-a,host-c", got
 	})
@@ -155,11 +140,11 @@ func TestDeadReplicaAgesOut(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "a sees host-dead", 2*time.Second, func() (bool, string) {
+	testwait.For(t, 2*time.Second, "a sees host-dead", func() (bool, string) {
 		got := hosts(a.All())
 		return got == "host-a,host-dead", got
 	})
-	took := eventually(t, "host-dead ages out", 3*a.MaxAge(), func() (bool, string) {
+	took := testwait.For(t, 3*a.MaxAge(), "host-dead ages out", func() (bool, string) {
 		got := hosts(a.All())
 		return got == "host-a", got
 	})

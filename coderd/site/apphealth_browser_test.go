@@ -2,6 +2,7 @@ package site_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -9,6 +10,7 @@ import (
 
 	"airgapcoder/coderd/coderdtest"
 	"airgapcoder/codersdk"
+	"airgapcoder/internal/testwait"
 )
 
 // TestBrowserAppHealth: the workspace page shows an app's health next to
@@ -48,17 +50,10 @@ func TestBrowserAppHealth(t *testing.T) {
 		return (s ? s.textContent + " " + s.className : "none") + (document.querySelector('[data-app-health="docs"]') ? " docs too" : ""); })()`
 	wait := func(step, want string) {
 		t.Helper()
-		deadline := time.Now().Add(15 * time.Second)
-		for {
+		testwait.For(t, 15*time.Second, fmt.Sprintf("%s: the web app's health shows %q", step, want), func() (bool, string) {
 			got := get(b, step, chromedp.Evaluate[string](read))
-			if got == want {
-				return
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%s: the web app's health shows %q, want %q", step, got, want)
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
+			return got == want, fmt.Sprintf("it shows %q", got)
+		})
 	}
 	wait("first render", "initializing status busy")
 	report(codersdk.WorkspaceAppHealthUnhealthy)

@@ -22,6 +22,7 @@ import (
 	"airgapcoder/internal/syncbuf"
 	"airgapcoder/internal/testgitea"
 	"airgapcoder/internal/testport"
+	"airgapcoder/internal/testwait"
 )
 
 // giteaTemplateTF is added to the process template (examples/templates/
@@ -139,7 +140,7 @@ func TestBrowserExternalAuthGitea(t *testing.T) {
 
 	// The token expires at Gitea; the next git operations get a refreshed
 	// one from coderd.
-	pollUntil(t, "Gitea to refuse the expired token", giteaTokenLifetime+30*time.Second, func() (bool, string) {
+	testwait.For(t, giteaTokenLifetime+30*time.Second, "Gitea to refuse the expired token", func() (bool, string) {
 		status := f.apiStatus(first)
 		return status == http.StatusUnauthorized, fmt.Sprintf("Gitea answers %d", status)
 	})
@@ -158,7 +159,7 @@ func TestBrowserExternalAuthGitea(t *testing.T) {
 	}
 	clone := startCoder(t, f.env, "ssh", "ws", "--", "git clone "+f.repo+" third")
 	want := "You must authenticate with gitea to clone this repository. Open: " + f.pageURL
-	pollUntil(t, "the unlinked clone to print the link URL", time.Minute, func() (bool, string) {
+	testwait.For(t, time.Minute, "the unlinked clone to print the link URL", func() (bool, string) {
 		select {
 		case <-clone.done:
 			return true, ""
@@ -396,7 +397,7 @@ func (f *giteaFixture) latestCommit(repo string) string {
 func waitWorkspaceAgent(t *testing.T, c *codersdk.Client, workspaceID, agentLog string) codersdk.WorkspaceAgent {
 	t.Helper()
 	var agent codersdk.WorkspaceAgent
-	pollUntil(t, "the workspace's agent to be ready", 3*time.Minute, func() (bool, string) {
+	testwait.For(t, 3*time.Minute, "the workspace's agent to be ready", func() (bool, string) {
 		w, err := c.Workspace(context.Background(), workspaceID)
 		if err != nil {
 			return false, err.Error()
@@ -422,12 +423,10 @@ func waitWorkspaceAgent(t *testing.T, c *codersdk.Client, workspaceID, agentLog 
 func stopProcessWorkspace(c *codersdk.Client, workspaceID, home string) {
 	ctx := context.Background()
 	if _, err := c.CreateWorkspaceBuild(ctx, workspaceID, codersdk.CreateWorkspaceBuildRequest{Transition: codersdk.WorkspaceTransitionStop}); err == nil {
-		for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(250 * time.Millisecond) {
+		testwait.Until(time.Minute, func() bool {
 			w, err := c.Workspace(ctx, workspaceID)
-			if err != nil || (w.LatestBuild.Status != codersdk.WorkspaceStatusPending && w.LatestBuild.Status != codersdk.WorkspaceStatusStopping) {
-				break
-			}
-		}
+			return err != nil || (w.LatestBuild.Status != codersdk.WorkspaceStatusPending && w.LatestBuild.Status != codersdk.WorkspaceStatusStopping)
+		})
 	}
 	stopPIDFile(filepath.Join(home, ".coder-agent.pid"))
 }
@@ -488,23 +487,6 @@ func runCoder(t *testing.T, env []string, timeout time.Duration, args ...string)
 		t.Fatalf("coder %s did not end within %s\nstdout: %s\nstderr: %s", strings.Join(args, " "), timeout, p.stdout, p.stderr)
 	}
 	return p.stdout.String(), p.stderr.String(), p.code
-}
-
-// pollUntil polls cond until it reports true, failing the test with cond's
-// last word after timeout.
-func pollUntil(t *testing.T, what string, timeout time.Duration, cond func() (bool, string)) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		ok, last := cond()
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("waiting %s for %s: %s", timeout, what, last)
-		}
-		time.Sleep(250 * time.Millisecond)
-	}
 }
 
 // lastBytes is the last n bytes of s.

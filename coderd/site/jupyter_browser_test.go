@@ -19,6 +19,7 @@ import (
 
 	"airgapcoder/coderd/coderdtest"
 	"airgapcoder/codersdk"
+	"airgapcoder/internal/testwait"
 )
 
 // jupyterPath is Debian's Jupyter Notebook (scripts/install-deps.sh
@@ -146,12 +147,10 @@ func newJupyterWorkspace(t *testing.T, admin *codersdk.Client, subdomain bool) *
 		// left running is stopped by its pid.
 		ctx := context.Background()
 		if _, err := admin.CreateWorkspaceBuild(ctx, w.ID, codersdk.CreateWorkspaceBuildRequest{Transition: codersdk.WorkspaceTransitionStop}); err == nil {
-			for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(250 * time.Millisecond) {
+			testwait.Until(time.Minute, func() bool {
 				w, err := admin.Workspace(ctx, w.ID)
-				if err != nil || (w.LatestBuild.Status != codersdk.WorkspaceStatusPending && w.LatestBuild.Status != codersdk.WorkspaceStatusStopping) {
-					break
-				}
-			}
+				return err != nil || (w.LatestBuild.Status != codersdk.WorkspaceStatusPending && w.LatestBuild.Status != codersdk.WorkspaceStatusStopping)
+			})
 		}
 		stopPIDFile(filepath.Join(j.home, "jupyter.pid"))
 		stopPIDFile(filepath.Join(j.home, ".coder-agent.pid"))
@@ -198,13 +197,9 @@ func (j *jupyterWorkspace) runCheckNotebook(b *browser, app string) {
 	b.do("open the notebook", chromedp.Navigate(app+"notebooks/check.ipynb"), chromedp.WaitVisible(chromedp.CSS("#notebook-container .cell")))
 	const connected = `(() => { const n = window.Jupyter && window.Jupyter.notebook;
 		return !!(n && n.kernel && n.kernel.is_connected() && n.kernel_busy === false); })()`
-	deadline := time.Now().Add(60 * time.Second)
-	for !get(b, "kernel state", chromedp.Evaluate[bool](connected)) {
-		if time.Now().After(deadline) {
-			b.screenshot("jupyter-no-kernel")
-			t.Fatalf("the notebook's kernel did not connect within 60s; Jupyter says:\n%s", jupyterRefusals(filepath.Join(j.home, "jupyter.log")))
-		}
-		time.Sleep(250 * time.Millisecond)
+	if !testwait.Until(60*time.Second, func() bool { return get(b, "kernel state", chromedp.Evaluate[bool](connected)) }) {
+		b.screenshot("jupyter-no-kernel")
+		t.Fatalf("the notebook's kernel did not connect within 60s; Jupyter says:\n%s", jupyterRefusals(filepath.Join(j.home, "jupyter.log")))
 	}
 	b.do("run the cell",
 		chromedp.Click(chromedp.CSS("#notebook-container .cell .input_area")),
@@ -243,22 +238,18 @@ func (j *jupyterWorkspace) wait() {
 	j.t.Helper()
 	status := "http://127.0.0.1:" + strconv.Itoa(j.port) + j.baseURL + "api/status"
 	c := &http.Client{Timeout: 5 * time.Second}
-	deadline := time.Now().Add(60 * time.Second)
-	for {
+	testwait.For(j.t, 60*time.Second, "Jupyter answering at "+status, func() (bool, string) {
 		resp, err := c.Get(status)
 		if err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
-				return
+				return true, ""
 			}
 			err = fmt.Errorf("status %s", resp.Status)
 		}
-		if time.Now().After(deadline) {
-			log, _ := os.ReadFile(filepath.Join(j.home, "jupyter.log"))
-			j.t.Fatalf("Jupyter did not answer at %s within 60s: %v\njupyter.log:\n%s", status, err, log)
-		}
-		time.Sleep(250 * time.Millisecond)
-	}
+		log, _ := os.ReadFile(filepath.Join(j.home, "jupyter.log"))
+		return false, fmt.Sprintf("%v\njupyter.log:\n%s", err, log)
+	})
 }
 
 // jupyterRefusals returns the lines of Jupyter's log that say it refused a
@@ -294,11 +285,8 @@ func stopPIDFile(file string) {
 		return
 	}
 	_ = syscall.Kill(pid, syscall.SIGTERM)
-	for range 50 {
-		if syscall.Kill(pid, 0) != nil {
-			return
-		}
-		time.Sleep(100 * time.Millisecond)
+	if testwait.Until(5*time.Second, func() bool { return syscall.Kill(pid, 0) != nil }) {
+		return
 	}
 	_ = syscall.Kill(pid, syscall.SIGKILL)
 }

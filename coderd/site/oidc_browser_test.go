@@ -2,6 +2,7 @@ package site_test
 
 import (
 	"crypto/tls"
+	"fmt"
 	"net/http"
 	"os"
 	"os/exec"
@@ -19,6 +20,7 @@ import (
 	"airgapcoder/internal/syncbuf"
 	"airgapcoder/internal/testidp"
 	"airgapcoder/internal/testport"
+	"airgapcoder/internal/testwait"
 )
 
 // newOIDCDeployment starts a real Hydra and an HTTPS deployment signing in
@@ -111,20 +113,18 @@ func TestBrowserOIDCCLILogin(t *testing.T) {
 	// The prompt: the /cli-auth URL, then "Paste the token here".
 	prompt := regexp.MustCompile(`(https://\S+/cli-auth)\s+Paste the token here`)
 	var cliAuthURL string
-	for deadline := time.Now().Add(30 * time.Second); cliAuthURL == ""; {
+	testwait.For(t, 30*time.Second, "coder login printing the /cli-auth URL", func() (bool, string) {
 		if m := prompt.FindStringSubmatch(stderr.String()); m != nil {
 			cliAuthURL = m[1]
-			break
+			return true, ""
 		}
 		select {
 		case <-done:
 			t.Fatalf("coder login ended before asking for a token: %v\nstdout: %s\nstderr: %s", loginErr, stdout.String(), stderr.String())
-		case <-time.After(100 * time.Millisecond):
+		default:
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("coder login printed no /cli-auth URL within 30s: stderr %q", stderr.String())
-		}
-	}
+		return false, fmt.Sprintf("stderr %q", stderr.String())
+	})
 	if want := d.URL.String() + codersdk.CLIAuthPath; cliAuthURL != want {
 		t.Errorf("got /cli-auth URL %q, want %q", cliAuthURL, want)
 	}

@@ -10,6 +10,7 @@ import (
 
 	"airgapcoder/coderd/coderdtest"
 	"airgapcoder/codersdk"
+	"airgapcoder/internal/testwait"
 )
 
 // TestBrowserRegionSelector: with a workspace proxy running, the workspace
@@ -38,17 +39,12 @@ func TestBrowserRegionSelector(t *testing.T) {
 	})()`
 	wait := func(step string, ok func(string) bool, want string) string {
 		t.Helper()
-		deadline := time.Now().Add(15 * time.Second)
-		for {
-			got := get(b, step, chromedp.Evaluate[string](read))
-			if ok(got) {
-				return got
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%s: the page shows %q, want %s", step, got, want)
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
+		var got string
+		testwait.For(t, 15*time.Second, step+": the page shows "+want, func() (bool, string) {
+			got = get(b, step, chromedp.Evaluate[string](read))
+			return ok(got), fmt.Sprintf("it shows %q", got)
+		})
+		return got
 	}
 	port := d.URL.Port()
 	primaryLinks := fmt.Sprintf("%s/@admin/dev/apps/web/ | http://sub--main--dev--admin.apps.test:%s/", d.URL, port)
@@ -94,16 +90,9 @@ func TestBrowserProxySignIn(t *testing.T) {
 	b.do("sign in", chromedp.SendKeys(chromedp.CSS("#email"), "admin@example.com"),
 		chromedp.SendKeys(chromedp.CSS("#password"), coderdtest.FirstUserPassword),
 		chromedp.Click(chromedp.CSS(`form[action="/login"] button[type=submit]`)))
-	deadline := time.Now().Add(15 * time.Second)
-	for {
+	testwait.For(t, 15*time.Second, "after signing in, "+app+" answering that the agent is not connected", func() (bool, string) {
 		loc := get(b, "where the browser is", chromedp.Evaluate[string](`location.href + " " + document.body.innerText`))
-		if strings.HasPrefix(loc, app+" ") && strings.Contains(loc, "not connected") {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("after signing in: the browser is at %q, want %s answering that the agent is not connected", loc, app)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return strings.HasPrefix(loc, app+" ") && strings.Contains(loc, "not connected"), fmt.Sprintf("the browser is at %q", loc)
+	})
 	b.check(proxyURL.Host)
 }

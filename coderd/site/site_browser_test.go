@@ -25,6 +25,8 @@ import (
 	"airgapcoder/coderd/coderdtest"
 	"airgapcoder/codersdk"
 	"airgapcoder/internal/testbin"
+	"airgapcoder/internal/testtier"
+	"airgapcoder/internal/testwait"
 )
 
 // chromiumPath is Debian's chromium (scripts/install-deps.sh installs it).
@@ -49,6 +51,7 @@ type browser struct {
 
 func newBrowser(t *testing.T, base *url.URL, extra ...chromedp.ExecAllocatorOption) *browser {
 	t.Helper()
+	testtier.Heavy(t, "starts Chromium")
 	if _, err := os.Stat(chromiumPath); err != nil {
 		t.Fatalf("the browser tests need Debian's chromium at %s (scripts/install-deps.sh installs it): %v", chromiumPath, err)
 	}
@@ -186,21 +189,12 @@ func (b *browser) screenshot(name string) {
 // waitText waits until the element sel's text contains want.
 func (b *browser) waitText(step, sel, want string, timeout time.Duration) {
 	b.t.Helper()
-	deadline := time.Now().Add(timeout)
-	var got string
-	for {
+	testwait.For(b.t, timeout, fmt.Sprintf("%s: %s showing %q", step, sel, want), func() (bool, string) {
 		ctx, cancel := context.WithTimeout(b.ctx, 5*time.Second)
-		var err error
-		got, err = chromedp.Run(ctx, chromedp.Text(chromedp.CSS(sel)))
-		cancel()
-		if err == nil && strings.Contains(got, want) {
-			return
-		}
-		if time.Now().After(deadline) {
-			b.t.Fatalf("%s: %s shows %q (err %v), want %q within %s", step, sel, got, err, want, timeout)
-		}
-		time.Sleep(250 * time.Millisecond)
-	}
+		defer cancel()
+		got, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(sel)))
+		return err == nil && strings.Contains(got, want), fmt.Sprintf("it shows %q (err %v)", got, err)
+	})
 }
 
 // typeLine types text and Enter into the terminal as a keyboard would: the
@@ -240,19 +234,12 @@ func (b *browser) waitTerminalLine(want string, timeout time.Duration) {
 	const read = `(() => { const buf = window.coderTerminal.buffer.active; const out = [];
 		for (let i = 0; i < buf.length; i++) out.push(buf.getLine(i).translateToString(true).trim());
 		return out.join("\n"); })()`
-	deadline := time.Now().Add(timeout)
-	for {
+	testwait.For(b.t, timeout, fmt.Sprintf("terminal: a line %q", want), func() (bool, string) {
 		ctx, cancel := context.WithTimeout(b.ctx, 5*time.Second)
+		defer cancel()
 		got, err := chromedp.Run(ctx, chromedp.Evaluate[string](read))
-		cancel()
-		if err == nil && slices.Contains(strings.Split(got, "\n"), want) {
-			return
-		}
-		if time.Now().After(deadline) {
-			b.t.Fatalf("terminal: no line %q within %s (err %v); screen:\n%s", want, timeout, err, strings.TrimSpace(got))
-		}
-		time.Sleep(250 * time.Millisecond)
-	}
+		return err == nil && slices.Contains(strings.Split(got, "\n"), want), fmt.Sprintf("(err %v) screen:\n%s", err, strings.TrimSpace(got))
+	})
 }
 
 func (b *browser) location() string {
@@ -263,17 +250,10 @@ func (b *browser) location() string {
 // that navigates, the old page still matches most selectors for a moment.
 func (b *browser) waitLocation(step, want string, timeout time.Duration) {
 	b.t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
+	testwait.For(b.t, timeout, fmt.Sprintf("%s: a URL containing %q", step, want), func() (bool, string) {
 		loc := b.location()
-		if strings.Contains(loc, want) {
-			return
-		}
-		if time.Now().After(deadline) {
-			b.t.Fatalf("%s: at %s, want a URL containing %q within %s", step, loc, want, timeout)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return strings.Contains(loc, want), "at " + loc
+	})
 }
 
 // signIn fills in the login form (the browser is on it).
@@ -443,15 +423,11 @@ func TestBrowserDashboard(t *testing.T) {
 	b.do("focus terminal", chromedp.Focus(chromedp.CSS(".xterm-helper-textarea")))
 	b.ctrlShift("V", "KeyV", 86)
 	// The clipboard is read asynchronously: Enter once the command is there.
-	deadline := time.Now().Add(10 * time.Second)
-	for !get(b, "pasted text", chromedp.Evaluate[bool](`(() => { const buf = window.coderTerminal.buffer.active;
+	testwait.For(t, 10*time.Second, "Ctrl+Shift+V pasting the clipboard into the terminal", testwait.Bool(func() bool {
+		return get(b, "pasted text", chromedp.Evaluate[bool](`(() => { const buf = window.coderTerminal.buffer.active;
 		for (let i = 0; i < buf.length; i++) if (buf.getLine(i).translateToString(true).endsWith("echo pasted-$((50+5))")) return true;
-		return false; })()`)) {
-		if time.Now().After(deadline) {
-			t.Fatal("Ctrl+Shift+V did not paste the clipboard into the terminal")
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return false; })()`))
+	}))
 	b.typeLine("")
 	b.waitTerminalLine("pasted-55", 30*time.Second)
 	b.check()
@@ -461,6 +437,12 @@ func TestBrowserDashboard(t *testing.T) {
 	if _, err := chromedp.Run(b.ctx, chromedp.Evaluate[any](`fetch("/api/v2/users/logout", {method: "POST"}).then(r => r.status)`, chromedp.EvalAwaitPromise)); err != nil {
 		t.Fatal(err)
 	}
+	// Count the reconnects the page schedules (terminal.js retries with
+	// setTimeout(connect, delay)): giving up means scheduling none.
+	if _, err := chromedp.Run(b.ctx, chromedp.Evaluate[any](`(() => { window.coderReconnects = 0; const st = window.setTimeout;
+		window.setTimeout = (f, ...rest) => { if (f && f.name === "connect") window.coderReconnects++; return st(f, ...rest); }; })()`)); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := chromedp.Run(b.ctx, chromedp.Evaluate[any](`window.coderTerminalSocket.close(4000, "test")`)); err != nil {
 		t.Fatal(err)
 	}
@@ -468,7 +450,11 @@ func TestBrowserDashboard(t *testing.T) {
 	if href := get(b, "sign-in link", chromedp.Evaluate[string](`document.querySelector("#term-status a").getAttribute("href")`)); !strings.HasPrefix(href, "/login?redirect=%2F%40admin%2Fdev%2Fterminal") {
 		t.Errorf("the terminal's sign-in link: %q", href)
 	}
-	time.Sleep(6 * time.Second) // longer than the longest retry delay
+	// The status is written last by the close handler, which then returns
+	// without scheduling a reconnect.
+	if n := get(b, "reconnects scheduled", chromedp.Evaluate[int](`window.coderReconnects`)); n != 0 {
+		t.Errorf("the terminal scheduled %d reconnects after the session ended, want none", n)
+	}
 	if status := get(b, "status", chromedp.Text(chromedp.CSS("#term-status"))); !strings.HasPrefix(status, "Your session ended") {
 		t.Errorf("the terminal still reconnects after the session ended: %q", status)
 	}
@@ -587,23 +573,16 @@ func pushTemplate(t *testing.T, c *codersdk.Client, name string, files map[strin
 	t.Helper()
 	ctx := context.Background()
 	v := coderdtest.UploadVersionRequest(t, c, files, codersdk.CreateTemplateVersionRequest{UserVariableValues: vars})
-	deadline := time.Now().Add(2 * time.Minute)
-	for {
+	testwait.For(t, 2*time.Minute, "the template import to finish", func() (bool, string) {
 		tv, err := c.TemplateVersion(ctx, v.ID)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !tv.Job.Status.Active() {
-			if tv.Job.Error != "" {
-				t.Fatalf("template import: %s", tv.Job.Error)
-			}
-			break
+		if tv.Job.Error != "" {
+			t.Fatalf("template import: %s", tv.Job.Error)
 		}
-		if time.Now().After(deadline) {
-			t.Fatal("template import did not finish")
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return !tv.Job.Status.Active(), "job " + string(tv.Job.Status)
+	})
 	tpl, err := c.CreateTemplate(ctx, "default", codersdk.CreateTemplateRequest{Name: name, TemplateVersionID: v.ID})
 	if err != nil {
 		t.Fatal(err)

@@ -3,6 +3,7 @@ package site_test
 import (
 	"context"
 	"crypto/tls"
+	"fmt"
 	"io"
 	"log/slog"
 	"os"
@@ -19,6 +20,7 @@ import (
 	"airgapcoder/certs"
 	"airgapcoder/coderd/coderdtest"
 	"airgapcoder/codersdk"
+	"airgapcoder/internal/testwait"
 )
 
 // TestBrowserSubdomainApps is issue 31's subdomain acceptance: a real web
@@ -220,15 +222,8 @@ func runAgent(t *testing.T, d *coderdtest.Deployment, token string) {
 
 func waitAgent(t *testing.T, c *codersdk.Client, agentID string) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	testwait.For(t, 30*time.Second, "the agent connected", func() (bool, string) {
 		a, err := c.WorkspaceAgent(context.Background(), agentID)
-		if err == nil && a.Status == codersdk.AgentStatusConnected {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the agent did not connect within 30s: %v %v", a.Status, err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return err == nil && a.Status == codersdk.AgentStatusConnected, fmt.Sprintf("%v %v", a.Status, err)
+	})
 }

@@ -15,6 +15,7 @@ import (
 
 	"airgapcoder/coderd/coderdtest"
 	"airgapcoder/codersdk"
+	"airgapcoder/internal/testwait"
 
 	"github.com/chromedp/chromedp"
 )
@@ -270,42 +271,31 @@ func (b *browser) waitButtons(step string, want map[string]bool, timeout time.Du
 	b.t.Helper()
 	const read = `JSON.stringify(Object.fromEntries(["start", "stop", "cancel", "update"].map((id) => {
 		const e = document.getElementById(id); return [id, !!e && !e.disabled && !e.closest("form").hidden]; })))`
-	deadline := time.Now().Add(timeout)
-	for {
+	testwait.For(b.t, timeout, fmt.Sprintf("%s: buttons enabled %v", step, want), func() (bool, string) {
 		ctx, cancel := context.WithTimeout(b.ctx, 5*time.Second)
+		defer cancel()
 		got, err := chromedp.Run(ctx, chromedp.Evaluate[string](read))
-		cancel()
 		var state map[string]bool
 		ok := err == nil && json.Unmarshal([]byte(got), &state) == nil
 		for id, w := range want {
 			ok = ok && state[id] == w
 		}
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			b.t.Fatalf("%s: buttons enabled %s (err %v), want %v within %s", step, got, err, want, timeout)
-		}
-		time.Sleep(250 * time.Millisecond)
-	}
+		return ok, fmt.Sprintf("enabled %s (err %v)", got, err)
+	})
 }
 
 // waitMatch waits until the element sel's text matches re.
 func (b *browser) waitMatch(step, sel string, re *regexp.Regexp, timeout time.Duration) string {
 	b.t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
+	var got string
+	testwait.For(b.t, timeout, fmt.Sprintf("%s: %s matching %s", step, sel, re), func() (bool, string) {
 		ctx, cancel := context.WithTimeout(b.ctx, 5*time.Second)
-		got, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(sel)))
-		cancel()
-		if err == nil && re.MatchString(got) {
-			return got
-		}
-		if time.Now().After(deadline) {
-			b.t.Fatalf("%s: %s shows %q (err %v), want a match of %s within %s", step, sel, got, err, re, timeout)
-		}
-		time.Sleep(250 * time.Millisecond)
-	}
+		defer cancel()
+		var err error
+		got, err = chromedp.Run(ctx, chromedp.Text(chromedp.CSS(sel)))
+		return err == nil && re.MatchString(got), fmt.Sprintf("it shows %q (err %v)", got, err)
+	})
+	return got
 }
 
 // workspaceLiveParts checks, on the page of the running process-template

@@ -75,7 +75,7 @@ func TestWrapEndsWithTheBody(t *testing.T) {
 		t.Fatalf("hijack: got %q %v, want 101", status, err)
 	}
 	_, _ = br.ReadString('\n')
-	time.Sleep(3 * d) // a quiet client on an upgraded connection, not a wait for the server
+	time.Sleep(3 * d) // paces the client: quiet on an upgraded connection past the body deadline, not a wait for the server
 	if _, err := io.WriteString(conn, "ping\n"); err != nil {
 		t.Fatal(err)
 	}

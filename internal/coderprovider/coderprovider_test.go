@@ -5,6 +5,8 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"airgapcoder/internal/testtier"
 )
 
 func TestVersionIsThePin(t *testing.T) {
@@ -19,6 +21,7 @@ func TestVersionIsThePin(t *testing.T) {
 
 // The built binary is a Terraform plugin: run by hand it says so.
 func TestBinaryIsTheProvider(t *testing.T) {
+	testtier.Heavy(t, "builds the Coder Terraform provider")
 	bin, err := Binary()
 	if err != nil {
 		t.Fatal(err)

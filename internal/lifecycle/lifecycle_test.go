@@ -60,7 +60,7 @@ func TestInterruptedStartIsNoError(t *testing.T) {
 	steps := []Step{p.step("a", nil), {Name: "loop", Run: func(ctx context.Context) error {
 		p.stack.Go(ctx, "loop", func(ctx context.Context) error {
 			<-ctx.Done()
-			time.Sleep(10 * time.Millisecond)
+			time.Sleep(10 * time.Millisecond) // the goroutine's own work after the cancel, which Stop must wait for
 			ended = true
 			return nil
 		})

@@ -11,6 +11,8 @@ import (
 	"path/filepath"
 	"sync"
 	"testing"
+
+	"airgapcoder/internal/testtier"
 )
 
 type result struct {
@@ -27,6 +29,7 @@ var (
 // returns the binary's path.
 func Build(t testing.TB, pkg, ldflags string) string {
 	t.Helper()
+	testtier.Heavy(t, "builds a binary with go build")
 	key := pkg + "\x00" + ldflags
 	mu.Lock()
 	defer mu.Unlock()

@@ -54,6 +54,7 @@ import (
 	"airgapcoder/internal/syncbuf"
 	"airgapcoder/internal/testpki"
 	"airgapcoder/internal/testport"
+	"airgapcoder/internal/testtier"
 )
 
 // Version is the Gitea release scripts/install-deps.sh builds; the build
@@ -85,6 +86,7 @@ func Dir() (string, error) {
 // is missing.
 func Path(t testing.TB) string {
 	t.Helper()
+	testtier.Heavy(t, "runs Gitea")
 	dir, err := Dir()
 	if err == nil {
 		// (public/assets/js/index.js: the stand-in for the frontend

@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"airgapcoder/internal/syncbuf"
+	"airgapcoder/internal/testtier"
 )
 
 var configs atomic.Int64
@@ -21,6 +22,7 @@ var configs atomic.Int64
 // failure message. It does not wait for HAProxy to listen.
 func Start(t testing.TB, cfg string) (output func() string) {
 	t.Helper()
+	testtier.Heavy(t, "runs HAProxy")
 	path := filepath.Join(t.TempDir(), fmt.Sprintf("haproxy%d.cfg", configs.Add(1)))
 	if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)

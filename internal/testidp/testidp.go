@@ -39,6 +39,7 @@ import (
 	"airgapcoder/internal/syncbuf"
 	"airgapcoder/internal/testpki"
 	"airgapcoder/internal/testport"
+	"airgapcoder/internal/testtier"
 )
 
 // HydraVersion is the Hydra release tools/hydra/go.mod pins; the binary is
@@ -55,6 +56,7 @@ const startTimeout = 60 * time.Second
 // it, when it is missing.
 func HydraPath(t testing.TB) string {
 	t.Helper()
+	testtier.Heavy(t, "runs Ory Hydra")
 	path, err := hydraPath()
 	if err == nil {
 		_, err = os.Stat(path)

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"airgapcoder/internal/coderprovider"
+	"airgapcoder/internal/testtier"
 	"airgapcoder/mirror"
 )
 
@@ -25,6 +26,7 @@ var (
 // for this machine's platform.
 func Mirror(t testing.TB) string {
 	t.Helper()
+	testtier.Heavy(t, "builds the Coder Terraform provider")
 	once.Do(func() {
 		var bin, tmp string
 		if version, err = coderprovider.Version(); err != nil {

@@ -20,6 +20,7 @@ import (
 	"golang.org/x/crypto/ssh"
 
 	"airgapcoder/internal/syncbuf"
+	"airgapcoder/internal/testtier"
 )
 
 // A Deployment is the topology of issue 34 on Regions: the primary
@@ -94,6 +95,7 @@ const (
 // logs of the process concerned.
 func NewDeployment(t testing.TB, opts DeploymentOptions) *Deployment {
 	t.Helper()
+	testtier.Heavy(t, "creates network namespaces")
 	if opts.Postgres == "" {
 		opts.Postgres = "/usr/lib/postgresql/15"
 	}

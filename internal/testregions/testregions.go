@@ -36,6 +36,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"airgapcoder/internal/testtier"
 )
 
 // Addresses of the link's two ends.
@@ -80,6 +82,7 @@ type Region struct {
 // failed, when any of it cannot be set up.
 func New(t testing.TB, opts Options) *Regions {
 	t.Helper()
+	testtier.Heavy(t, "creates network namespaces")
 	if opts.Prefix == "" {
 		opts.Prefix = "regions"
 	}

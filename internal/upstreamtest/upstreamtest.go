@@ -42,6 +42,8 @@ import (
 	"time"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
+
+	"airgapcoder/internal/testtier"
 )
 
 // Options configure an Upstream. The zero value serves our provider 2.20.0
@@ -140,6 +142,7 @@ const (
 // New starts an upstream and stops it when the test ends.
 func New(t testing.TB, opts Options) *Upstream {
 	t.Helper()
+	testtier.Heavy(t, "builds the Coder Terraform provider")
 	if len(opts.ProviderVersions) == 0 {
 		opts.ProviderVersions = []string{"2.20.0"}
 	}

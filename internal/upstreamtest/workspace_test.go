@@ -20,6 +20,8 @@ import (
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"golang.org/x/sys/unix"
+
+	"airgapcoder/internal/testtier"
 )
 
 // TestWorkspaceImageReproducible builds the workspace image twice and
@@ -27,6 +29,7 @@ import (
 // workspaceTime, and the upstream serving that digest under WorkspaceRef
 // beside the images it always had.
 func TestWorkspaceImageReproducible(t *testing.T) {
+	testtier.Heavy(t, "builds a workspace image twice")
 	first, pl, err := workspaceIndex()
 	if err != nil {
 		t.Fatal(err)
@@ -118,6 +121,7 @@ func TestWorkspaceImageReproducible(t *testing.T) {
 // as coder, has the busybox tools a script uses, and its curl downloads
 // over HTTPS with --cacert.
 func TestWorkspaceImageRuns(t *testing.T) {
+	testtier.Heavy(t, "runs a workspace image with podman")
 	if os.Geteuid() != 0 {
 		t.Fatal("this test needs root: it runs the workspace image with rootful podman (tests here run as root)")
 	}
