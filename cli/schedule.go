@@ -117,11 +117,7 @@ func (inv *invocation) scheduleShowCmd() *cobra.Command {
 			}
 			ws = []codersdk.Workspace{w}
 		} else {
-			f := codersdk.WorkspaceFilter{Owner: codersdk.Me}
-			if all {
-				f.Owner = ""
-			}
-			resp, err := client.Workspaces(ctx, f)
+			resp, err := listWorkspaces(ctx, client, all)
 			if err != nil {
 				return err
 			}

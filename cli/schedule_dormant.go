@@ -52,13 +52,9 @@ func (inv *invocation) dormantListCmd() *cobra.Command {
 		if err != nil {
 			return err
 		}
-		f := codersdk.WorkspaceFilter{Owner: codersdk.Me}
-		if all {
-			f.Owner = ""
-		}
-		resp, err := client.Workspaces(cmd.Context(), f)
+		resp, err := listWorkspaces(cmd.Context(), client, all)
 		if err != nil {
-			return fmt.Errorf("list workspaces: %w", err)
+			return err
 		}
 		rows := []dormantRow{}
 		for _, w := range resp.Workspaces {

@@ -339,11 +339,7 @@ func (inv *invocation) listCmd() *cobra.Command {
 		if err != nil {
 			return err
 		}
-		f := codersdk.WorkspaceFilter{Owner: codersdk.Me}
-		if all {
-			f.Owner = ""
-		}
-		resp, err := client.Workspaces(cmd.Context(), f)
+		resp, err := listWorkspaces(cmd.Context(), client, all)
 		if err != nil {
 			return err
 		}
@@ -518,4 +514,18 @@ func describeScript(s codersdk.AgentScript) string {
 // oneLineValue keeps a multi-line value on one line.
 func oneLineValue(s string) string {
 	return strings.TrimSpace(strings.NewReplacer("\r\n", " ", "\n", " ", "\r", " ").Replace(s))
+}
+
+// listWorkspaces lists the caller's workspaces, or with all every
+// workspace the caller may see (list, schedule show, dormant list).
+func listWorkspaces(ctx context.Context, client *codersdk.Client, all bool) (codersdk.WorkspacesResponse, error) {
+	f := codersdk.WorkspaceFilter{Owner: codersdk.Me}
+	if all {
+		f.Owner = ""
+	}
+	resp, err := client.Workspaces(ctx, f)
+	if err != nil {
+		return resp, fmt.Errorf("list workspaces: %w", err)
+	}
+	return resp, nil
 }
