@@ -170,7 +170,18 @@ func TestPostgresCrashRecovers(t *testing.T) {
 			fmt.Sprintf("%+v %v", job, err)
 	})
 	if job.Status != codersdk.ProvisionerJobSucceeded {
-		t.Errorf("the build whose apply ended while PostgreSQL was down ended %s %q, want succeeded", job.Status, job.Error)
+		// The appliance's log says what the provisioner and coderd did
+		// with the job while PostgreSQL was away.
+		var jobLines []string
+		if b, err := os.ReadFile(logPath); err == nil {
+			for line := range strings.Lines(string(b)) {
+				if strings.Contains(line, job.ID) || strings.Contains(line, "report job") || strings.Contains(line, "provisioner") {
+					jobLines = append(jobLines, strings.TrimSpace(line))
+				}
+			}
+		}
+		t.Errorf("the build whose apply ended while PostgreSQL was down ended %s %q, want succeeded; the appliance's log about it:\n%s",
+			job.Status, job.Error, strings.Join(jobLines[max(0, len(jobLines)-60):], "\n"))
 	}
 	t.Logf("the build in progress during the crash ended %s %s after the kill", job.Status, time.Since(killed).Round(time.Second))
 
