@@ -47,6 +47,9 @@ type fakeCoderd struct {
 	logs     map[string][]codersdk.ProvisionerJobLogInput
 	results  map[string]chan jobResult
 	binaries map[string][]byte
+	// fileErrors is how many template downloads answer 500 before the
+	// file is served, as coderd does while its database restarts.
+	fileErrors int
 }
 
 // jobResult is how a job ended: exactly one of Complete and Fail is set.
@@ -111,7 +114,15 @@ func newFakeCoderd(t *testing.T) *fakeCoderd {
 	mux.HandleFunc("GET "+daemon+"/files/{file}", func(w http.ResponseWriter, r *http.Request) {
 		f.mu.Lock()
 		b, ok := f.files[r.PathValue("file")]
+		failing := f.fileErrors > 0
+		if failing {
+			f.fileErrors--
+		}
 		f.mu.Unlock()
+		if failing {
+			writeJSON(w, http.StatusInternalServerError, codersdk.Response{Message: "Internal error", Detail: "FATAL: terminating connection due to unexpected postmaster exit (SQLSTATE 57P01)"})
+			return
+		}
 		if !ok {
 			http.NotFound(w, r)
 			return
@@ -204,6 +215,7 @@ func (f *fakeCoderd) startDaemon(t *testing.T, edit func(*provisionerd.Options))
 }
 
 // run hands the daemon job with the template files and waits for its end.
+// With files nil, coderd has no file for the job.
 func (f *fakeCoderd) run(t *testing.T, job codersdk.AcquiredJob, files map[string]string) jobResult {
 	t.Helper()
 	f.mu.Lock()
@@ -213,7 +225,9 @@ func (f *fakeCoderd) run(t *testing.T, job codersdk.AcquiredJob, files map[strin
 	if job.CreatedAt.IsZero() {
 		job.CreatedAt = time.Now()
 	}
-	f.files[job.FileID] = templateTar(t, files)
+	if files != nil { // nil: the file is missing, the download answers 404
+		f.files[job.FileID] = templateTar(t, files)
+	}
 	ch := make(chan jobResult, 1)
 	f.results[job.JobID] = ch
 	f.mu.Unlock()

@@ -72,11 +72,23 @@ const reportFor = 2 * time.Minute
 // report sends a job's end to coderd, again with backoff while coderd
 // cannot take it (its database restarting, a replica going away): the
 // job's result, its terraform state above all, must not be lost to a
-// moment's outage. A refusal (4xx: the job is no longer this daemon's) is
-// not tried again.
+// moment's outage.
 func (d *Daemon) report(ctx context.Context, log *slog.Logger, what string, send func(context.Context) error) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), reportFor)
 	defer cancel()
+	return retryTransient(ctx, log, "report job "+what, reportFor, send)
+}
+
+// fetchFor bounds how long a job waits for its template's files while
+// coderd cannot serve them: less than coderd's heartbeat timeout, so the
+// job still ends with this daemon's message rather than coderd's.
+const fetchFor = 45 * time.Second
+
+// retryTransient calls send until it succeeds, with backoff for up to
+// limit while coderd answers 5xx or cannot be reached (its database
+// restarting, a replica going away). A refusal (4xx: the job is no longer
+// this daemon's, the file does not exist) is not tried again.
+func retryTransient(ctx context.Context, log *slog.Logger, what string, limit time.Duration, send func(context.Context) error) error {
 	_, err := backoff.Retry(ctx, func() (struct{}, error) {
 		attempt, cancel := context.WithTimeout(ctx, 30*time.Second)
 		defer cancel()
@@ -86,8 +98,8 @@ func (d *Daemon) report(ctx context.Context, log *slog.Logger, what string, send
 			return struct{}{}, backoff.Permanent(err)
 		}
 		return struct{}{}, err
-	}, backoff.WithMaxElapsedTime(reportFor), backoff.WithNotify(func(err error, next time.Duration) {
-		log.Warn("report job "+what+"; retrying", "err", err, "in", next)
+	}, backoff.WithMaxElapsedTime(limit), backoff.WithNotify(func(err error, next time.Duration) {
+		log.Warn(what+"; retrying", "err", err, "in", next)
 	}))
 	return err
 }
@@ -96,7 +108,11 @@ func (d *Daemon) report(ctx context.Context, log *slog.Logger, what string, send
 func (d *Daemon) execute(ctx context.Context, job *codersdk.AcquiredJob, logs *jobLogs) (codersdk.CompleteJobRequest, error) {
 	var result codersdk.CompleteJobRequest
 	logs.Stage("Setting up")
-	archive, err := d.opts.Client.DaemonFile(ctx, d.ID(), job.FileID)
+	var archive []byte
+	err := retryTransient(ctx, d.log.With("job", job.JobID), "download template", fetchFor, func(ctx context.Context) (err error) {
+		archive, err = d.opts.Client.DaemonFile(ctx, d.ID(), job.FileID)
+		return err
+	})
 	if err != nil {
 		return result, fmt.Errorf("download template: %w", err)
 	}
