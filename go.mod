@@ -47,7 +47,10 @@ require (
 	golang.org/x/time v0.16.0
 )
 
-require github.com/go-jose/go-jose/v4 v4.1.4 // indirect
+require (
+	github.com/coder/quartz v0.3.1 // indirect
+	github.com/go-jose/go-jose/v4 v4.1.4 // indirect
+)
 
 require (
 	github.com/agext/levenshtein v1.2.2 // indirect

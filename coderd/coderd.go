@@ -14,6 +14,7 @@ package coderd
 
 import (
 	"context"
+	"github.com/coder/quartz"
 	"log/slog"
 	"maps"
 	"net/http"
@@ -87,8 +88,13 @@ type Options struct {
 	OnFirstUser func(ctx context.Context, username, token string)
 	// Registerer receives the API's metrics; nil means none.
 	Registerer prometheus.Registerer
-	// Now is the clock (default time.Now).
+	// Now is what api.now() reads (default Clock.Now). When both are
+	// set, Now gives the time and Clock drives tickers and timers.
 	Now func() time.Time
+	// Clock drives coderd's tickers and timers (the lifecycle tick, agent
+	// heartbeats); tests pass a quartz.Mock to step time. Default: the real
+	// clock.
+	Clock quartz.Clock
 	// AgentHeartbeatInterval is how often coderd records that a connected
 	// agent is alive (default 10s); an agent silent for three intervals
 	// counts as disconnected.
@@ -215,8 +221,12 @@ func New(ctx context.Context, opts Options) (*API, error) {
 	if opts.MaxUploadSize <= 0 {
 		opts.MaxUploadSize = templatetar.DefaultMaxSize
 	}
+	if opts.Clock == nil {
+		opts.Clock = quartz.NewReal()
+	}
 	if opts.Now == nil {
-		opts.Now = time.Now
+		clock := opts.Clock
+		opts.Now = func() time.Time { return clock.Now() }
 	}
 	if opts.AgentHeartbeatInterval <= 0 {
 		opts.AgentHeartbeatInterval = 10 * time.Second
