@@ -203,6 +203,21 @@ func TestInstallRefusesBadBundles(t *testing.T) {
 	}
 }
 
+// installedDir is prepDir with a test bundle of release installed in it.
+func installedDir(t *testing.T, release string) string {
+	t.Helper()
+	bundlePath, pub := testBundle(t, release)
+	dir := prepDir(t)
+	k, err := bundle.LoadPublicKey(pub)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := appliance.Install(context.Background(), appliance.InstallOptions{Bundle: bundlePath, Dir: dir, PublicKey: k}); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
 // prepDir is an appliance folder whose settings listen on free ports, so
 // install's port check never meets another test's server.
 func prepDir(t *testing.T) string {

@@ -15,7 +15,6 @@ import (
 	"go.uber.org/goleak"
 
 	"airgapcoder/appliance"
-	"airgapcoder/bundle"
 	"airgapcoder/coderd/coderdtest"
 	"airgapcoder/internal/testbin"
 )
@@ -24,12 +23,7 @@ import (
 // makes `appliance up` exit at once with the address named (it used to
 // hang with nothing logged).
 func TestUpFailsWhenMirrorPortTaken(t *testing.T) {
-	bundlePath, pub := testBundle(t, "2026.11.1")
-	dir := prepDir(t)
-	k, _ := bundle.LoadPublicKey(pub)
-	if _, err := appliance.Install(context.Background(), appliance.InstallOptions{Bundle: bundlePath, Dir: dir, PublicKey: k}); err != nil {
-		t.Fatal(err)
-	}
+	dir := installedDir(t, "2026.11.1")
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -57,12 +51,7 @@ func TestUpFailsWhenMirrorPortTaken(t *testing.T) {
 // the cause, and what the steps before it started is stopped: no
 // goroutine is left running and the mirror's port is free again.
 func TestUpStartFailureLeavesNothingRunning(t *testing.T) {
-	bundlePath, pub := testBundle(t, "2026.11.1")
-	dir := prepDir(t)
-	k, _ := bundle.LoadPublicKey(pub)
-	if _, err := appliance.Install(context.Background(), appliance.InstallOptions{Bundle: bundlePath, Dir: dir, PublicKey: k}); err != nil {
-		t.Fatal(err)
-	}
+	dir := installedDir(t, "2026.11.1")
 	taken, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

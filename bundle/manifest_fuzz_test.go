@@ -83,7 +83,7 @@ func FuzzParseManifest(f *testing.F) {
 		if len(raw) > 64<<10 || len(sig) > 2*ed25519.SignatureSize {
 			t.Skip("input over the size cap")
 		}
-		m, err := (&head{raw: raw, sig: sig}).manifest()
+		m, err := (&head{raw: raw, sig: sig}).manifest(&layout{})
 		if err != nil {
 			var ve *VerifyError
 			if !errors.As(err, &ve) || (ve.File != ManifestMember && ve.File != SignatureMember) {

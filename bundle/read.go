@@ -270,15 +270,19 @@ func (h *head) delta(m *Manifest) (*Delta, error) {
 	return parseDelta(h.deltaRaw, m)
 }
 
-// manifest parses and checks the manifest and that the signature's presence
-// matches its "signed" (not the signature itself).
-func (h *head) manifest() (Manifest, error) {
+// manifest parses and checks the manifest, that the signature's presence
+// matches its "signed" (not the signature itself), and that it is the
+// manifest l's part index is for (when l is a split bundle).
+func (h *head) manifest(l *layout) (Manifest, error) {
 	m, err := parseManifest(h.raw)
 	if err != nil {
 		return Manifest{}, err
 	}
 	if err := checkSigLength(m.Signed, h.sig); err != nil {
 		return Manifest{}, &VerifyError{File: SignatureMember, Reason: "the manifest " + err.Error()}
+	}
+	if err := l.checkMatchesIndex(&m); err != nil {
+		return Manifest{}, err
 	}
 	return m, nil
 }
@@ -345,11 +349,8 @@ func inspect(path string, wrap func(io.Reader) io.Reader) (Manifest, Info, error
 	if err != nil {
 		return Manifest{}, Info{}, err
 	}
-	m, err := h.manifest()
+	m, err := h.manifest(l)
 	if err != nil {
-		return Manifest{}, Info{}, err
-	}
-	if err := l.checkMatchesIndex(&m); err != nil {
 		return Manifest{}, Info{}, err
 	}
 	d, err := h.delta(&m)

@@ -206,15 +206,26 @@ func resign(data []byte, doc, sigMember string, priv ed25519.PrivateKey) []byte 
 	return out
 }
 
-// fuzzDir returns work/in, emptied, for one fuzz input.
+// fuzzInput prepares one fuzz input: it skips one over maxSize bytes
+// (larger inputs only slow the fuzzer down), signs the document member doc
+// again with priv into sigMember when sign is set (see resign), and returns
+// the data with work/in, emptied, for the input's files.
 //
 // The fuzzer keeps an input that reaches new code, and code reached at
 // random (another temporary name, another goroutine schedule) makes it keep
 // and minimize noise instead of fuzzing. So every input gets the same
-// paths, and runs with GOMAXPROCS 1, at which the zstd decoder decodes on
-// the calling goroutine instead of starting its own.
-func fuzzDir(t *testing.T, work string) string {
+// paths, and runs with GOMAXPROCS 1 until t ends, at which the zstd decoder
+// decodes on the calling goroutine instead of starting its own.
+func fuzzInput(t *testing.T, work string, data []byte, maxSize int, sign bool, doc, sigMember string, priv ed25519.PrivateKey) ([]byte, string) {
 	t.Helper()
+	if len(data) > maxSize {
+		t.Skip("input over the size cap")
+	}
+	prev := runtime.GOMAXPROCS(1)
+	t.Cleanup(func() { runtime.GOMAXPROCS(prev) })
+	if sign {
+		data = resign(data, doc, sigMember, priv)
+	}
 	dir := filepath.Join(work, "in")
 	if err := os.RemoveAll(dir); err != nil {
 		t.Fatal(err)
@@ -222,7 +233,7 @@ func fuzzDir(t *testing.T, work string) string {
 	if err := os.Mkdir(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	return dir
+	return data, dir
 }
 
 // checkReaderError fails unless err is nil or a *VerifyError: the input is
@@ -249,6 +260,42 @@ func inspectAllocs(path string) (bundle.Manifest, bundle.Info, error, uint64) {
 	m, info, err := bundle.Inspect(path)
 	runtime.ReadMemStats(&after)
 	return m, info, err, after.TotalAlloc - before.TotalAlloc
+}
+
+// readResults is what the package's readers made of one input file.
+type readResults struct {
+	m                                bundle.Manifest
+	info                             bundle.Info
+	errInspect, errSigned, errHashes error
+}
+
+// readEveryWay runs Inspect, Verify with pub and Verify without a key on
+// path, which holds data (a bundle file or a part index, named by what),
+// and checks what they must agree on: each fails with a *VerifyError only,
+// Inspect allocates in proportion to the input, Verify with the key
+// accepts nothing that Verify without it refuses, and what Verify accepts
+// Inspect accepts too.
+func readEveryWay(t *testing.T, path, what string, data []byte, pub ed25519.PublicKey) readResults {
+	t.Helper()
+	var r readResults
+	var allocs uint64
+	r.m, r.info, r.errInspect, allocs = inspectAllocs(path)
+	checkReaderError(t, "Inspect", r.errInspect)
+	if limit := uint64(fuzzInspectAlloc + 16*len(data)); allocs > limit {
+		t.Fatalf("Inspect of a %d-byte %s allocated %d bytes, more than %d", len(data), what, allocs, limit)
+	}
+	ctx := context.Background()
+	r.errSigned = bundle.Verify(ctx, path, pub, nil)
+	checkReaderError(t, "Verify with the key", r.errSigned)
+	r.errHashes = bundle.Verify(ctx, path, nil, nil)
+	checkReaderError(t, "Verify without a key", r.errHashes)
+	switch {
+	case r.errSigned == nil && r.errHashes != nil:
+		t.Fatalf("Verify accepts the %s with the key, not without: %v", what, r.errHashes)
+	case r.errHashes == nil && r.errInspect != nil:
+		t.Fatalf("Verify accepts the %s, Inspect refuses it: %v", what, r.errInspect)
+	}
+	return r
 }
 
 // FuzzReadBundle feeds the reader arbitrary bundle files, seeded with real
@@ -309,36 +356,14 @@ func FuzzReadBundle(f *testing.F) {
 
 	work := f.TempDir()
 	f.Fuzz(func(t *testing.T, data []byte, sign bool) {
-		if len(data) > fuzzMaxBundle {
-			t.Skip("input over the size cap")
-		}
-		defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1)) // see fuzzDir
-		if sign {
-			data = resign(data, bundle.ManifestMember, bundle.SignatureMember, priv)
-		}
-		dir := fuzzDir(t, work)
+		data, dir := fuzzInput(t, work, data, fuzzMaxBundle, sign, bundle.ManifestMember, bundle.SignatureMember, priv)
 		path := filepath.Join(dir, bundle.FileName(fuzzName, fuzzRelease))
 		if err := os.WriteFile(path, data, 0o644); err != nil {
 			t.Fatal(err)
 		}
 		ctx := context.Background()
-
-		m, info, errInspect, allocs := inspectAllocs(path)
-		checkReaderError(t, "Inspect", errInspect)
-		if limit := uint64(fuzzInspectAlloc + 16*len(data)); allocs > limit {
-			t.Fatalf("Inspect of a %d-byte file allocated %d bytes, more than %d", len(data), allocs, limit)
-		}
-		errSigned := bundle.Verify(ctx, path, pub, nil)
-		checkReaderError(t, "Verify with the key", errSigned)
-		errHashes := bundle.Verify(ctx, path, nil, nil)
-		checkReaderError(t, "Verify without a key", errHashes)
-
-		switch {
-		case errSigned == nil && errHashes != nil:
-			t.Fatalf("Verify accepts the bundle with the key, not without: %v", errHashes)
-		case errHashes == nil && errInspect != nil:
-			t.Fatalf("Verify accepts the bundle, Inspect refuses it: %v", errInspect)
-		}
+		r := readEveryWay(t, path, "bundle", data, pub)
+		m, info, errSigned, errHashes := r.m, r.info, r.errSigned, r.errHashes
 		if errHashes == nil {
 			if info.TotalSize != int64(len(data)) || info.Path != path || info.Signed != m.Signed {
 				t.Fatalf("Inspect info %+v for a %d-byte bundle with signed=%v", info, len(data), m.Signed)
@@ -530,14 +555,7 @@ func FuzzReadPartIndex(f *testing.F) {
 
 	work := f.TempDir()
 	f.Fuzz(func(t *testing.T, data []byte, sign bool) {
-		if len(data) > fuzzMaxIndex {
-			t.Skip("input over the size cap")
-		}
-		defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1)) // see fuzzDir
-		if sign {
-			data = resign(data, bundle.PartsMember, bundle.PartsSigMember, priv)
-		}
-		dir := fuzzDir(t, work)
+		data, dir := fuzzInput(t, work, data, fuzzMaxIndex, sign, bundle.PartsMember, bundle.PartsSigMember, priv)
 		for name, b := range parts {
 			if err := os.WriteFile(filepath.Join(dir, name), b, 0o644); err != nil {
 				t.Fatal(err)
@@ -547,25 +565,11 @@ func FuzzReadPartIndex(f *testing.F) {
 		if err := os.WriteFile(path, data, 0o644); err != nil {
 			t.Fatal(err)
 		}
-		ctx := context.Background()
-		_, info, errInspect, allocs := inspectAllocs(path)
-		checkReaderError(t, "Inspect", errInspect)
-		if limit := uint64(fuzzInspectAlloc + 16*len(data)); allocs > limit {
-			t.Fatalf("Inspect of a %d-byte index allocated %d bytes, more than %d", len(data), allocs, limit)
-		}
-		errSigned := bundle.Verify(ctx, path, pub, nil)
-		checkReaderError(t, "Verify with the key", errSigned)
-		errHashes := bundle.Verify(ctx, path, nil, nil)
-		checkReaderError(t, "Verify without a key", errHashes)
-		if errSigned == nil && errHashes != nil {
-			t.Fatalf("Verify accepts the index with the key, not without: %v", errHashes)
-		}
-		if errHashes != nil {
+		r := readEveryWay(t, path, "index", data, pub)
+		if r.errHashes != nil {
 			return
 		}
-		if errInspect != nil {
-			t.Fatalf("Verify accepts the bundle, Inspect refuses it: %v", errInspect)
-		}
+		info := r.info
 		// What the index claims, read back independently.
 		tr := tar.NewReader(bytes.NewReader(data))
 		if _, err := tr.Next(); err != nil {

@@ -97,11 +97,8 @@ func walk(ctx context.Context, path string, o walkOptions) (_ Manifest, _ Info, 
 	if err := checkSignature(h.raw, h.sig, o, VerifyError{File: ManifestMember}); err != nil {
 		return Manifest{}, Info{}, err
 	}
-	m, err := h.manifest()
+	m, err := h.manifest(l)
 	if err != nil {
-		return Manifest{}, Info{}, err
-	}
-	if err := l.checkMatchesIndex(&m); err != nil {
 		return Manifest{}, Info{}, err
 	}
 	var d *Delta

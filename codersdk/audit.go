@@ -3,9 +3,7 @@ package codersdk
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"net/http"
-	"net/url"
 	"time"
 )
 
@@ -135,20 +133,6 @@ type AuditLogsRequest struct {
 
 // AuditLogs lists audit records, newest first (owners only).
 func (c *Client) AuditLogs(ctx context.Context, req AuditLogsRequest) (AuditLogResponse, error) {
-	v := url.Values{}
-	if req.SearchQuery != "" {
-		v.Set("q", req.SearchQuery)
-	}
-	if req.Limit > 0 {
-		v.Set("limit", fmt.Sprint(req.Limit))
-	}
-	if req.Offset > 0 {
-		v.Set("offset", fmt.Sprint(req.Offset))
-	}
-	path := "/api/v2/audit"
-	if len(v) > 0 {
-		path += "?" + v.Encode()
-	}
 	var resp AuditLogResponse
-	return resp, c.do(ctx, http.MethodGet, path, nil, &resp)
+	return resp, c.do(ctx, http.MethodGet, listPath("/api/v2/audit", req.SearchQuery, req.Limit, req.Offset), nil, &resp)
 }

@@ -19,6 +19,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 )
 
@@ -109,6 +110,25 @@ func (c *Client) Request(ctx context.Context, method, path string, body any, hea
 		return nil, fmt.Errorf("%s %s: %w", method, u.Redacted(), err)
 	}
 	return resp, nil
+}
+
+// listPath is path with a list endpoint's query: the search query q and
+// the page, limit and offset; each is left out when empty or zero.
+func listPath(path, q string, limit, offset int) string {
+	v := url.Values{}
+	if q != "" {
+		v.Set("q", q)
+	}
+	if limit > 0 {
+		v.Set("limit", strconv.Itoa(limit))
+	}
+	if offset > 0 {
+		v.Set("offset", strconv.Itoa(offset))
+	}
+	if len(v) == 0 {
+		return path
+	}
+	return path + "?" + v.Encode()
 }
 
 // do sends a request, checks the status and decodes a JSON answer into out

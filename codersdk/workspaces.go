@@ -4,7 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"net/url"
+	"strings"
 	"time"
 )
 
@@ -245,32 +245,15 @@ type WorkspaceFilter struct {
 
 // Workspaces lists the workspaces the caller may see.
 func (c *Client) Workspaces(ctx context.Context, f WorkspaceFilter) (WorkspacesResponse, error) {
-	v := url.Values{}
-	q := ""
+	var terms []string
 	if f.Owner != "" {
-		q += "owner:" + f.Owner
+		terms = append(terms, "owner:"+f.Owner)
 	}
 	if f.Name != "" {
-		if q != "" {
-			q += " "
-		}
-		q += "name:" + f.Name
-	}
-	if q != "" {
-		v.Set("q", q)
-	}
-	if f.Limit > 0 {
-		v.Set("limit", fmt.Sprint(f.Limit))
-	}
-	if f.Offset > 0 {
-		v.Set("offset", fmt.Sprint(f.Offset))
-	}
-	path := "/api/v2/workspaces"
-	if len(v) > 0 {
-		path += "?" + v.Encode()
+		terms = append(terms, "name:"+f.Name)
 	}
 	var resp WorkspacesResponse
-	return resp, c.do(ctx, http.MethodGet, path, nil, &resp)
+	return resp, c.do(ctx, http.MethodGet, listPath("/api/v2/workspaces", strings.Join(terms, " "), f.Limit, f.Offset), nil, &resp)
 }
 
 // Workspace returns a workspace by id.

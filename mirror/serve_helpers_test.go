@@ -2,7 +2,6 @@ package mirror
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"io"
 	"net"
@@ -23,6 +22,7 @@ import (
 
 	"airgapcoder/certs"
 	"airgapcoder/internal/coderprovider"
+	"airgapcoder/internal/testrun"
 	"airgapcoder/internal/testtier"
 )
 
@@ -87,16 +87,7 @@ func startMirror(t testing.TB, dir string, edits ...func(*ServerOptions)) *testM
 		ln.Close()
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- srv.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("server Run: %v", err)
-		}
-	})
-	<-srv.Ready()
+	testrun.Start(t, "mirror server", srv.Run, srv.Ready())
 	return &testMirror{dir: dir, addr: srv.Addr().String(), store: store, srv: srv}
 }
 

@@ -60,7 +60,7 @@ func (s *Server) appRoutes(*http.ServeMux) {}
 // path-based dev URLs (paths under "/@" on the access URL's host) before
 // main.
 func (s *Server) byHost(main http.Handler) http.Handler {
-	a := &appProxy{s: s, cache: map[appCacheKey]appCacheEntry{}}
+	a := &appProxy{s: s}
 	suffix := wildcardSuffix(s.opts.WildcardAccessURL)
 	access := hostName(s.opts.AccessURL.Host)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -109,8 +109,7 @@ func hostName(host string) string {
 type appProxy struct {
 	s *Server
 
-	mu    sync.Mutex
-	cache map[appCacheKey]appCacheEntry // the primary's yes-answers
+	cache answerCache[appCacheKey, codersdk.ProxyAuthorizeAppResponse]
 
 	transportOnce sync.Once
 	transport     *http.Transport
@@ -122,11 +121,6 @@ type appCacheKey struct {
 	credentials [sha256.Size]byte
 	host        string
 	prefix      string
-}
-
-type appCacheEntry struct {
-	grant   codersdk.ProxyAuthorizeAppResponse
-	expires time.Time
 }
 
 // devPath splits a path-based dev URL's escaped path into its prefix
@@ -273,11 +267,8 @@ func (a *appProxy) authorize(ctx context.Context, req codersdk.ProxyAuthorizeApp
 	key := appCacheKey{host: host, prefix: prefix}
 	h.Sum(key.credentials[:0])
 	now := a.s.opts.Now()
-	a.mu.Lock()
-	e, ok := a.cache[key]
-	a.mu.Unlock()
-	if ok && now.Before(e.expires) {
-		return e.grant, nil
+	if grant, ok := a.cache.get(key, now); ok {
+		return grant, nil
 	}
 	actx, cancel := context.WithTimeout(ctx, attemptTimeout)
 	defer cancel()
@@ -291,16 +282,7 @@ func (a *appProxy) authorize(ctx context.Context, req codersdk.ProxyAuthorizeApp
 	if res.AgentID == "" || res.Port == 0 || (res.Scheme != "http" && res.Scheme != "https") {
 		return res, apiError(http.StatusBadGateway, "The primary's answer names no app to open", fmt.Sprintf("agent %q, scheme %q, port %d", res.AgentID, res.Scheme, res.Port))
 	}
-	if ttl := res.ValidFor(); ttl > 0 {
-		a.mu.Lock()
-		for k, old := range a.cache {
-			if !now.Before(old.expires) {
-				delete(a.cache, k)
-			}
-		}
-		a.cache[key] = appCacheEntry{grant: res, expires: now.Add(ttl)}
-		a.mu.Unlock()
-	}
+	a.cache.put(key, res, now, res.ValidFor())
 	return res, nil
 }
 

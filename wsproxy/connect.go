@@ -44,11 +44,6 @@ type authKey struct {
 	kind  string
 }
 
-type authEntry struct {
-	resp    codersdk.ProxyAuthorizeConnectResponse
-	expires time.Time
-}
-
 // sessionToken is the request's session token: the header, else the
 // dashboard's cookie (as coderd reads it).
 func sessionToken(r *http.Request) string {
@@ -71,11 +66,8 @@ func (s *Server) authorize(ctx context.Context, token, agentID string, target co
 	}
 	key := authKey{token: sha256.Sum256([]byte(token)), agent: agentID, kind: target.Kind}
 	now := s.opts.Now()
-	s.authMu.Lock()
-	e, ok := s.authCache[key]
-	s.authMu.Unlock()
-	if ok && now.Before(e.expires) {
-		return e.resp, nil
+	if resp, ok := s.authCache.get(key, now); ok {
+		return resp, nil
 	}
 	actx, cancel := context.WithTimeout(ctx, attemptTimeout)
 	defer cancel()
@@ -89,16 +81,7 @@ func (s *Server) authorize(ctx context.Context, token, agentID string, target co
 		}
 		return resp, apiError(http.StatusBadGateway, "This workspace proxy could not ask the primary whether you may connect; try again, or connect through the primary", err.Error())
 	}
-	if ttl := resp.ValidFor(); ttl > 0 {
-		s.authMu.Lock()
-		for k, old := range s.authCache {
-			if !now.Before(old.expires) {
-				delete(s.authCache, k)
-			}
-		}
-		s.authCache[key] = authEntry{resp: resp, expires: now.Add(ttl)}
-		s.authMu.Unlock()
-	}
+	s.authCache.put(key, resp, now, resp.ValidFor())
 	return resp, nil
 }
 

@@ -131,8 +131,7 @@ type Server struct {
 
 	agents agentRegistry // agents connected here (agents.go)
 
-	authMu    sync.Mutex
-	authCache map[authKey]authEntry // the primary's yes-answers (connect.go)
+	authCache answerCache[authKey, codersdk.ProxyAuthorizeConnectResponse] // (connect.go)
 
 	mu   sync.Mutex
 	addr net.Addr
@@ -186,7 +185,7 @@ func New(opts Options) (*Server, error) {
 	s := &Server{
 		opts: opts, log: opts.Logger, ready: make(chan struct{}), replicaID: rand.Text(),
 		client: &codersdk.ProxyClient{Client: primary, Token: opts.ProxySessionToken},
-		fatal:  make(chan error, 1), closing: make(chan struct{}), authCache: map[authKey]authEntry{},
+		fatal:  make(chan error, 1), closing: make(chan struct{}),
 		muxChanged: make(chan struct{}),
 	}
 	s.reportCtx, s.cancelReports = context.WithCancel(context.Background())

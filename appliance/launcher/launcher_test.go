@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"airgapcoder/appliance/launcher"
+	"airgapcoder/internal/testrun"
 	"airgapcoder/internal/testwait"
 )
 
@@ -45,20 +46,7 @@ func serve(t *testing.T, serviceUser string) (socket, workspaces string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- srv.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("launcher Run: %v", err)
-		}
-	})
-	select {
-	case <-srv.Ready():
-	case err := <-done:
-		t.Fatal(err)
-	}
+	testrun.Start(t, "launcher", srv.Run, srv.Ready())
 	return socket, workspaces
 }
 

@@ -1,7 +1,6 @@
 package templatetar
 
 import (
-	"archive/tar"
 	"bytes"
 	"os"
 	"path/filepath"
@@ -21,23 +20,11 @@ import (
 // not vary between runs of one input: the fuzzer keeps inputs that reach
 // new code, and random temporary names would make it keep noise.
 func FuzzExtract(f *testing.F) {
-	for _, tc := range hostileCases(f) {
-		f.Add(tc.tar)
-	}
-	f.Add(craft(f, dirEntry("./"), file("./main.tf", "m"), dirEntry("./mod/"), file("./mod/a.tf", "a")))
-	f.Add(craft(f, file("mod/a.tf", "a"), dirEntry("mod/"), file("run.sh", "#!/bin/sh\n")))
+	addSeeds(f)
 	f.Add(craft(f, file("a/b/c/d/e.tf", "deep"), file("a/b/x.tf", "x")))
 	// A failure after files were written: the clean-up must empty the folder.
 	f.Add(craft(f, file("mod/a.tf", "a"), file("main.tf", "m"), file("mod/a.tf", "again")))
 	f.Add(craft(f, dirEntry("mod/"), file("mod/a.tf", "a"), file("../escape.tf", "x")))
-	src := f.TempDir()
-	writeTree(f, src, map[string]string{"main.tf": "m", "mod/a.tf": "a", "run.sh*": "#!/bin/sh\n", "empty/": ""})
-	var packed bytes.Buffer
-	if err := Pack(src, &packed, 0); err != nil {
-		f.Fatal(err)
-	}
-	f.Add(packed.Bytes())
-	f.Add(craft(f, tarEntry{hdr: tar.Header{Typeflag: tar.TypeXGlobalHeader, Name: "pax_global_header", PAXRecords: map[string]string{"comment": "abc"}}}, file("main.tf", "m")))
 
 	work := f.TempDir()
 	parent := filepath.Join(work, "p")

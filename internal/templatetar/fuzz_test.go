@@ -24,14 +24,12 @@ func sentinel(err error) error {
 	return nil
 }
 
-// FuzzValidate checks that Validate never panics, that every error it
-// returns wraps a package error, and that whatever it accepts Extract
-// writes inside the target folder only, exactly as summarised.
-//
-// Extract runs only on accepted archives: file system calls make coverage
-// vary from run to run, which stalls the fuzzer if every input makes them.
-// TestExtractRejects covers rejection and clean-up.
-func FuzzValidate(f *testing.F) {
+// addSeeds gives FuzzValidate and FuzzExtract the same seed corpus: the
+// hostile archives of TestExtractRejects, archives of unusual but valid
+// shapes ("./" names, a folder after its files, a pax global header) and
+// one that Pack made.
+func addSeeds(f *testing.F) {
+	f.Helper()
 	for _, tc := range hostileCases(f) {
 		f.Add(tc.tar)
 	}
@@ -47,6 +45,17 @@ func FuzzValidate(f *testing.F) {
 		f.Fatal(err)
 	}
 	f.Add(packed.Bytes())
+}
+
+// FuzzValidate checks that Validate never panics, that every error it
+// returns wraps a package error, and that whatever it accepts Extract
+// writes inside the target folder only, exactly as summarised.
+//
+// Extract runs only on accepted archives: file system calls make coverage
+// vary from run to run, which stalls the fuzzer if every input makes them.
+// TestExtractRejects covers rejection and clean-up.
+func FuzzValidate(f *testing.F) {
+	addSeeds(f)
 
 	f.Fuzz(func(t *testing.T, data []byte) {
 		sum, err := Validate(bytes.NewReader(data), fuzzMax)

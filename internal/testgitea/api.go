@@ -1,15 +1,14 @@
 package testgitea
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"net/url"
 	"testing"
 	"time"
+
+	"airgapcoder/internal/testserver"
 )
 
 // User is a Gitea account.
@@ -150,20 +149,15 @@ func (g *Gitea) CreateRepo(t testing.TB, owner, name string, private bool) (clon
 // URL; the API as "Authorization: token TOKEN".
 func (g *Gitea) AddToken(t testing.TB, username string, scopes ...string) string {
 	t.Helper()
-	g.mu.Lock()
-	password, ok := g.passwords[username]
-	g.mu.Unlock()
-	if !ok {
-		t.Fatalf("testgitea: no password of %s (AddUser makes users)", username)
-	}
-	req := map[string]any{"name": "token-" + randomString(8), "scopes": scopes}
+	password := g.password(t, username)
+	req := map[string]any{"name": "token-" + testserver.RandomString(8), "scopes": scopes}
 	var resp struct {
 		SHA1 string `json:"sha1"`
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	// Gitea makes a user's tokens only with that user's password.
-	if err := g.request(ctx, http.MethodPost, "api/v1/users/"+url.PathEscape(username)+"/tokens", req, &resp, func(r *http.Request) {
+	if err := g.api.Call(ctx, http.MethodPost, "api/v1/users/"+url.PathEscape(username)+"/tokens", req, &resp, func(r *http.Request) {
 		r.SetBasicAuth(username, password)
 	}); err != nil {
 		t.Fatalf("testgitea: token of %s: %v", username, err)
@@ -187,46 +181,18 @@ func (g *Gitea) do(t testing.TB, method, path string, in, out any) {
 // call sends a JSON request to Gitea (path is relative to URL) with the
 // admin's token and decodes the answer into out (when not nil).
 func (g *Gitea) call(ctx context.Context, method, path string, in, out any) error {
-	return g.request(ctx, method, path, in, out, func(r *http.Request) {
-		r.Header.Set("Authorization", "token "+g.token)
-	})
+	return g.api.Call(ctx, method, path, in, out)
 }
 
-func (g *Gitea) request(ctx context.Context, method, path string, in, out any, auth func(*http.Request)) error {
-	var body io.Reader
-	if in != nil {
-		b, err := json.Marshal(in)
-		if err != nil {
-			return err
-		}
-		body = bytes.NewReader(b)
+// password returns the password AddUser stored for username, failing the
+// test for a user it did not make.
+func (g *Gitea) password(t testing.TB, username string) string {
+	t.Helper()
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	password, ok := g.passwords[username]
+	if !ok {
+		t.Fatalf("testgitea: no password of %s (AddUser makes users)", username)
 	}
-	req, err := http.NewRequestWithContext(ctx, method, g.URL+path, body)
-	if err != nil {
-		return err
-	}
-	if in != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	req.Header.Set("Accept", "application/json")
-	auth(req)
-	resp, err := g.api.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-	if err != nil {
-		return fmt.Errorf("%s %s: read answer: %w", method, path, err)
-	}
-	if resp.StatusCode/100 != 2 {
-		return fmt.Errorf("%s %s: %s: %s", method, path, resp.Status, bytes.TrimSpace(b))
-	}
-	if out == nil {
-		return nil
-	}
-	if err := json.Unmarshal(b, out); err != nil {
-		return fmt.Errorf("%s %s: decode answer: %w", method, path, err)
-	}
-	return nil
+	return password
 }

@@ -48,12 +48,7 @@ type Page struct {
 // page, with Gitea's error in its body.
 func (g *Gitea) SignIn(t testing.TB, client *http.Client, start, username string) Page {
 	t.Helper()
-	g.mu.Lock()
-	password, ok := g.passwords[username]
-	g.mu.Unlock()
-	if !ok {
-		t.Fatalf("testgitea: no password of %s (AddUser makes users)", username)
-	}
+	password := g.password(t, username)
 	page := g.open(t, client, http.MethodGet, start, nil)
 	loggedIn, granted := false, false
 	for {

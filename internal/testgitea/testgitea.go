@@ -31,15 +31,12 @@ package testgitea
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/base64"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"net/http"
-	"net/http/cookiejar"
 	"os"
 	"os/exec"
 	"os/user"
@@ -47,13 +44,13 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
 	"airgapcoder/internal/syncbuf"
 	"airgapcoder/internal/testpki"
 	"airgapcoder/internal/testport"
+	"airgapcoder/internal/testserver"
 	"airgapcoder/internal/testtier"
 )
 
@@ -73,13 +70,7 @@ const adminUsername = "gitea_admin"
 // $XDG_CACHE_HOME/airgapcoder/gitea-VERSION ($HOME/.cache when
 // XDG_CACHE_HOME is unset), holding the binary "gitea" and the templates/,
 // options/ and public/ folders Gitea serves from (its STATIC_ROOT_PATH).
-func Dir() (string, error) {
-	cache, err := os.UserCacheDir()
-	if err != nil {
-		return "", err
-	}
-	return filepath.Join(cache, "airgapcoder", "gitea-"+Version), nil
-}
+func Dir() (string, error) { return testserver.CacheDir("gitea", Version) }
 
 // Path returns the Gitea binary in [Dir]. It fails the test, with the
 // command that builds it, when the binary or one of the folders beside it
@@ -131,9 +122,8 @@ type Gitea struct {
 	// calls the API with its token.
 	AdminUsername string
 
-	api    *http.Client
+	api    testserver.JSONAPI // at URL, with the admin's token
 	pki    *testpki.PKI
-	token  string // the admin's API token
 	output func() string
 
 	mu        sync.Mutex
@@ -164,14 +154,17 @@ func Start(t testing.TB, opts Options) *Gitea {
 		teams:         map[string]int64{},
 	}
 	g.Issuer = strings.TrimSuffix(g.URL, "/")
-	g.api = &http.Client{
-		Timeout: 30 * time.Second,
-		Transport: &http.Transport{
-			TLSClientConfig:     &tls.Config{RootCAs: pki.CertPool()},
-			TLSHandshakeTimeout: 10 * time.Second,
+	g.api = testserver.JSONAPI{
+		Client: &http.Client{
+			Timeout: 30 * time.Second,
+			Transport: &http.Transport{
+				TLSClientConfig:     &tls.Config{RootCAs: pki.CertPool()},
+				TLSHandshakeTimeout: 10 * time.Second,
+			},
 		},
+		BaseURL: g.URL,
 	}
-	t.Cleanup(g.api.CloseIdleConnections)
+	t.Cleanup(g.api.Client.CloseIdleConnections)
 
 	cfg := filepath.Join(dir, "custom", "conf", "app.ini")
 	if err := writeConfig(cfg, config(dir, static, port, pki, opts)); err != nil {
@@ -189,20 +182,21 @@ func Start(t testing.TB, opts Options) *Gitea {
 	if err := run.once("migrate"); err != nil {
 		t.Fatalf("testgitea: %v\n%s", err, out.String())
 	}
-	adminPassword := randomString(24)
+	adminPassword := testserver.RandomString(24)
 	if err := run.once("admin", "user", "create", "--admin",
 		"--username", adminUsername, "--password", adminPassword, "--email", adminUsername+"@gitea.test",
 		"--must-change-password=false",
 		"--access-token", "--access-token-name", "testgitea", "--access-token-scopes", "all"); err != nil {
 		t.Fatalf("testgitea: %v\n%s", err, out.String())
 	}
-	g.token, err = accessToken(out.String())
+	token, err := accessToken(out.String())
 	if err != nil {
 		t.Fatalf("testgitea: create the admin: %v\n%s", err, out.String())
 	}
+	g.api.Header = func(r *http.Request) { r.Header.Set("Authorization", "token "+token) }
 	g.passwords[adminUsername] = adminPassword
 
-	exited, err := run.start(t, "web")
+	exited, err := testserver.Start(t, run.command("web"))
 	if err != nil {
 		t.Fatalf("testgitea: %v", err)
 	}
@@ -222,17 +216,7 @@ func (g *Gitea) CertPool() *x509.CertPool { return g.pki.CertPool() }
 // Gitea's pages from Go (see SignIn). Each call has its own transport:
 // close its idle connections at the test's end (goleak counts their
 // goroutines).
-func (g *Gitea) HTTPClient() *http.Client {
-	jar, _ := cookiejar.New(nil) // cookiejar.New never fails with nil options
-	return &http.Client{
-		Jar:     jar,
-		Timeout: 30 * time.Second,
-		Transport: &http.Transport{
-			TLSClientConfig:     &tls.Config{RootCAs: g.CertPool()},
-			TLSHandshakeTimeout: 10 * time.Second,
-		},
-	}
-}
+func (g *Gitea) HTTPClient() *http.Client { return testserver.BrowserClient(g.CertPool()) }
 
 // Output returns what Gitea and its commands have logged so far, for a
 // failure message.
@@ -241,21 +225,9 @@ func (g *Gitea) Output() string { return g.output() }
 // waitReady polls Gitea's health check until it answers 200, ctx ends or
 // Gitea exits.
 func (g *Gitea) waitReady(ctx context.Context, exited <-chan struct{}) error {
-	tick := time.NewTicker(100 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		err := g.call(ctx, http.MethodGet, "api/healthz", nil, nil)
-		if err == nil {
-			return nil
-		}
-		select {
-		case <-exited:
-			return errors.New("gitea exited")
-		case <-ctx.Done():
-			return fmt.Errorf("%w (last: %v)", ctx.Err(), err)
-		case <-tick.C:
-		}
-	}
+	return testserver.WaitReady(ctx, exited, 100*time.Millisecond, func() error {
+		return g.call(ctx, http.MethodGet, "api/healthz", nil, nil)
+	})
 }
 
 // runner runs Gitea's commands with one configuration and a minimal
@@ -286,34 +258,17 @@ func (r *runner) command(args ...string) *exec.Cmd {
 	cmd.Dir = r.dir
 	cmd.Env = r.env
 	cmd.Stdout, cmd.Stderr = r.out, r.out
-	// Its own process group: the cleanup ends the git processes Gitea
-	// starts with it.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	return cmd
 }
 
-// once runs a command to its end.
+// once runs a command to its end. (testserver.Start runs Gitea's server
+// in a process group of its own, so that the cleanup ends the git
+// processes it starts with it.)
 func (r *runner) once(args ...string) error {
 	if err := r.command(args...).Run(); err != nil {
 		return fmt.Errorf("gitea %s: %w", strings.Join(args[:min(3, len(args))], " "), err)
 	}
 	return nil
-}
-
-// start starts a command that runs until t's cleanup kills its process
-// group; exited is closed when it has ended.
-func (r *runner) start(t testing.TB, args ...string) (exited <-chan struct{}, err error) {
-	cmd := r.command(args...)
-	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("start gitea %s: %w", strings.Join(args, " "), err)
-	}
-	done := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(done) }()
-	t.Cleanup(func() {
-		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-		<-done
-	})
-	return done, nil
 }
 
 // accessToken finds the token `gitea admin user create --access-token`
@@ -348,7 +303,7 @@ func config(dir, static string, port int, pki *testpki.PKI, opts Options) []sect
 		top.keys = append(top.keys, [2]string{"I_AM_BEING_UNSAFE_RUNNING_AS_ROOT", "true"})
 	}
 	root := fmt.Sprintf("https://127.0.0.1:%d/", port)
-	oauth2 := [][2]string{{"ENABLED", "true"}, {"JWT_SECRET", base64.RawURLEncoding.EncodeToString(randomBytes(32))}}
+	oauth2 := [][2]string{{"ENABLED", "true"}, {"JWT_SECRET", base64.RawURLEncoding.EncodeToString(testserver.RandomBytes(32))}}
 	if opts.AccessTokenExpiration > 0 {
 		secs := max(1, int(opts.AccessTokenExpiration/time.Second))
 		oauth2 = append(oauth2, [2]string{"ACCESS_TOKEN_EXPIRATION_TIME", strconv.Itoa(secs)})
@@ -366,7 +321,7 @@ func config(dir, static string, port int, pki *testpki.PKI, opts Options) []sect
 		{"database", [][2]string{{"DB_TYPE", "sqlite3"}, {"PATH", filepath.Join(dir, "data", "gitea.db")}, {"SQLITE_JOURNAL_MODE", "WAL"}}},
 		{"repository", [][2]string{{"ROOT", filepath.Join(dir, "repositories")}, {"DEFAULT_BRANCH", "main"}}},
 		{"security", [][2]string{
-			{"INSTALL_LOCK", "true"}, {"SECRET_KEY", randomString(32)}, {"INTERNAL_TOKEN", randomString(64)},
+			{"INSTALL_LOCK", "true"}, {"SECRET_KEY", testserver.RandomString(32)}, {"INTERNAL_TOKEN", testserver.RandomString(64)},
 			{"MIN_PASSWORD_LENGTH", "8"}, {"PASSWORD_COMPLEXITY", "off"},
 		}},
 		{"oauth2", oauth2},
@@ -398,11 +353,3 @@ func writeConfig(path string, sections []section) error {
 	}
 	return os.WriteFile(path, b.Bytes(), 0o600)
 }
-
-func randomBytes(n int) []byte {
-	b := make([]byte, n)
-	_, _ = rand.Read(b) // crypto/rand.Read never fails
-	return b
-}
-
-func randomString(n int) string { return hex.EncodeToString(randomBytes(n / 2)) }

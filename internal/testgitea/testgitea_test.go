@@ -1,17 +1,14 @@
 package testgitea_test
 
 import (
-	"crypto/tls"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -19,40 +16,8 @@ import (
 	"golang.org/x/oauth2"
 
 	"airgapcoder/internal/testgitea"
+	"airgapcoder/internal/testoidc"
 )
-
-// callback is the relying party's redirect URI: it records the query
-// Gitea sends the browser back with.
-type callback struct {
-	URL string // the redirect URI
-
-	mu    sync.Mutex
-	query url.Values
-}
-
-func newCallback(t *testing.T) *callback {
-	t.Helper()
-	cb := &callback{}
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path != "/callback" {
-			http.NotFound(w, r)
-			return
-		}
-		cb.mu.Lock()
-		cb.query = r.URL.Query()
-		cb.mu.Unlock()
-		io.WriteString(w, "signed in")
-	}))
-	t.Cleanup(srv.Close)
-	cb.URL = srv.URL + "/callback"
-	return cb
-}
-
-func (cb *callback) got() url.Values {
-	cb.mu.Lock()
-	defer cb.mu.Unlock()
-	return cb.query
-}
 
 // claims are the ID token (and userinfo) claims Gitea sets for the
 // scopes openid, email, profile and groups.
@@ -66,44 +31,19 @@ type claims struct {
 
 var alice = testgitea.User{Username: "alice", Email: "alice@corp.example", Password: "alice-password", FullName: "Alice Liddell"}
 
-// flow is one relying party's view of an authorization-code flow with PKCE
-// and nonce against Gitea.
+// flow is one relying party's flow against Gitea.
 type flow struct {
-	gitea    *testgitea.Gitea
-	cb       *callback
-	client   *http.Client
-	provider *oidc.Provider
-	conf     oauth2.Config
-	state    string
-	nonce    string
-	verifier string
+	*testoidc.Flow
+	gitea *testgitea.Gitea
 }
 
 func newFlow(t *testing.T, opts testgitea.Options) *flow {
 	t.Helper()
 	g := testgitea.Start(t, opts)
-	cb := newCallback(t)
+	cb := testoidc.NewCallback(t)
 	id, secret := g.AddOAuthApp(t, "relying-party", cb.URL)
-	client := g.HTTPClient()
-	t.Cleanup(client.CloseIdleConnections)
-	provider, err := oidc.NewProvider(oidc.ClientContext(t.Context(), client), g.Issuer)
-	if err != nil {
-		t.Fatalf("discovery: %v", err)
-	}
-	return &flow{
-		gitea: g, cb: cb, client: client, provider: provider,
-		conf: oauth2.Config{
-			ClientID: id, ClientSecret: secret, Endpoint: provider.Endpoint(), RedirectURL: cb.URL,
-			Scopes: []string{oidc.ScopeOpenID, "email", "profile", "groups"},
-		},
-		state:    oauth2.GenerateVerifier(),
-		nonce:    oauth2.GenerateVerifier(),
-		verifier: oauth2.GenerateVerifier(),
-	}
-}
-
-func (f *flow) authURL() string {
-	return f.conf.AuthCodeURL(f.state, oidc.Nonce(f.nonce), oauth2.S256ChallengeOption(f.verifier))
+	f := testoidc.NewFlow(t, g.HTTPClient(), g.Issuer, cb, id, secret, oidc.ScopeOpenID, "email", "profile", "groups")
+	return &flow{Flow: f, gitea: g}
 }
 
 // signIn signs in as username on Gitea's pages in a fresh browser and
@@ -112,42 +52,19 @@ func (f *flow) signIn(t *testing.T, username string) *oauth2.Token {
 	t.Helper()
 	browser := f.gitea.HTTPClient()
 	t.Cleanup(browser.CloseIdleConnections)
-	page := f.gitea.SignIn(t, browser, f.authURL(), username)
-	if page.Status != http.StatusOK || page.Body != "signed in" {
+	page := f.gitea.SignIn(t, browser, f.AuthURL(), username)
+	if page.Status != http.StatusOK || page.Body != testoidc.CallbackBody {
 		t.Fatalf("sign in as %s ended at %v, want the callback\ngitea: %s", username, page, f.gitea.Output())
 	}
-	q := f.cb.got()
-	if got := q.Get("state"); got != f.state {
-		t.Fatalf("callback state = %q, want %q", got, f.state)
-	}
-	ctx := oidc.ClientContext(t.Context(), f.client)
-	tok, err := f.conf.Exchange(ctx, q.Get("code"), oauth2.VerifierOption(f.verifier))
-	if err != nil {
-		t.Fatalf("exchange: %v", err)
-	}
-	return tok
+	return f.Exchange(t)
 }
 
 // verify checks an ID token's signature, audience, issuer and nonce and
 // returns it with its claims.
 func (f *flow) verify(t *testing.T, tok *oauth2.Token) (*oidc.IDToken, claims) {
 	t.Helper()
-	raw, ok := tok.Extra("id_token").(string)
-	if !ok {
-		t.Fatal("token response has no id_token")
-	}
-	ctx := oidc.ClientContext(t.Context(), f.client)
-	idt, err := f.provider.Verifier(&oidc.Config{ClientID: f.conf.ClientID}).Verify(ctx, raw)
-	if err != nil {
-		t.Fatalf("verify ID token: %v", err)
-	}
-	if idt.Nonce != f.nonce {
-		t.Errorf("nonce = %q, want %q", idt.Nonce, f.nonce)
-	}
 	var c claims
-	if err := idt.Claims(&c); err != nil {
-		t.Fatal(err)
-	}
+	idt := f.Verify(t, tok, &c)
 	return idt, c
 }
 
@@ -163,7 +80,7 @@ func TestAuthorizationCodeFlow(t *testing.T) {
 	g.AddTeam(t, "devs", "Backend")
 	g.AddTeamMember(t, "devs", "Backend", "alice")
 
-	if got := f.provider.Endpoint().AuthURL; got != g.URL+"login/oauth/authorize" {
+	if got := f.Provider.Endpoint().AuthURL; got != g.URL+"login/oauth/authorize" {
 		t.Errorf("authorization endpoint = %q, want %q", got, g.URL+"login/oauth/authorize")
 	}
 	start := time.Now()
@@ -182,36 +99,22 @@ func TestAuthorizationCodeFlow(t *testing.T) {
 		t.Errorf("access token expires in %v, want about 2m", life)
 	}
 
-	ctx := oidc.ClientContext(t.Context(), f.client)
-	info, err := f.provider.UserInfo(ctx, oauth2.StaticTokenSource(tok))
-	if err != nil {
-		t.Fatalf("userinfo: %v", err)
-	}
 	var ic claims
-	if err := info.Claims(&ic); err != nil {
-		t.Fatal(err)
-	}
+	info := f.UserInfo(t, tok, &ic)
 	if info.Subject != sub || info.Email != alice.Email || !slices.Equal(ic.Groups, want.Groups) {
 		t.Errorf("userinfo = %s %s %v, want %s %s %v", info.Subject, info.Email, ic.Groups, sub, alice.Email, want.Groups)
 	}
 
-	if tok.RefreshToken == "" {
-		t.Fatal("no refresh token")
-	}
-	expired := &oauth2.Token{RefreshToken: tok.RefreshToken, Expiry: time.Unix(1, 0)}
-	refreshed, err := f.conf.TokenSource(ctx, expired).Token()
-	if err != nil {
-		t.Fatalf("refresh: %v", err)
-	}
+	refreshed := f.Refresh(t, tok)
 	// (Gitea's access token is a JWT of the grant and its times: within
 	// the same second a refresh may give the same one.)
-	if _, err := f.provider.UserInfo(ctx, oauth2.StaticTokenSource(refreshed)); err != nil {
+	if _, err := f.Provider.UserInfo(f.Ctx, oauth2.StaticTokenSource(refreshed)); err != nil {
 		t.Errorf("userinfo with the refreshed access token: %v", err)
 	}
 
 	// A second sign-in, the application granted, and a user in no
 	// organization: no groups.
-	f.nonce = oauth2.GenerateVerifier()
+	f.Nonce = oauth2.GenerateVerifier()
 	_, c = f.verify(t, f.signIn(t, "alice"))
 	if !slices.Equal(c.Groups, want.Groups) {
 		t.Errorf("second sign-in: groups = %v, want %v", c.Groups, want.Groups)
@@ -231,7 +134,7 @@ func TestWrongPassword(t *testing.T) {
 	// hand.
 	browser := f.gitea.HTTPClient()
 	t.Cleanup(browser.CloseIdleConnections)
-	resp, err := browser.Get(f.authURL())
+	resp, err := browser.Get(f.AuthURL())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -253,7 +156,7 @@ func TestWrongPassword(t *testing.T) {
 	if resp.Request.URL.Path != "/user/login" || !strings.Contains(string(b), `id="`+testgitea.UsernameField+`"`) {
 		t.Errorf("a wrong password ended at %d %s, want the login form again", resp.StatusCode, resp.Request.URL)
 	}
-	if q := f.cb.got(); q != nil {
+	if q := f.Callback.Query(); q != nil {
 		t.Errorf("the callback got %v, want nothing", q)
 	}
 }
@@ -338,18 +241,7 @@ func TestGitPrivateRepo(t *testing.T) {
 // unknown-authority error; with it, it works.
 func TestUntrustedCA(t *testing.T) {
 	g := testgitea.Start(t, testgitea.Options{})
-	client := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{}}}
-	t.Cleanup(client.CloseIdleConnections)
-	_, err := oidc.NewProvider(oidc.ClientContext(t.Context(), client), g.Issuer)
-	const want = "x509: certificate signed by unknown authority"
-	if err == nil || !strings.Contains(err.Error(), want) {
-		t.Errorf("discovery without the test CA: got %v, want an error containing %q", err, want)
-	}
-	trusting := g.HTTPClient()
-	t.Cleanup(trusting.CloseIdleConnections)
-	if _, err := oidc.NewProvider(oidc.ClientContext(t.Context(), trusting), g.Issuer); err != nil {
-		t.Errorf("discovery with the CA: %v", err)
-	}
+	testoidc.CheckTrust(t, g.Issuer, g.HTTPClient())
 }
 
 // TestVersion keeps Version in step with scripts/install-deps.sh, which

@@ -34,7 +34,7 @@ func TestBrowserLoginForm(t *testing.T) {
 	defer stop()
 
 	if err := chromedp.Do(ctx,
-		chromedp.Navigate(f.authURL()),
+		chromedp.Navigate(f.AuthURL()),
 		chromedp.WaitVisible(chromedp.CSS("#username")),
 		chromedp.SendKeys(chromedp.CSS("#username"), "nobody"),
 		chromedp.Click(chromedp.CSS("#sign-in")),
@@ -62,7 +62,7 @@ func TestBrowserLoginForm(t *testing.T) {
 	var location string
 	tick := time.NewTicker(50 * time.Millisecond)
 	defer tick.Stop()
-	for !strings.HasPrefix(location, f.cb.URL+"?") {
+	for !strings.HasPrefix(location, f.Callback.URL+"?") {
 		select {
 		case <-ctx.Done():
 			t.Fatalf("browser at %s, want the redirect URI\n%s", location, f.idp.Output())
@@ -72,7 +72,7 @@ func TestBrowserLoginForm(t *testing.T) {
 			location = loc
 		}
 	}
-	f.code(t)
+	f.Code(t)
 	if got := f.idp.Logins(); got != 1 {
 		t.Errorf("Logins() = %d, want 1", got)
 	}

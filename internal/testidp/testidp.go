@@ -15,18 +15,13 @@
 package testidp
 
 import (
-	"bytes"
 	"context"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
-	"net/http/cookiejar"
 	"net/http/httptest"
 	"net/url"
 	"os"
@@ -39,6 +34,7 @@ import (
 	"airgapcoder/internal/syncbuf"
 	"airgapcoder/internal/testpki"
 	"airgapcoder/internal/testport"
+	"airgapcoder/internal/testserver"
 	"airgapcoder/internal/testtier"
 )
 
@@ -57,7 +53,8 @@ const startTimeout = 60 * time.Second
 func HydraPath(t testing.TB) string {
 	t.Helper()
 	testtier.Heavy(t, "runs Ory Hydra")
-	path, err := hydraPath()
+	dir, err := testserver.CacheDir("hydra", HydraVersion)
+	path := filepath.Join(dir, "hydra")
 	if err == nil {
 		_, err = os.Stat(path)
 	}
@@ -65,14 +62,6 @@ func HydraPath(t testing.TB) string {
 		t.Fatalf("testidp: Ory Hydra %s is not built (%v): run ./scripts/install-deps.sh, which builds it from tools/hydra", HydraVersion, err)
 	}
 	return path
-}
-
-func hydraPath() (string, error) {
-	cache, err := os.UserCacheDir()
-	if err != nil {
-		return "", err
-	}
-	return filepath.Join(cache, "airgapcoder", "hydra-"+HydraVersion, "hydra"), nil
 }
 
 // IdP is a running Hydra with its login and consent app and one registered
@@ -99,7 +88,7 @@ type IdP struct {
 	// the same test CA as the issuer.
 	LoginURL string
 
-	admin  *http.Client
+	admin  testserver.JSONAPI // at AdminURL
 	caPool *x509.CertPool
 	output func() string
 
@@ -143,11 +132,11 @@ func Start(t testing.TB, redirectURIs ...string) *IdP {
 
 	p := &IdP{
 		CAFile: certs.CAFile,
-		admin:  &http.Client{Timeout: 10 * time.Second},
+		admin:  testserver.JSONAPI{Client: &http.Client{Timeout: 10 * time.Second}},
 		caPool: certs.CertPool(),
 		users:  map[string]User{},
 	}
-	t.Cleanup(p.admin.CloseIdleConnections)
+	t.Cleanup(p.admin.Client.CloseIdleConnections)
 
 	app := httptest.NewUnstartedServer(p.loginApp())
 	app.Config.ReadHeaderTimeout = 10 * time.Second
@@ -159,6 +148,7 @@ func Start(t testing.TB, redirectURIs ...string) *IdP {
 	publicPort, adminPort := testport.Port(t), testport.Port(t)
 	p.Issuer = fmt.Sprintf("https://127.0.0.1:%d/", publicPort)
 	p.AdminURL = fmt.Sprintf("http://127.0.0.1:%d", adminPort)
+	p.admin.BaseURL = p.AdminURL
 	cfgPath := filepath.Join(dir, "hydra.json")
 	if err := writeConfig(cfgPath, hydraConfig(p.Issuer, app.URL, publicPort, adminPort, certs)); err != nil {
 		t.Fatalf("testidp: write Hydra config: %v", err)
@@ -172,15 +162,10 @@ func Start(t testing.TB, redirectURIs ...string) *IdP {
 	out := &syncbuf.Buffer{}
 	cmd.Stdout, cmd.Stderr = out, out
 	p.output = out.String
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("testidp: start %s: %v", hydra, err)
+	exited, err := testserver.Start(t, cmd)
+	if err != nil {
+		t.Fatalf("testidp: %v", err)
 	}
-	exited := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(exited) }()
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		<-exited
-	})
 
 	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
 	defer cancel()
@@ -238,17 +223,7 @@ func (p *IdP) CertPool() *x509.CertPool { return p.caPool.Clone() }
 // keeps cookies and follows redirects: a browser for tests that drive the
 // flow from Go. Each call has its own transport: close its idle connections
 // at the test's end (goleak counts their goroutines).
-func (p *IdP) HTTPClient() *http.Client {
-	jar, _ := cookiejar.New(nil) // cookiejar.New never fails with nil options
-	return &http.Client{
-		Jar:     jar,
-		Timeout: 30 * time.Second,
-		Transport: &http.Transport{
-			TLSClientConfig:     &tls.Config{RootCAs: p.CertPool()},
-			TLSHandshakeTimeout: 10 * time.Second,
-		},
-	}
-}
+func (p *IdP) HTTPClient() *http.Client { return testserver.BrowserClient(p.CertPool()) }
 
 // Output returns what Hydra has logged so far, for a failure message.
 func (p *IdP) Output() string { return p.output() }
@@ -256,49 +231,20 @@ func (p *IdP) Output() string { return p.output() }
 // waitReady polls Hydra's admin readiness and the public discovery
 // document until both answer, ctx ends or Hydra exits.
 func (p *IdP) waitReady(ctx context.Context, exited <-chan struct{}) error {
+	// No timeout but ctx's: Hydra makes its ID token signing key on the
+	// first discovery request, and a request given up on makes it start
+	// over (on a loaded machine the key takes longer than any short
+	// timeout, and Hydra never became ready).
 	public := &http.Client{
-		Timeout:   5 * time.Second,
 		Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: p.caPool}},
 	}
 	defer public.CloseIdleConnections()
-	ready := func() error {
-		if err := get(ctx, p.admin, p.AdminURL+"/health/ready"); err != nil {
+	return testserver.WaitReady(ctx, exited, 50*time.Millisecond, func() error {
+		if err := testserver.Get(ctx, p.admin.Client, p.AdminURL+"/health/ready"); err != nil {
 			return err
 		}
-		return get(ctx, public, p.Issuer+".well-known/openid-configuration")
-	}
-	tick := time.NewTicker(50 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		err := ready()
-		if err == nil {
-			return nil
-		}
-		select {
-		case <-exited:
-			return errors.New("hydra exited")
-		case <-ctx.Done():
-			return fmt.Errorf("%w (last: %v)", ctx.Err(), err)
-		case <-tick.C:
-		}
-	}
-}
-
-func get(ctx context.Context, c *http.Client, url string) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		return err
-	}
-	resp, err := c.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	_, _ = io.Copy(io.Discard, resp.Body)
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("GET %s: %s", url, resp.Status)
-	}
-	return nil
+		return testserver.Get(ctx, public, p.Issuer+".well-known/openid-configuration")
+	})
 }
 
 // hydraConfig is Hydra's configuration file: public port on HTTPS with the
@@ -324,7 +270,7 @@ func hydraConfig(issuer, app string, publicPort, adminPort int, c *testpki.PKI) 
 			"error":   app + "/error",
 			"logout":  app + "/logout",
 		},
-		"secrets": map[string]any{"system": []string{randomString(32)}},
+		"secrets": map[string]any{"system": []string{testserver.RandomString(32)}},
 		"oauth2":  map[string]any{"expose_internal_errors": true},
 		"webfinger": map[string]any{"oidc_discovery": map[string]any{
 			"supported_scope":  []string{"email", "profile", "groups"},
@@ -347,7 +293,7 @@ func (p *IdP) addClient(ctx context.Context, authMethod string, redirectURIs []s
 		redirectURIs = []string{}
 	}
 	req := map[string]any{
-		"client_secret":              randomString(32),
+		"client_secret":              testserver.RandomString(32),
 		"grant_types":                []string{"authorization_code", "refresh_token"},
 		"response_types":             []string{"code"},
 		"scope":                      "openid email profile groups offline_access",
@@ -383,46 +329,7 @@ func (p *IdP) RevokeConsent(t testing.TB, subject string) {
 // call sends a JSON request to Hydra's admin API and decodes the answer
 // into out (when not nil).
 func (p *IdP) call(ctx context.Context, method, path string, in, out any) error {
-	var body io.Reader
-	if in != nil {
-		b, err := json.Marshal(in)
-		if err != nil {
-			return err
-		}
-		body = bytes.NewReader(b)
-	}
-	req, err := http.NewRequestWithContext(ctx, method, p.AdminURL+path, body)
-	if err != nil {
-		return err
-	}
-	if in != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	resp, err := p.admin.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-	if err != nil {
-		return fmt.Errorf("%s %s: read answer: %w", method, path, err)
-	}
-	if resp.StatusCode/100 != 2 {
-		return fmt.Errorf("%s %s: %s: %s", method, path, resp.Status, bytes.TrimSpace(b))
-	}
-	if out == nil {
-		return nil
-	}
-	if err := json.Unmarshal(b, out); err != nil {
-		return fmt.Errorf("%s %s: decode answer: %w", method, path, err)
-	}
-	return nil
-}
-
-func randomString(n int) string {
-	b := make([]byte, n/2)
-	_, _ = rand.Read(b) // crypto/rand.Read never fails
-	return hex.EncodeToString(b)
+	return p.admin.Call(ctx, method, path, in, out)
 }
 
 func cloneNonNil(s []string) []string {
