@@ -2,7 +2,6 @@ package cli_test
 
 import (
 	"bytes"
-	"errors"
 	"fmt"
 	"net/http"
 	"os"
@@ -38,13 +37,14 @@ func coderBinary(t testing.TB) string {
 	return testbin.Build(t, "airgapcoder/cmd/coder", "-X airgapcoder/internal/buildinfo.version="+testVersion)
 }
 
-// proc is a running coder binary.
+// proc is a running coder binary: a testbin.Proc, with the short names
+// the CLI's tests use for its parts.
 type proc struct {
+	*testbin.Proc
 	cmd            *exec.Cmd
 	args           []string
 	stdout, stderr *syncbuf.Buffer
-	done           chan struct{}
-	code           int
+	done           <-chan struct{}
 }
 
 // baseEnv is the environment every test run of the binary starts from: no
@@ -60,51 +60,15 @@ func baseEnv(t testing.TB, kv ...string) []string {
 // killed when the test ends if it is still running.
 func start(t testing.TB, env []string, args ...string) *proc {
 	t.Helper()
-	p := &proc{args: args, stdout: &syncbuf.Buffer{}, stderr: &syncbuf.Buffer{}, done: make(chan struct{})}
-	p.cmd = exec.Command(coderBinary(t), args...)
-	p.cmd.Env = env
-	p.cmd.Stdin = strings.NewReader("")
-	p.cmd.Stdout, p.cmd.Stderr = p.stdout, p.stderr
-	if err := p.cmd.Start(); err != nil {
-		t.Fatalf("start coder %s: %v", strings.Join(args, " "), err)
-	}
-	go func() {
-		defer close(p.done)
-		err := p.cmd.Wait()
-		var ee *exec.ExitError
-		switch {
-		case err == nil:
-			p.code = 0
-		case errors.As(err, &ee):
-			p.code = ee.ExitCode()
-		default:
-			p.code = -1
-		}
-	}()
-	t.Cleanup(func() {
-		select {
-		case <-p.done:
-		default:
-			_ = p.cmd.Process.Kill()
-			<-p.done
-		}
-	})
-	return p
+	bp := testbin.Start(t, coderBinary(t), env, args...)
+	return &proc{Proc: bp, cmd: bp.Cmd, args: bp.Args, stdout: bp.Stdout, stderr: bp.Stderr, done: bp.Done()}
 }
 
 // wait waits up to timeout for the process to exit and returns its exit
-// code.
+// code (testbin.Proc.Wait).
 func (p *proc) wait(t testing.TB, timeout time.Duration) int {
 	t.Helper()
-	select {
-	case <-p.done:
-		return p.code
-	case <-time.After(timeout):
-		_ = p.cmd.Process.Kill()
-		<-p.done
-		t.Fatalf("coder %s did not exit within %s\nstdout: %s\nstderr: %s", strings.Join(p.args, " "), timeout, p.stdout, p.stderr)
-		return -1
-	}
+	return p.Wait(t, timeout)
 }
 
 // waitStderr waits until the process's stderr contains want.
@@ -119,7 +83,7 @@ func (p *proc) waitStderr(t testing.TB, want string, timeout time.Duration) {
 			if strings.Contains(p.stderr.String(), want) {
 				return true, ""
 			}
-			t.Fatalf("coder %s exited (code %d) before printing %q\nstdout: %s\nstderr: %s", strings.Join(p.args, " "), p.code, want, p.stdout, p.stderr)
+			t.Fatalf("coder %s exited (code %d) before printing %q\nstdout: %s\nstderr: %s", strings.Join(p.args, " "), p.ExitCode(), want, p.stdout, p.stderr)
 		default:
 		}
 		return false, "stderr: " + p.stderr.String()
@@ -158,7 +122,7 @@ func waitHealthy(t testing.TB, srv *proc, baseURL string) {
 	waitHealthz(t, baseURL, time.Minute, func() string {
 		select {
 		case <-srv.done:
-			return fmt.Sprintf("coder %s exited with %d before %s/healthz answered", strings.Join(srv.args, " "), srv.code, baseURL)
+			return fmt.Sprintf("coder %s exited with %d before %s/healthz answered", strings.Join(srv.args, " "), srv.ExitCode(), baseURL)
 		default:
 			return ""
 		}

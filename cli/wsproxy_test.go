@@ -2,37 +2,27 @@ package cli_test
 
 import (
 	"bufio"
-	"context"
-	"encoding/pem"
 	"fmt"
-	"io"
-	stdlog "log"
-	"log/slog"
 	"net"
 	"net/http"
-	"net/http/httptest"
 	"net/url"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"airgapcoder/certs"
-	"airgapcoder/coderd"
 	"airgapcoder/coderd/coderdtest"
-	"airgapcoder/coderd/database"
 	"airgapcoder/codersdk"
 	"airgapcoder/internal/testwait"
 )
 
 // proxyPrimary is a coderd over a fresh database, serving HTTPS on
-// loopback, with a short workspace proxy heartbeat interval (which
-// coderdtest has no option for). Its CA file is what the CLI and the proxy
-// trust.
+// loopback, with a short workspace proxy heartbeat interval. Its CA file is
+// what the CLI and the proxy trust.
 type proxyPrimary struct {
 	URL    string
 	CAFile string
@@ -42,60 +32,17 @@ type proxyPrimary struct {
 
 func startProxyPrimary(t *testing.T, interval time.Duration) *proxyPrimary {
 	t.Helper()
-	dbURL := coderdtest.NewDatabase(t)
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	ctx, cancel := context.WithCancel(context.Background())
-	db, err := database.Open(ctx, dbURL)
+	d := coderdtest.New(t, coderdtest.Options{TLS: true, WorkspaceProxyHeartbeatInterval: interval})
+	owner, _ := d.CreateFirstUser(t)
+	pgURL, err := url.Parse(d.DatabaseURL)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := db.Migrate(ctx, log); err != nil {
-		t.Fatal(err)
-	}
-	ps := database.NewPubsub(dbURL, log, database.Channels...)
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() { defer wg.Done(); _ = ps.Run(ctx) }()
-	<-ps.Ready()
-	srv := httptest.NewUnstartedServer(nil)
-	u, _ := url.Parse("https://" + srv.Listener.Addr().String())
-	api, err := coderd.New(ctx, coderd.Options{
-		DB: db, Pubsub: ps, Logger: log, AccessURL: u, Version: testVersion,
-		RateLimits: coderd.RateLimits{API: -1}, WorkspaceProxyHeartbeatInterval: interval,
-	})
+	pgPort, err := strconv.Atoi(pgURL.Port())
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("database URL %q: port: %v", pgURL.Redacted(), err)
 	}
-	srv.Config.Handler = api
-	srv.Config.ErrorLog = stdlog.New(io.Discard, "", 0) // the proxy's refused handshake at the end
-	srv.StartTLS()
-	wg.Add(1)
-	go func() { defer wg.Done(); _ = api.Run(ctx) }()
-	t.Cleanup(func() {
-		api.Shutdown()
-		srv.CloseClientConnections()
-		srv.Close()
-		cancel()
-		wg.Wait()
-		db.Close()
-	})
-	caFile := filepath.Join(t.TempDir(), "primary-ca.pem")
-	if err := os.WriteFile(caFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw}), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	pgURL, _ := url.Parse(dbURL)
-	pgPort, _ := strconv.Atoi(pgURL.Port())
-	owner := codersdk.New(u)
-	owner.HTTPClient = srv.Client()
-	if _, err := owner.CreateFirstUser(ctx, codersdk.CreateFirstUserRequest{Email: "admin@example.com", Username: "admin", Password: password}); err != nil {
-		t.Fatal(err)
-	}
-	login, err := owner.LoginWithPassword(ctx, codersdk.LoginWithPasswordRequest{Email: "admin@example.com", Password: password})
-	if err != nil {
-		t.Fatal(err)
-	}
-	owner.SessionToken = login.SessionToken
-	return &proxyPrimary{URL: u.String(), CAFile: caFile, PGPort: pgPort, owner: owner}
+	return &proxyPrimary{URL: d.URL.String(), CAFile: d.CAFile, PGPort: pgPort, owner: owner}
 }
 
 // proxyStatus is the status `coder wsproxy ls -o json` gives the proxy

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -23,6 +22,7 @@ import (
 	"airgapcoder/agent"
 	"airgapcoder/coderd/coderdtest"
 	"airgapcoder/codersdk"
+	"airgapcoder/internal/testagent"
 	"airgapcoder/internal/testwait"
 )
 
@@ -186,7 +186,6 @@ type relayFixture struct {
 
 func newRelayFixture(t *testing.T) relayFixture {
 	t.Helper()
-	ctx := context.Background()
 	app := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Connection", "close")
 		fmt.Fprintf(w, "hello from %s\n", r.URL.Path)
@@ -206,13 +205,7 @@ func newRelayFixture(t *testing.T) relayFixture {
 	w := coderdtest.CreateWorkspaceWithAgent(t, owner, alice, daemon, "dev", codersdk.ProvisionedAgent{Token: token, Directory: t.TempDir()})
 	agentID := coderdtest.WorkspaceAgent(t, w).ID
 	startAgent(t, d, token)
-	testwait.For(t, 30*time.Second, "the agent connected", func() (bool, string) {
-		a, err := alice.WorkspaceAgent(ctx, agentID)
-		if err != nil {
-			return false, err.Error()
-		}
-		return a.Status == codersdk.AgentStatusConnected, "agent status " + string(a.Status)
-	})
+	testagent.WaitConnected(t, alice, agentID)
 	return relayFixture{d: d, owner: owner, alice: alice, bob: bob, agentID: agentID, appPort: appPort}
 }
 
@@ -222,21 +215,5 @@ func startAgent(t *testing.T, d *coderdtest.Deployment, token string) {
 	t.Helper()
 	c := d.Client()
 	c.SessionToken = token
-	a, err := agent.New(agent.Options{
-		Client: c, Version: "v9.9.9-test", KeepAliveInterval: time.Second, ReconnectMin: 100 * time.Millisecond, ReconnectMax: time.Second,
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		_ = a.Run(ctx)
-	}()
-	t.Cleanup(func() {
-		cancel()
-		<-done
-	})
+	testagent.Start(t, agent.Options{Client: c})
 }

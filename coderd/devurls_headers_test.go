@@ -3,13 +3,9 @@ package coderd_test
 import (
 	"context"
 	"fmt"
-	"net"
 	"net/http"
-	"net/http/httptest"
 	"net/url"
-	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -18,64 +14,22 @@ import (
 
 	"airgapcoder/coderd/coderdtest"
 	"airgapcoder/codersdk"
-	"airgapcoder/internal/testwait"
+	"airgapcoder/internal/testagent"
 )
 
-// headerApp is a workspace web app that records the headers of every
-// request it gets, keyed by path. On /ws it accepts a WebSocket with
-// coder/websocket's default origin check (the Origin's host must be the
-// request's Host, as Jupyter and code-server check) and echoes one message.
-type headerApp struct {
-	srv  *httptest.Server
-	port int
-
-	mu   sync.Mutex
-	seen map[string]seenRequest
-}
-
-type seenRequest struct {
-	host   string
-	header http.Header
-}
-
-func newHeaderApp(t *testing.T) *headerApp {
+// newHeaderApp is the app in the workspace: it answers "ok" and records each
+// request it gets. On /ws it accepts a WebSocket with coder/websocket's
+// default origin check (the Origin's host must be the request's Host, as
+// Jupyter and code-server check) and echoes one message.
+func newHeaderApp(t *testing.T) *testagent.App {
 	t.Helper()
-	a := &headerApp{seen: map[string]seenRequest{}}
-	a.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		a.mu.Lock()
-		a.seen[r.URL.Path] = seenRequest{host: r.Host, header: r.Header.Clone()}
-		a.mu.Unlock()
+	return testagent.NewApp(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if !strings.HasSuffix(r.URL.Path, "/ws") {
 			fmt.Fprintln(w, "ok")
 			return
 		}
-		c, err := websocket.Accept(w, r, nil) // answers 403 when Origin's host is not Host
-		if err != nil {
-			return
-		}
-		defer c.CloseNow()
-		typ, msg, err := c.Read(r.Context())
-		if err != nil {
-			return
-		}
-		_ = c.Write(r.Context(), typ, append([]byte("echo: "), msg...))
-		_ = c.Close(websocket.StatusNormalClosure, "")
+		testagent.EchoWebSocket(w, r, nil, "echo: ") // answers 403 when Origin's host is not Host
 	}))
-	t.Cleanup(a.srv.Close)
-	_, port, _ := net.SplitHostPort(a.srv.Listener.Addr().String())
-	a.port, _ = strconv.Atoi(port)
-	return a
-}
-
-func (a *headerApp) request(t *testing.T, path string) seenRequest {
-	t.Helper()
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	r, ok := a.seen[path]
-	if !ok {
-		t.Fatalf("the app got no request for %s", path)
-	}
-	return r
 }
 
 // TestDevURLForwardedHeaders: a path-based dev URL (app by port, app by
@@ -106,20 +60,14 @@ func testDevURLForwardedHeaders(t *testing.T, tls bool) {
 	w := coderdtest.CreateWorkspaceWithAgent(t, owner, alice, d.NewDaemon(t, "test", nil), "dev", codersdk.ProvisionedAgent{
 		Token: token, Directory: t.TempDir(),
 		Apps: []codersdk.ProvisionedApp{
-			{Slug: "web", Port: int32(app.port)},
+			{Slug: "web", Port: int32(app.Port)},
 			// An explicit url host gets the visitor's Host too, as in Coder.
-			{Slug: "byurl", URL: fmt.Sprintf("http://localhost:%d/base/", app.port)},
+			{Slug: "byurl", URL: fmt.Sprintf("http://localhost:%d/base/", app.Port)},
 		},
 	})
 	agentID := coderdtest.WorkspaceAgent(t, w).ID
 	startAgent(t, d, token)
-	testwait.For(t, 30*time.Second, "the agent connected", func() (bool, string) {
-		a, err := alice.WorkspaceAgent(ctx, agentID)
-		if err != nil {
-			return false, err.Error()
-		}
-		return a.Status == codersdk.AgentStatusConnected, "agent status " + string(a.Status)
-	})
+	testagent.WaitConnected(t, alice, agentID)
 	httpClient := d.Client().HTTPClient
 	if httpClient == nil {
 		httpClient = http.DefaultClient
@@ -127,23 +75,23 @@ func testDevURLForwardedHeaders(t *testing.T, tls bool) {
 	origin := d.URL.Scheme + "://" + d.URL.Host // what a browser on the dashboard sends
 
 	// checkHeaders checks what the app got for a request under prefix.
-	checkHeaders := func(t *testing.T, got seenRequest, prefix string, viaCookie bool) {
+	checkHeaders := func(t *testing.T, got *http.Request, prefix string, viaCookie bool) {
 		t.Helper()
 		for _, h := range []struct{ name, got, want string }{
-			{"Host", got.host, d.URL.Host},
-			{"Origin", got.header.Get("Origin"), origin},
-			{"X-Forwarded-Host", got.header.Get("X-Forwarded-Host"), d.URL.Host},
-			{"X-Forwarded-Proto", got.header.Get("X-Forwarded-Proto"), d.URL.Scheme},
-			{"X-Forwarded-For", strings.Join(got.header.Values("X-Forwarded-For"), ", "), "127.0.0.1"},
-			{"X-Forwarded-Prefix", strings.Join(got.header.Values("X-Forwarded-Prefix"), ", "), prefix},
-			{"Forwarded", got.header.Get("Forwarded"), ""},
-			{codersdk.SessionTokenHeader, got.header.Get(codersdk.SessionTokenHeader), ""},
+			{"Host", got.Host, d.URL.Host},
+			{"Origin", got.Header.Get("Origin"), origin},
+			{"X-Forwarded-Host", got.Header.Get("X-Forwarded-Host"), d.URL.Host},
+			{"X-Forwarded-Proto", got.Header.Get("X-Forwarded-Proto"), d.URL.Scheme},
+			{"X-Forwarded-For", strings.Join(got.Header.Values("X-Forwarded-For"), ", "), "127.0.0.1"},
+			{"X-Forwarded-Prefix", strings.Join(got.Header.Values("X-Forwarded-Prefix"), ", "), prefix},
+			{"Forwarded", got.Header.Get("Forwarded"), ""},
+			{codersdk.SessionTokenHeader, got.Header.Get(codersdk.SessionTokenHeader), ""},
 		} {
 			if h.got != h.want {
 				t.Errorf("the app got %s %q, want %q", h.name, h.got, h.want)
 			}
 		}
-		cookies := got.header.Get("Cookie")
+		cookies := got.Header.Get("Cookie")
 		if strings.Contains(cookies, codersdk.SessionTokenCookie) || strings.Contains(cookies, alice.SessionToken) {
 			t.Errorf("coderd's session cookie reached the app: Cookie %q", cookies)
 		}
@@ -175,7 +123,7 @@ func testDevURLForwardedHeaders(t *testing.T, tls bool) {
 	}{
 		{"app by port", "/@alice/dev/apps/web", ""},
 		{"app by url", "/@alice/dev/apps/byurl", "/base"},
-		{"port", fmt.Sprintf("/@alice/dev/ports/%d", app.port), ""},
+		{"port", fmt.Sprintf("/@alice/dev/ports/%d", app.Port), ""},
 	} {
 		for _, viaCookie := range []bool{false, true} {
 			name := tc.name + map[bool]string{false: " by header", true: " by cookie"}[viaCookie]
@@ -193,29 +141,18 @@ func testDevURLForwardedHeaders(t *testing.T, tls bool) {
 				if resp.StatusCode != http.StatusOK {
 					t.Fatalf("POST %s/x: got %d, want 200", tc.prefix, resp.StatusCode)
 				}
-				checkHeaders(t, app.request(t, tc.appPath+"/x"), tc.prefix, viaCookie)
+				checkHeaders(t, app.Request(t, tc.appPath+"/x"), tc.prefix, viaCookie)
 			})
 			t.Run(name+" WebSocket", func(t *testing.T) {
 				u, _ := url.Parse(d.URL.String() + tc.prefix + "/ws")
 				u.Scheme = map[string]string{"http": "ws", "https": "wss"}[u.Scheme]
 				dctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 				defer cancel()
-				c, resp, err := websocket.Dial(dctx, u.String(), &websocket.DialOptions{HTTPClient: httpClient, HTTPHeader: visitorHeaders(viaCookie)})
-				if err != nil {
-					status := 0
-					if resp != nil {
-						status = resp.StatusCode
-					}
-					t.Fatalf("WebSocket through %s: %v (status %d)", u, err, status)
+				opts := &websocket.DialOptions{HTTPClient: httpClient, HTTPHeader: visitorHeaders(viaCookie)}
+				if got := testagent.WebSocketRoundTrip(dctx, t, u.String(), opts, websocket.MessageText, "ping"); got != "echo: ping" {
+					t.Errorf("WebSocket echo: got %q, want %q", got, "echo: ping")
 				}
-				defer c.CloseNow()
-				if err := c.Write(dctx, websocket.MessageText, []byte("ping")); err != nil {
-					t.Fatal(err)
-				}
-				if _, msg, err := c.Read(dctx); err != nil || string(msg) != "echo: ping" {
-					t.Errorf("WebSocket echo: got %q, %v; want %q", msg, err, "echo: ping")
-				}
-				checkHeaders(t, app.request(t, tc.appPath+"/ws"), tc.prefix, viaCookie)
+				checkHeaders(t, app.Request(t, tc.appPath+"/ws"), tc.prefix, viaCookie)
 			})
 		}
 	}

@@ -5,14 +5,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/http/cookiejar"
-	"net/http/httptest"
 	"net/url"
-	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -20,49 +16,9 @@ import (
 
 	"airgapcoder/coderd/coderdtest"
 	"airgapcoder/codersdk"
+	"airgapcoder/internal/testagent"
 	"airgapcoder/internal/testwait"
 )
-
-// appTarget is a web server inside the workspace that records what each
-// request brought.
-type appTarget struct {
-	mu   sync.Mutex
-	seen []*http.Request
-	port int
-}
-
-func newAppTarget(t *testing.T) *appTarget {
-	t.Helper()
-	a := &appTarget{}
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		a.mu.Lock()
-		a.seen = append(a.seen, r.Clone(context.Background()))
-		a.mu.Unlock()
-		// Relayed connections are audited when they end: end them.
-		w.Header().Set("Connection", "close")
-		fmt.Fprintf(w, "app %s?%s", r.URL.Path, r.URL.RawQuery)
-	}))
-	t.Cleanup(srv.Close)
-	_, p, _ := net.SplitHostPort(srv.Listener.Addr().String())
-	a.port, _ = strconv.Atoi(p)
-	return a
-}
-
-func (a *appTarget) last(t *testing.T) *http.Request {
-	t.Helper()
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if len(a.seen) == 0 {
-		t.Fatal("the app received no request")
-	}
-	return a.seen[len(a.seen)-1]
-}
-
-func (a *appTarget) count() int {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return len(a.seen)
-}
 
 // appBrowser is a browser for the deployment and its app hosts: a cookie
 // jar, redirects followed, every host dialed at the deployment.
@@ -73,13 +29,8 @@ type appBrowser struct {
 
 func newAppBrowser(t *testing.T, d *coderdtest.Deployment, sessionToken string) *appBrowser {
 	t.Helper()
-	jar, _ := cookiejar.New(nil)
-	dialer := &net.Dialer{}
-	b := &appBrowser{jar: jar, Client: &http.Client{Jar: jar, Timeout: 30 * time.Second, Transport: &http.Transport{
-		DialContext: func(ctx context.Context, network, _ string) (net.Conn, error) {
-			return dialer.DialContext(ctx, network, d.URL.Host)
-		},
-	}}}
+	c, jar := testagent.NewAppClient(t, d.URL.Host, "", true)
+	b := &appBrowser{jar: jar, Client: c}
 	if sessionToken != "" {
 		jar.SetCookies(d.URL, []*http.Cookie{{Name: codersdk.SessionTokenCookie, Value: sessionToken, Path: "/"}})
 	}
@@ -111,26 +62,8 @@ func (b *appBrowser) appCookie(t *testing.T, rawURL string) string {
 // noFollow sends one request and does not follow its redirect.
 func noFollow(t *testing.T, d *coderdtest.Deployment, method, rawURL string, header http.Header) *http.Response {
 	t.Helper()
-	dialer := &net.Dialer{}
-	c := &http.Client{
-		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
-		Transport: &http.Transport{DialContext: func(ctx context.Context, network, _ string) (net.Conn, error) {
-			return dialer.DialContext(ctx, network, d.URL.Host)
-		}},
-	}
-	req, err := http.NewRequest(method, rawURL, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for k, v := range header {
-		req.Header[k] = v
-	}
-	resp, err := c.Do(req)
-	if err != nil {
-		t.Fatalf("%s %s: %v", method, rawURL, err)
-	}
-	_, _ = io.Copy(io.Discard, resp.Body)
-	_ = resp.Body.Close()
+	c, _ := testagent.NewAppClient(t, d.URL.Host, "", false)
+	resp, _ := testagent.Do(t, c, method, rawURL, header)
 	return resp
 }
 
@@ -141,7 +74,7 @@ func noFollow(t *testing.T, d *coderdtest.Deployment, method, rawURL string, hea
 // the API, foreign redirect targets refused, subdomain_name in the API.
 func TestSubdomainApps(t *testing.T) {
 	ctx := context.Background()
-	target := newAppTarget(t)
+	target := testagent.NewApp(t, nil)
 	d := coderdtest.New(t, coderdtest.Options{ProvisionerPSK: "psk", WildcardAccessURL: "*.apps.test",
 		AgentHeartbeatInterval: 200 * time.Millisecond, AgentKeepAliveInterval: time.Second})
 	admin, _ := d.CreateFirstUser(t)
@@ -150,7 +83,7 @@ func TestSubdomainApps(t *testing.T) {
 	pskClient := d.Client()
 	pskClient.ProvisionerPSK = "psk"
 	daemon := coderdtest.NewDaemon(t, pskClient, "test", nil)
-	appURL := fmt.Sprintf("http://127.0.0.1:%d", target.port)
+	appURL := target.URL()
 	token := uuid.NewString()
 	w := coderdtest.CreateWorkspaceWithAgent(t, admin, alice, daemon, "dev", codersdk.ProvisionedAgent{Token: token, Directory: t.TempDir(),
 		Apps: []codersdk.ProvisionedApp{
@@ -161,13 +94,7 @@ func TestSubdomainApps(t *testing.T) {
 		}})
 	agentID := coderdtest.WorkspaceAgent(t, w).ID
 	startAgent(t, d, token)
-	testwait.For(t, 30*time.Second, "the agent connected", func() (bool, string) {
-		a, err := alice.WorkspaceAgent(ctx, agentID)
-		if err != nil {
-			return false, err.Error()
-		}
-		return a.Status == codersdk.AgentStatusConnected, "agent status " + string(a.Status)
-	})
+	testagent.WaitConnected(t, alice, agentID)
 	port := d.URL.Port()
 	app := func(sub string) string { return fmt.Sprintf("http://%s.apps.test:%s", sub, port) }
 	own, auth, pub := app("own--main--dev--alice"), app("auth--main--dev--alice"), app("pub--main--dev--alice")
@@ -205,7 +132,7 @@ func TestSubdomainApps(t *testing.T) {
 		if resp.Request.URL.String() != own+"/some/path?x=1" {
 			t.Errorf("landed on %s, want the app URL without the token", resp.Request.URL)
 		}
-		r := target.last(t)
+		r := target.Last(t)
 		if r.URL.Query().Has(codersdk.SubdomainAppSessionTokenParam) {
 			t.Errorf("the app received the exchange token: %s", r.URL)
 		}
@@ -230,9 +157,9 @@ func TestSubdomainApps(t *testing.T) {
 			}
 		}
 		// A second request needs no dance.
-		before := target.count()
+		before := target.Count()
 		resp2 := noFollow(t, d, http.MethodGet, own+"/again", http.Header{"Cookie": {codersdk.SubdomainAppSessionTokenCookie + "=" + b.appCookie(t, own)}})
-		if resp2.StatusCode != http.StatusOK || target.count() != before+1 {
+		if resp2.StatusCode != http.StatusOK || target.Count() != before+1 {
 			t.Errorf("GET with the app cookie: got %d, want 200 from the app", resp2.StatusCode)
 		}
 	})

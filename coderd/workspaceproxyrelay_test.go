@@ -3,7 +3,6 @@ package coderd_test
 import (
 	"context"
 	"errors"
-	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -16,6 +15,7 @@ import (
 
 	"airgapcoder/coderd/coderdtest"
 	"airgapcoder/codersdk"
+	"airgapcoder/internal/testagent"
 	"airgapcoder/internal/testwait"
 	"airgapcoder/relayconn"
 )
@@ -159,18 +159,6 @@ func (f *proxyRelayFixture) proxyClient() *codersdk.ProxyClient {
 	return &codersdk.ProxyClient{Client: f.d.Client(), Token: f.proxyToken}
 }
 
-// waitAgentStatus waits until the agent's status, as c sees it, is want.
-func waitAgentStatus(t *testing.T, c *codersdk.Client, agentID, want string) {
-	t.Helper()
-	testwait.For(t, 15*time.Second, "agent status "+want, func() (bool, string) {
-		a, err := c.WorkspaceAgent(context.Background(), agentID)
-		if err != nil {
-			return false, err.Error()
-		}
-		return a.Status == want, fmt.Sprintf("agent status %s, want %s", a.Status, want)
-	})
-}
-
 // echoOver writes msg on c and reads it back, as an echo server answers.
 func echoOver(t *testing.T, c net.Conn, msg string) {
 	t.Helper()
@@ -293,7 +281,7 @@ func TestWorkspaceProxyRelayAgent(t *testing.T) {
 	if reply.Status != 0 || reply.AgentID != f.agentID {
 		t.Fatalf("agent with its token: got %+v, want agent id %s", reply, f.agentID)
 	}
-	waitAgentStatus(t, f.alice, f.agentID, codersdk.AgentStatusConnected)
+	testagent.WaitStatus(t, f.alice, f.agentID, codersdk.AgentStatusConnected)
 
 	// A user's connection through the primary arrives on the proxy as a
 	// dial with the header the agent gets; bytes go both ways.
@@ -382,20 +370,20 @@ func TestWorkspaceProxyRelayAgent(t *testing.T) {
 	if moved.AgentID != newAgentID || moved.Status != 0 {
 		t.Fatalf("move to the new build: got %+v, want agent id %s", moved, newAgentID)
 	}
-	waitAgentStatus(t, f.alice, newAgentID, codersdk.AgentStatusConnected)
+	testagent.WaitStatus(t, f.alice, newAgentID, codersdk.AgentStatusConnected)
 
 	// The agent's connection to the proxy ends: it is disconnected.
 	_ = agentStream.Close()
-	waitAgentStatus(t, f.alice, newAgentID, codersdk.AgentStatusDisconnected)
+	testagent.WaitStatus(t, f.alice, newAgentID, codersdk.AgentStatusDisconnected)
 
 	// Connected again, then the whole session ends: disconnected too.
 	_, reply = p.open(t, codersdk.ProxyRelayRequest{Op: codersdk.ProxyRelayOpAgent, AgentToken: f.token})
 	if reply.AgentID != newAgentID {
 		t.Fatalf("agent connected again: got %+v, want agent id %s", reply, newAgentID)
 	}
-	waitAgentStatus(t, f.alice, newAgentID, codersdk.AgentStatusConnected)
+	testagent.WaitStatus(t, f.alice, newAgentID, codersdk.AgentStatusConnected)
 	_ = p.mux.Close()
-	waitAgentStatus(t, f.alice, newAgentID, codersdk.AgentStatusDisconnected)
+	testagent.WaitStatus(t, f.alice, newAgentID, codersdk.AgentStatusDisconnected)
 }
 
 // TestWorkspaceProxyRelayDial: a proxy's dial reaches an agent connected
@@ -405,7 +393,7 @@ func TestWorkspaceProxyRelayDial(t *testing.T) {
 	t.Parallel()
 	f := newProxyRelayFixture(t, coderdtest.Options{AgentKeepAliveInterval: time.Second})
 	startAgent(t, f.d, f.token)
-	waitAgentStatus(t, f.alice, f.agentID, codersdk.AgentStatusConnected)
+	testagent.WaitStatus(t, f.alice, f.agentID, codersdk.AgentStatusConnected)
 	echoPort := uint16(coderdtest.EchoServer(t))
 	p, err := dialTestProxy(t, f.d, f.proxyToken)
 	if err != nil {

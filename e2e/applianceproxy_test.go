@@ -28,17 +28,8 @@ import (
 // nothing but the primary's HTTPS listener; killed (SIGKILL) and started
 // again it registers again; stopped (SIGTERM) it is unreachable at once.
 func TestApplianceProxy(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Fatal("the e2e test creates a network namespace: run it as root (make test-e2e)")
-	}
-	start := time.Now()
-	work := t.TempDir()
-	for _, d := range []string{filepath.Dir(work), work} {
-		if err := os.Chmod(d, 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-	e := &env{t: t, work: work, bin: filepath.Join(work, "coder"), netns: fmt.Sprintf("coder-e2ep-%d", os.Getpid())}
+	e := newEnv(t, needsRoot, "coder-e2ep")
+	start, work := time.Now(), e.work
 	e.step("build coder", e.buildCoder)
 	bundleFile := filepath.Join(work, "out", "region-2026.11.1.bundle")
 	e.step("bundle build", func() {

@@ -36,6 +36,32 @@ type env struct {
 	cliEnv []string
 }
 
+// needsRoot is why an e2e test that runs in an offline network namespace
+// must run as root.
+const needsRoot = "the e2e test creates a network namespace: run it as root (make test-e2e)"
+
+// newEnv is an env in a fresh work folder that the appliance's service user
+// can enter, failing the test unless it runs as root (why says what for).
+// A non-empty netns names the offline namespace, made unique with this
+// process's pid; empty, the test runs on the host.
+func newEnv(t *testing.T, why, netns string) *env {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Fatal(why)
+	}
+	work := t.TempDir()
+	for _, d := range []string{filepath.Dir(work), work} {
+		if err := os.Chmod(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e := &env{t: t, work: work, bin: filepath.Join(work, "coder")}
+	if netns != "" {
+		e.netns = fmt.Sprintf("%s-%d", netns, os.Getpid())
+	}
+	return e
+}
+
 func (e *env) step(name string, fn func()) {
 	e.t.Helper()
 	start := time.Now()
@@ -92,17 +118,8 @@ func (e *env) curl(args ...string) string {
 }
 
 func TestApplianceOffline(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Fatal("the e2e test creates a network namespace: run it as root (make test-e2e)")
-	}
-	work := t.TempDir()
-	if err := os.Chmod(filepath.Dir(work), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Chmod(work, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	e := &env{t: t, work: work, bin: filepath.Join(work, "coder"), netns: fmt.Sprintf("coder-e2e-%d", os.Getpid())}
+	e := newEnv(t, needsRoot, "coder-e2e")
+	work := e.work
 	// The appliance serves the API on https://127.0.0.1:3443 with its own
 	// CA; plain HTTP on 127.0.0.1:3000 only redirects.
 	const accessURL = "https://127.0.0.1:3443"

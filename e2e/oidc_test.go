@@ -46,16 +46,8 @@ import (
 // test is trust, not egress, and loopback is always inside the egress
 // guard.
 func TestApplianceOIDC(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Fatal("the appliance runs as its service user, which install creates: run it as root (make test-e2e)")
-	}
-	work := t.TempDir()
-	for _, d := range []string{filepath.Dir(work), work} {
-		if err := os.Chmod(d, 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-	e := &env{t: t, work: work, bin: filepath.Join(work, "coder")}
+	e := newEnv(t, "the appliance runs as its service user, which install creates: run it as root (make test-e2e)", "")
+	work := e.work
 	tlsAddr := testport.Addr(t)
 	access := "https://" + tlsAddr
 	dir := filepath.Join(work, "appliance")

@@ -8,7 +8,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -21,16 +20,8 @@ import (
 // node's CA (docs/multi-node.md). A workspace created through node 1 is
 // reached with coder ssh through node 2, which relays to node 1.
 func TestApplianceTwoNodes(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Fatal("the e2e test creates a network namespace: run it as root (make test-e2e)")
-	}
-	work := t.TempDir()
-	for _, d := range []string{filepath.Dir(work), work} {
-		if err := os.Chmod(d, 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-	e := &env{t: t, work: work, bin: filepath.Join(work, "coder"), netns: fmt.Sprintf("coder-e2e2-%d", os.Getpid())}
+	e := newEnv(t, needsRoot, "coder-e2e2")
+	work := e.work
 	e.step("build coder", e.buildCoder)
 	bundleFile := filepath.Join(work, "out", "two-2026.11.1.bundle")
 	e.step("bundle build", func() {
@@ -64,41 +55,16 @@ templates:
 	caFile := filepath.Join(nodes[0].dir, "certs", "ca.pem")
 	for i, n := range nodes {
 		e.step(fmt.Sprintf("node %d: install and up", i+1), func() {
-			if err := os.MkdirAll(n.dir, 0o755); err != nil {
-				t.Fatal(err)
-			}
-			host := strings.TrimPrefix(n.url, "https://")
-			conf := fmt.Sprintf("tls-address: %s\nhttp-address: %s\nmirror-address: %s\naccess-url: %s\npostgres-url: %s\nprovisioner-daemons: 1\n",
-				host, n.http, n.mirror, n.url, pgURL)
-			if err := os.WriteFile(filepath.Join(n.dir, "appliance.yaml"), []byte(conf), 0o644); err != nil {
-				t.Fatal(err)
-			}
 			if i > 0 {
 				// The second node issues its serving certificate from the
 				// first node's CA, so that clients and the nodes trust one CA.
 				e.shareCA(nodes[0].dir, n.dir)
 			}
-			e.coder("appliance", "install", bundleFile, "--dir", n.dir, "--public-key", filepath.Join(work, "keys", "bundle.pub"))
-			up := e.inNetns(e.bin, "appliance", "up", "--dir", n.dir)
+			host := strings.TrimPrefix(n.url, "https://")
+			e.installWith(n.dir, fmt.Sprintf("tls-address: %s\nhttp-address: %s\nmirror-address: %s\naccess-url: %s\npostgres-url: %s\nprovisioner-daemons: 1\n",
+				host, n.http, n.mirror, n.url, pgURL), bundleFile)
 			logPath := filepath.Join(work, fmt.Sprintf("up%d.log", i+1))
-			logf, err := os.Create(logPath)
-			if err != nil {
-				t.Fatal(err)
-			}
-			up.Stdout, up.Stderr = logf, logf
-			if err := up.Start(); err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() {
-				_ = up.Process.Signal(syscall.SIGTERM)
-				done := make(chan struct{})
-				go func() { _ = up.Wait(); close(done) }()
-				select {
-				case <-done:
-				case <-time.After(30 * time.Second):
-					_ = up.Process.Kill()
-				}
-			})
+			e.startUp(n.dir, logPath)
 			e.waitHealthy(n.url, caFile, logPath, 3*time.Minute)
 		})
 	}

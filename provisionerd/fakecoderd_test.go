@@ -1,7 +1,6 @@
 package provisionerd_test
 
 import (
-	"bytes"
 	"context"
 	"crypto/tls"
 	"encoding/json"
@@ -20,9 +19,9 @@ import (
 	"testing"
 	"time"
 
+	"airgapcoder/coderd/coderdtest"
 	"airgapcoder/codersdk"
 	"airgapcoder/internal/syncbuf"
-	"airgapcoder/internal/templatetar"
 	"airgapcoder/internal/testprovider"
 	"airgapcoder/internal/testtier"
 	"airgapcoder/provisionerd"
@@ -226,7 +225,7 @@ func (f *fakeCoderd) run(t *testing.T, job codersdk.AcquiredJob, files map[strin
 		job.CreatedAt = time.Now()
 	}
 	if files != nil { // nil: the file is missing, the download answers 404
-		f.files[job.FileID] = templateTar(t, files)
+		f.files[job.FileID] = coderdtest.TemplateTar(t, files)
 	}
 	ch := make(chan jobResult, 1)
 	f.results[job.JobID] = ch
@@ -239,26 +238,6 @@ func (f *fakeCoderd) run(t *testing.T, job codersdk.AcquiredJob, files map[strin
 		t.Fatalf("job %s did not end within 3 minutes", job.JobID)
 	}
 	return jobResult{}
-}
-
-// templateTar packs files (name -> content) as coderd stores a template.
-func templateTar(t *testing.T, files map[string]string) []byte {
-	t.Helper()
-	dir := t.TempDir()
-	for name, content := range files {
-		p := filepath.Join(dir, name)
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	var buf bytes.Buffer
-	if err := templatetar.Pack(dir, &buf, 0); err != nil {
-		t.Fatal(err)
-	}
-	return buf.Bytes()
 }
 
 // mustComplete fails the test unless the job completed.

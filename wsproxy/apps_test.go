@@ -4,16 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/http/cookiejar"
-	"net/http/httptest"
 	"net/url"
-	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -24,58 +19,24 @@ import (
 	"airgapcoder/coderd/coderdtest"
 	"airgapcoder/codersdk"
 	"airgapcoder/internal/syncbuf"
+	"airgapcoder/internal/testagent"
 	"airgapcoder/internal/testwait"
 )
 
-// workspaceApp is a web server inside the workspace: it answers what it
-// was asked and the headers it got, and echoes WebSocket messages at /ws.
-type workspaceApp struct {
-	port int
-	mu   sync.Mutex
-	seen []*http.Request
-}
-
-func newWorkspaceApp(t *testing.T) *workspaceApp {
+// newWorkspaceApp is a web server inside the workspace: it answers what it
+// was asked, sets a cookie of its own and one named as coderd's session
+// cookie, and echoes WebSocket messages at /ws.
+func newWorkspaceApp(t *testing.T) *testagent.App {
 	t.Helper()
-	a := &workspaceApp{}
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		a.mu.Lock()
-		a.seen = append(a.seen, r.Clone(context.Background()))
-		a.mu.Unlock()
+	return testagent.NewApp(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/ws" || strings.HasSuffix(r.URL.Path, "/ws") {
-			c, err := websocket.Accept(w, r, &websocket.AcceptOptions{InsecureSkipVerify: true})
-			if err != nil {
-				return
-			}
-			defer c.CloseNow()
-			typ, msg, err := c.Read(r.Context())
-			if err != nil {
-				return
-			}
-			_ = c.Write(r.Context(), typ, append([]byte("echo "), msg...))
-			_ = c.Close(websocket.StatusNormalClosure, "")
+			testagent.EchoWebSocket(w, r, &websocket.AcceptOptions{InsecureSkipVerify: true}, "echo ")
 			return
 		}
-		// Relayed connections are reported when they end: end them.
-		w.Header().Set("Connection", "close")
 		http.SetCookie(w, &http.Cookie{Name: codersdk.SessionTokenCookie, Value: "stolen", Path: "/"})
 		http.SetCookie(w, &http.Cookie{Name: "app_cookie", Value: "set", Path: "/"})
-		fmt.Fprintf(w, "app %s?%s", r.URL.Path, r.URL.RawQuery)
+		testagent.AnswerApp(w, r)
 	}))
-	t.Cleanup(srv.Close)
-	_, p, _ := net.SplitHostPort(srv.Listener.Addr().String())
-	a.port, _ = strconv.Atoi(p)
-	return a
-}
-
-func (a *workspaceApp) last(t *testing.T) *http.Request {
-	t.Helper()
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if len(a.seen) == 0 {
-		t.Fatal("the app received no request")
-	}
-	return a.seen[len(a.seen)-1]
 }
 
 // appEnv is a primary and a proxy of region eu with wildcard *.eu.test,
@@ -88,7 +49,7 @@ type appEnv struct {
 	proxyURL    *url.URL
 	primaryLogs *syncbuf.Buffer
 	proxyLogs   *syncbuf.Buffer
-	app         *workspaceApp
+	app         *testagent.App
 }
 
 func newAppEnv(t *testing.T) *appEnv {
@@ -104,7 +65,7 @@ func newAppEnv(t *testing.T) *appEnv {
 	e.bob, _ = e.d.CreateUser(t, e.admin, "bob")
 	daemon := e.d.NewDaemon(t, "test", nil)
 	token := uuid.NewString()
-	appURL := fmt.Sprintf("http://127.0.0.1:%d", e.app.port)
+	appURL := e.app.URL()
 	ws := coderdtest.CreateWorkspaceWithAgent(t, e.admin, e.alice, daemon, "dev", codersdk.ProvisionedAgent{Token: token, Directory: t.TempDir(),
 		Apps: []codersdk.ProvisionedApp{
 			{Slug: "web", URL: appURL + "/base/", Share: "owner"},
@@ -126,13 +87,7 @@ func newAppEnv(t *testing.T) *appEnv {
 	runAgent(t, e.proxyURL, token)
 	runAgent(t, e.d.URL, farToken)
 	for _, id := range []string{agentID, farID} {
-		testwait.For(t, 30*time.Second, "the agents connected", func() (bool, string) {
-			ag, err := e.alice.WorkspaceAgent(context.Background(), id)
-			if err != nil {
-				return false, err.Error()
-			}
-			return ag.Status == codersdk.AgentStatusConnected, "agent status " + string(ag.Status)
-		})
+		testagent.WaitConnected(t, e.alice, id)
 	}
 	return e
 }
@@ -142,20 +97,7 @@ func runAgent(t *testing.T, u *url.URL, token string) {
 	t.Helper()
 	ac := codersdk.New(u)
 	ac.SessionToken = token
-	a, err := agent.New(agent.Options{
-		Client: ac, Version: "v9.9.9-test", KeepAliveInterval: time.Second, ReconnectMin: 100 * time.Millisecond, ReconnectMax: time.Second,
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		_ = a.Run(ctx)
-	}()
-	t.Cleanup(func() { cancel(); <-done })
+	testagent.Start(t, agent.Options{Client: ac})
 }
 
 // browser is an HTTP client with a cookie jar that reaches every host
@@ -163,38 +105,7 @@ func runAgent(t *testing.T, u *url.URL, token string) {
 // redirects.
 func (e *appEnv) browser(t *testing.T, follow bool) (*http.Client, *cookiejar.Jar) {
 	t.Helper()
-	jar, _ := cookiejar.New(nil)
-	dialer := &net.Dialer{}
-	tr := &http.Transport{DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
-		if h, _, _ := net.SplitHostPort(addr); strings.HasSuffix(h, ".eu.test") {
-			addr = e.proxyURL.Host
-		}
-		return dialer.DialContext(ctx, network, addr)
-	}}
-	t.Cleanup(tr.CloseIdleConnections)
-	c := &http.Client{Jar: jar, Transport: tr, Timeout: 30 * time.Second}
-	if !follow {
-		c.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
-	}
-	return c, jar
-}
-
-func do(t *testing.T, c *http.Client, method, rawURL string, header http.Header) (*http.Response, string) {
-	t.Helper()
-	req, err := http.NewRequest(method, rawURL, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for k, v := range header {
-		req.Header[k] = v
-	}
-	resp, err := c.Do(req)
-	if err != nil {
-		t.Fatalf("%s %s: %v", method, rawURL, err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp, string(b)
+	return testagent.NewAppClient(t, e.proxyURL.Host, ".eu.test", follow)
 }
 
 // TestAppsThroughProxy: dev URLs and apps served by a workspace proxy from
@@ -214,11 +125,11 @@ func TestAppsThroughProxy(t *testing.T) {
 	t.Run("PathApp", func(t *testing.T) {
 		h := alice.Clone()
 		h.Set("Cookie", codersdk.SessionTokenCookie+"=x; "+codersdk.SubdomainAppSessionTokenCookie+"=y; mine=kept")
-		resp, body := do(t, c, http.MethodGet, base+"/@alice/dev/apps/web/hello%2Fthere?x=1", h)
+		resp, body := testagent.Do(t, c, http.MethodGet, base+"/@alice/dev/apps/web/hello%2Fthere?x=1", h)
 		if resp.StatusCode != http.StatusOK || body != "app /base/hello/there?x=1" {
 			t.Fatalf("GET through the proxy: got %d %q, want 200 %q", resp.StatusCode, body, "app /base/hello/there?x=1")
 		}
-		got := e.app.last(t)
+		got := e.app.Last(t)
 		if p := got.Header.Get("X-Forwarded-Prefix"); p != "/@alice/dev/apps/web" {
 			t.Errorf("X-Forwarded-Prefix: got %q, want /@alice/dev/apps/web", p)
 		}
@@ -240,14 +151,14 @@ func TestAppsThroughProxy(t *testing.T) {
 	})
 
 	t.Run("Port", func(t *testing.T) {
-		resp, body := do(t, c, http.MethodGet, fmt.Sprintf("%s/@alice/dev.main/ports/%d/p", base, e.app.port), alice)
+		resp, body := testagent.Do(t, c, http.MethodGet, fmt.Sprintf("%s/@alice/dev.main/ports/%d/p", base, e.app.Port), alice)
 		if resp.StatusCode != http.StatusOK || body != "app /p?" {
 			t.Fatalf("GET a port through the proxy: got %d %q, want 200 %q", resp.StatusCode, body, "app /p?")
 		}
 	})
 
 	t.Run("AgentOnPrimary", func(t *testing.T) {
-		resp, body := do(t, c, http.MethodGet, base+"/@alice/far/apps/web/x", alice)
+		resp, body := testagent.Do(t, c, http.MethodGet, base+"/@alice/far/apps/web/x", alice)
 		if resp.StatusCode != http.StatusOK || body != "app /x?" {
 			t.Fatalf("GET an app whose agent is connected to the primary: got %d %q, want 200 %q", resp.StatusCode, body, "app /x?")
 		}
@@ -261,7 +172,7 @@ func TestAppsThroughProxy(t *testing.T) {
 			t.Fatal(err)
 		}
 		h := http.Header{codersdk.SessionTokenHeader: {tok.Key}}
-		if resp, body := do(t, c, http.MethodGet, base+"/@alice/dev/apps/web/", h); resp.StatusCode != http.StatusOK {
+		if resp, body := testagent.Do(t, c, http.MethodGet, base+"/@alice/dev/apps/web/", h); resp.StatusCode != http.StatusOK {
 			t.Fatalf("GET with a new token: got %d %s, want 200", resp.StatusCode, body)
 		}
 		id, _, _ := strings.Cut(tok.Key, "-")
@@ -270,7 +181,7 @@ func TestAppsThroughProxy(t *testing.T) {
 		}
 		revoked := time.Now()
 		testwait.For(t, 30*time.Second, "the revoked token refused", func() (bool, string) {
-			resp, body := do(t, c, http.MethodGet, base+"/@alice/dev/apps/web/", h)
+			resp, body := testagent.Do(t, c, http.MethodGet, base+"/@alice/dev/apps/web/", h)
 			return resp.StatusCode == http.StatusUnauthorized, fmt.Sprintf("%d %s", resp.StatusCode, body)
 		})
 		if took := time.Since(revoked); took > 2*time.Second {
@@ -279,7 +190,7 @@ func TestAppsThroughProxy(t *testing.T) {
 	})
 
 	t.Run("TrailingSlash", func(t *testing.T) {
-		resp, _ := do(t, c, http.MethodGet, base+"/@alice/dev/apps/web?a=b", alice)
+		resp, _ := testagent.Do(t, c, http.MethodGet, base+"/@alice/dev/apps/web?a=b", alice)
 		if resp.StatusCode != http.StatusTemporaryRedirect || resp.Header.Get("Location") != "/@alice/dev/apps/web/?a=b" {
 			t.Fatalf("got %d to %q, want 307 to /@alice/dev/apps/web/?a=b", resp.StatusCode, resp.Header.Get("Location"))
 		}
@@ -298,13 +209,13 @@ func TestAppsThroughProxy(t *testing.T) {
 			{"not a dev URL", http.MethodGet, "/@alice/dev/", alice, http.StatusNotFound, "dev URLs look like"},
 			{"no credentials, POST", http.MethodPost, "/@alice/dev/apps/web/", nil, http.StatusUnauthorized, "not signed in"},
 		} {
-			resp, body := do(t, c, tc.method, base+tc.path, tc.header)
+			resp, body := testagent.Do(t, c, tc.method, base+tc.path, tc.header)
 			if resp.StatusCode != tc.status || !strings.Contains(body, tc.want) {
 				t.Errorf("%s: got %d %s, want %d containing %q", tc.name, resp.StatusCode, body, tc.status, tc.want)
 			}
 		}
 		// A browser without credentials is sent to sign in at the primary.
-		resp, _ := do(t, c, http.MethodGet, base+"/@alice/dev/apps/web/x", nil)
+		resp, _ := testagent.Do(t, c, http.MethodGet, base+"/@alice/dev/apps/web/x", nil)
 		loc, _ := url.Parse(resp.Header.Get("Location"))
 		if resp.StatusCode != http.StatusTemporaryRedirect || loc == nil || loc.Host != e.d.URL.Host || loc.Path != codersdk.AppAuthRedirectPath ||
 			loc.Query().Get("redirect_uri") != base+"/@alice/dev/apps/web/x" {
@@ -315,17 +226,9 @@ func TestAppsThroughProxy(t *testing.T) {
 	t.Run("WebSocket", func(t *testing.T) {
 		wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 		defer cancel()
-		ws, _, err := websocket.Dial(wctx, strings.Replace(base, "http", "ws", 1)+"/@alice/dev/apps/web/ws", &websocket.DialOptions{HTTPHeader: alice})
-		if err != nil {
-			t.Fatalf("WebSocket through the proxy: %v", err)
-		}
-		defer ws.CloseNow()
-		if err := ws.Write(wctx, websocket.MessageText, []byte("hi")); err != nil {
-			t.Fatal(err)
-		}
-		_, msg, err := ws.Read(wctx)
-		if err != nil || string(msg) != "echo hi" {
-			t.Fatalf("WebSocket echo: got %q, %v, want \"echo hi\"", msg, err)
+		u := strings.Replace(base, "http", "ws", 1) + "/@alice/dev/apps/web/ws"
+		if got := testagent.WebSocketRoundTrip(wctx, t, u, &websocket.DialOptions{HTTPHeader: alice}, websocket.MessageText, "hi"); got != "echo hi" {
+			t.Fatalf("WebSocket echo through the proxy: got %q, want \"echo hi\"", got)
 		}
 	})
 
@@ -333,7 +236,7 @@ func TestAppsThroughProxy(t *testing.T) {
 		b, jar := e.browser(t, true)
 		jar.SetCookies(e.d.URL, []*http.Cookie{{Name: codersdk.SessionTokenCookie, Value: e.alice.SessionToken, Path: "/"}})
 		own := fmt.Sprintf("http://own--main--dev--alice.eu.test:%s", e.proxyURL.Port())
-		resp, body := do(t, b, http.MethodGet, own+"/some/path?q=1", nil)
+		resp, body := testagent.Do(t, b, http.MethodGet, own+"/some/path?q=1", nil)
 		if resp.StatusCode != http.StatusOK || body != "app /some/path?q=1" || resp.Request.URL.String() != own+"/some/path?q=1" {
 			t.Fatalf("GET %s: got %d %q at %s, want the app's answer at the same URL after signing in", own, resp.StatusCode, body, resp.Request.URL)
 		}
@@ -345,13 +248,13 @@ func TestAppsThroughProxy(t *testing.T) {
 		if !cookie {
 			t.Errorf("the proxy set no app cookie for %s", u.Host)
 		}
-		if got := e.app.last(t).Header.Get("Cookie"); got != "" {
+		if got := e.app.Last(t).Header.Get("Cookie"); got != "" {
 			t.Errorf("the app got cookies %q, want none of the deployment's", got)
 		}
 		// Bob signs in too, and is refused: the app is its owner's.
 		bb, bjar := e.browser(t, true)
 		bjar.SetCookies(e.d.URL, []*http.Cookie{{Name: codersdk.SessionTokenCookie, Value: e.bob.SessionToken, Path: "/"}})
-		if resp, body := do(t, bb, http.MethodGet, own+"/", nil); resp.StatusCode != http.StatusNotFound {
+		if resp, body := testagent.Do(t, bb, http.MethodGet, own+"/", nil); resp.StatusCode != http.StatusNotFound {
 			t.Errorf("bob: got %d %s, want 404", resp.StatusCode, body)
 		}
 	})
@@ -361,12 +264,12 @@ func TestAppsThroughProxy(t *testing.T) {
 	t.Run("ExchangeStaysOnHost", func(t *testing.T) {
 		app := fmt.Sprintf("http://own--main--dev--alice.eu.test:%s//evil.example/x?a=1", e.proxyURL.Port())
 		signIn := e.d.URL.String() + codersdk.AppAuthRedirectPath + "?" + url.Values{"redirect_uri": {app}}.Encode()
-		resp, _ := do(t, c, http.MethodGet, signIn, alice)
+		resp, _ := testagent.Do(t, c, http.MethodGet, signIn, alice)
 		back, err := url.Parse(resp.Header.Get("Location"))
 		if resp.StatusCode != http.StatusSeeOther || err != nil || back.Query().Get(codersdk.SubdomainAppSessionTokenParam) == "" {
 			t.Fatalf("auth-redirect to %s: got %d to %q, want 303 back with an exchange token", app, resp.StatusCode, resp.Header.Get("Location"))
 		}
-		resp, _ = do(t, c, http.MethodGet, back.String(), nil)
+		resp, _ = testagent.Do(t, c, http.MethodGet, back.String(), nil)
 		loc, err := url.Parse(resp.Header.Get("Location"))
 		if resp.StatusCode != http.StatusSeeOther || err != nil || loc.Host != back.Host || loc.String() != app {
 			t.Errorf("after the exchange: got %d to %q, want 303 to %s", resp.StatusCode, resp.Header.Get("Location"), app)
@@ -379,7 +282,7 @@ func TestAppsThroughProxy(t *testing.T) {
 	t.Run("PublicApp", func(t *testing.T) {
 		anon, _ := e.browser(t, false)
 		pub := fmt.Sprintf("http://pub--main--dev--alice.eu.test:%s/x", e.proxyURL.Port())
-		if resp, body := do(t, anon, http.MethodGet, pub, nil); resp.StatusCode != http.StatusOK || body != "app /x?" {
+		if resp, body := testagent.Do(t, anon, http.MethodGet, pub, nil); resp.StatusCode != http.StatusOK || body != "app /x?" {
 			t.Errorf("anonymous GET of a public app: got %d %q, want 200 %q", resp.StatusCode, body, "app /x?")
 		}
 	})

@@ -26,6 +26,7 @@ import (
 	"airgapcoder/coderd/coderdtest"
 	"airgapcoder/codersdk"
 	"airgapcoder/internal/syncbuf"
+	"airgapcoder/internal/testagent"
 	"airgapcoder/internal/testwait"
 	"airgapcoder/relayconn"
 )
@@ -169,22 +170,7 @@ func newRelayEnv(t *testing.T) *relayEnv {
 // startAgent runs an agent with client c until the test ends.
 func startAgent(t *testing.T, c *codersdk.Client) {
 	t.Helper()
-	a, err := agent.New(agent.Options{
-		Client: c, Version: "v9.9.9-test", PortsInterval: 200 * time.Millisecond, KeepAliveInterval: time.Second,
-		ReconnectMin: 100 * time.Millisecond, ReconnectMax: time.Second,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		if err := a.Run(ctx); err != nil {
-			t.Errorf("agent.Run: %v", err)
-		}
-	}()
-	t.Cleanup(func() { cancel(); <-done })
+	testagent.Start(t, agent.Options{Client: c, PortsInterval: 200 * time.Millisecond})
 }
 
 // userClient is alice's client at u.
@@ -198,14 +184,7 @@ func (e *relayEnv) userClient(u *url.URL) *codersdk.Client {
 // ready (its lifecycle reports came through the proxy).
 func (e *relayEnv) waitConnected(t *testing.T, agentID string) {
 	t.Helper()
-	testwait.For(t, 30*time.Second, "agent "+agentID+" connected and ready", func() (bool, string) {
-		a, err := e.alice.WorkspaceAgent(context.Background(), agentID)
-		if err != nil {
-			return false, err.Error()
-		}
-		return a.Status == codersdk.AgentStatusConnected && a.LifecycleState == codersdk.AgentLifecycleReady,
-			fmt.Sprintf("status %s, lifecycle %s", a.Status, a.LifecycleState)
-	})
+	testagent.WaitReady(t, e.alice, agentID)
 }
 
 // echoBothWays sends n random bytes over a tcp connection to an echo
@@ -282,17 +261,9 @@ func TestRelayThroughProxy(t *testing.T) {
 		defer cancel()
 		u := e.proxyURL.JoinPath("/api/v2/workspaceagents", e.agentID, "connect")
 		u.Scheme, u.RawQuery = "ws", fmt.Sprintf("kind=tcp&port=%d", echo)
-		ws, _, err := websocket.Dial(ctx, u.String(), &websocket.DialOptions{HTTPHeader: http.Header{codersdk.SessionTokenHeader: {e.alice.SessionToken}}})
-		if err != nil {
-			t.Fatalf("websocket through the proxy: %v", err)
-		}
-		defer ws.CloseNow()
-		if err := ws.Write(ctx, websocket.MessageBinary, []byte("over a websocket")); err != nil {
-			t.Fatal(err)
-		}
-		_, got, err := ws.Read(ctx)
-		if err != nil || string(got) != "over a websocket" {
-			t.Errorf("websocket echo: got %q, %v; want %q", got, err, "over a websocket")
+		opts := &websocket.DialOptions{HTTPHeader: http.Header{codersdk.SessionTokenHeader: {e.alice.SessionToken}}}
+		if got := testagent.WebSocketRoundTrip(ctx, t, u.String(), opts, websocket.MessageBinary, "over a websocket"); got != "over a websocket" {
+			t.Errorf("websocket echo: got %q, want %q", got, "over a websocket")
 		}
 	})
 	t.Run("prepared connection through the proxy", func(t *testing.T) {

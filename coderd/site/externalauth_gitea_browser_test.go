@@ -19,7 +19,7 @@ import (
 	"airgapcoder/coderd/coderdtest"
 	"airgapcoder/coderd/externalauth"
 	"airgapcoder/codersdk"
-	"airgapcoder/internal/syncbuf"
+	"airgapcoder/internal/testbin"
 	"airgapcoder/internal/testgitea"
 	"airgapcoder/internal/testport"
 	"airgapcoder/internal/testwait"
@@ -161,21 +161,21 @@ func TestBrowserExternalAuthGitea(t *testing.T) {
 	want := "You must authenticate with gitea to clone this repository. Open: " + f.pageURL
 	testwait.For(t, time.Minute, "the unlinked clone to print the link URL", func() (bool, string) {
 		select {
-		case <-clone.done:
+		case <-clone.Done():
 			return true, ""
 		default:
 		}
-		return strings.Contains(clone.stderr.String(), want), "stderr: " + clone.stderr.String()
+		return strings.Contains(clone.Stderr.String(), want), "stderr: " + clone.Stderr.String()
 	})
 	select {
-	case <-clone.done:
-		t.Errorf("the unlinked clone ended (exit %d) instead of waiting for a link\nstdout: %s\nstderr: %s", clone.code, clone.stdout, clone.stderr)
+	case <-clone.Done():
+		t.Errorf("the unlinked clone ended (exit %d) instead of waiting for a link\nstdout: %s\nstderr: %s", clone.ExitCode(), clone.Stdout, clone.Stderr)
 	default:
 	}
-	if !strings.Contains(clone.stderr.String(), want) {
-		t.Errorf("the unlinked clone's stderr: %q, want %q", clone.stderr.String(), want)
+	if !strings.Contains(clone.Stderr.String(), want) {
+		t.Errorf("the unlinked clone's stderr: %q, want %q", clone.Stderr.String(), want)
 	}
-	clone.stop()
+	clone.Stop()
 	if out := f.ssh("look for the unlinked clone", "test -e third/.git && echo cloned || echo absent"); strings.TrimSpace(out) != "absent" {
 		t.Errorf("the unlinked clone made a repository: %s", out)
 	}
@@ -431,62 +431,19 @@ func stopProcessWorkspace(c *codersdk.Client, workspaceID, home string) {
 	stopPIDFile(filepath.Join(home, ".coder-agent.pid"))
 }
 
-// coderProc is the built binary running in the background.
-type coderProc struct {
-	cmd            *exec.Cmd
-	stdout, stderr *syncbuf.Buffer
-	done           chan struct{}
-	code           int // once done is closed
-}
-
 // startCoder runs the built binary with env and args; it is killed at the
 // test's end if still running.
-func startCoder(t *testing.T, env []string, args ...string) *coderProc {
+func startCoder(t *testing.T, env []string, args ...string) *testbin.Proc {
 	t.Helper()
-	p := &coderProc{stdout: &syncbuf.Buffer{}, stderr: &syncbuf.Buffer{}, done: make(chan struct{})}
-	p.cmd = exec.Command(coderBinary(t), args...)
-	p.cmd.Env = env
-	p.cmd.Stdout, p.cmd.Stderr = p.stdout, p.stderr
-	if err := p.cmd.Start(); err != nil {
-		t.Fatalf("start coder %s: %v", strings.Join(args, " "), err)
-	}
-	go func() {
-		defer close(p.done)
-		err := p.cmd.Wait()
-		var ee *exec.ExitError
-		switch {
-		case err == nil:
-		case errors.As(err, &ee):
-			p.code = ee.ExitCode()
-		default:
-			p.code = -1
-		}
-	}()
-	t.Cleanup(p.stop)
-	return p
-}
-
-// stop kills the process unless it has ended, and waits for it.
-func (p *coderProc) stop() {
-	select {
-	case <-p.done:
-	default:
-		_ = p.cmd.Process.Kill()
-		<-p.done
-	}
+	return testbin.Start(t, coderBinary(t), env, args...)
 }
 
 // runCoder runs the built binary to its end, killing it after timeout.
 func runCoder(t *testing.T, env []string, timeout time.Duration, args ...string) (stdout, stderr string, code int) {
 	t.Helper()
 	p := startCoder(t, env, args...)
-	select {
-	case <-p.done:
-	case <-time.After(timeout):
-		p.stop()
-		t.Fatalf("coder %s did not end within %s\nstdout: %s\nstderr: %s", strings.Join(args, " "), timeout, p.stdout, p.stderr)
-	}
-	return p.stdout.String(), p.stderr.String(), p.code
+	code = p.Wait(t, timeout)
+	return p.Stdout.String(), p.Stderr.String(), code
 }
 
 // lastBytes is the last n bytes of s.

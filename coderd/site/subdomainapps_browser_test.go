@@ -1,11 +1,7 @@
 package site_test
 
 import (
-	"context"
 	"crypto/tls"
-	"fmt"
-	"io"
-	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -20,7 +16,7 @@ import (
 	"airgapcoder/certs"
 	"airgapcoder/coderd/coderdtest"
 	"airgapcoder/codersdk"
-	"airgapcoder/internal/testwait"
+	"airgapcoder/internal/testagent"
 )
 
 // TestBrowserSubdomainApps is issue 31's subdomain acceptance: a real web
@@ -72,7 +68,7 @@ func TestBrowserSubdomainApps(t *testing.T) {
 		{Slug: "pub", DisplayName: "Pub", URL: appURL, Subdomain: true, Share: "public"},
 	}})
 	runAgent(t, d, agentToken)
-	waitAgent(t, admin, coderdtest.WorkspaceAgent(t, w).ID)
+	testagent.WaitConnected(t, admin, coderdtest.WorkspaceAgent(t, w).ID)
 
 	text := func(b *browser, step string) string {
 		b.t.Helper()
@@ -201,29 +197,5 @@ func runAgent(t *testing.T, d *coderdtest.Deployment, token string) {
 	t.Helper()
 	c := d.Client()
 	c.SessionToken = token
-	a, err := agent.New(agent.Options{
-		Client: c, Version: "v9.9.9-test", KeepAliveInterval: time.Second, ReconnectMin: 100 * time.Millisecond, ReconnectMax: time.Second,
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		_ = a.Run(ctx)
-	}()
-	t.Cleanup(func() {
-		cancel()
-		<-done
-	})
-}
-
-func waitAgent(t *testing.T, c *codersdk.Client, agentID string) {
-	t.Helper()
-	testwait.For(t, 30*time.Second, "the agent connected", func() (bool, string) {
-		a, err := c.WorkspaceAgent(context.Background(), agentID)
-		return err == nil && a.Status == codersdk.AgentStatusConnected, fmt.Sprintf("%v %v", a.Status, err)
-	})
+	testagent.Start(t, agent.Options{Client: c})
 }

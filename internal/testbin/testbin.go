@@ -1,5 +1,6 @@
 // Package testbin builds the product's binaries once per test binary, for
-// tests that run them as real processes. The binaries are removed when the
+// tests that run them as real processes, and runs one in the background
+// with its output captured ([Start]). The binaries are removed when the
 // test binary ends, through RemoveAll in its TestMain (coderdtest.RunMain
 // calls it).
 package testbin
