@@ -55,17 +55,8 @@ func (api *API) auditLogs(c *gin.Context) error {
 		return err
 	}
 	f.Limit = auditDefaultLimit
-	for _, p := range []struct {
-		name string
-		dst  *int
-	}{{"limit", &f.Limit}, {"offset", &f.Offset}} {
-		if s := c.Query(p.name); s != "" {
-			n, err := strconv.Atoi(s)
-			if err != nil || n < 0 {
-				return validation(p.name, "must be a non-negative integer")
-			}
-			*p.dst = n
-		}
+	if err := pageQuery(c, &f.Limit, &f.Offset); err != nil {
+		return err
 	}
 	if f.Limit == 0 || f.Limit > auditMaxLimit {
 		return validation("limit", fmt.Sprintf("must be between 1 and %d", auditMaxLimit))

@@ -84,12 +84,14 @@ func (api *API) convertGroups(ctx context.Context, gs []database.Group) ([]coder
 	return out, nil
 }
 
-func (api *API) convertGroup(ctx context.Context, g database.Group) (codersdk.Group, error) {
-	out, err := api.convertGroups(ctx, []database.Group{g})
+// writeGroup answers with g, its members included, and status.
+func (api *API) writeGroup(c *gin.Context, status int, g database.Group) error {
+	out, err := api.convertGroups(c.Request.Context(), []database.Group{g})
 	if err != nil {
-		return codersdk.Group{}, err
+		return err
 	}
-	return out[0], nil
+	c.JSON(status, out[0])
+	return nil
 }
 
 // visibleGroups are the groups the caller may read: every group for those
@@ -182,12 +184,7 @@ func (api *API) postGroup(c *gin.Context) error {
 	if err != nil {
 		return err
 	}
-	out, err := api.convertGroup(ctx, g)
-	if err != nil {
-		return err
-	}
-	c.JSON(http.StatusCreated, out)
-	return nil
+	return api.writeGroup(c, http.StatusCreated, g)
 }
 
 // groupParam loads the :group (an id) the caller may read.
@@ -225,12 +222,7 @@ func (api *API) groupByName(c *gin.Context) error {
 			return notFound(fmt.Sprintf("Group %q", name))
 		}
 	}
-	out, err := api.convertGroup(c.Request.Context(), g)
-	if err != nil {
-		return err
-	}
-	c.JSON(http.StatusOK, out)
-	return nil
+	return api.writeGroup(c, http.StatusOK, g)
 }
 
 func (api *API) group(c *gin.Context) error {
@@ -238,12 +230,7 @@ func (api *API) group(c *gin.Context) error {
 	if err != nil {
 		return err
 	}
-	out, err := api.convertGroup(c.Request.Context(), g)
-	if err != nil {
-		return err
-	}
-	c.JSON(http.StatusOK, out)
-	return nil
+	return api.writeGroup(c, http.StatusOK, g)
 }
 
 // lookupUsers resolves users named by id, username or email; a name that
@@ -356,12 +343,7 @@ func (api *API) patchGroup(c *gin.Context) error {
 	if err != nil {
 		return err
 	}
-	out, err := api.convertGroup(ctx, g)
-	if err != nil {
-		return err
-	}
-	c.JSON(http.StatusOK, out)
-	return nil
+	return api.writeGroup(c, http.StatusOK, g)
 }
 
 func (api *API) deleteGroup(c *gin.Context) error {

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"strconv"
 	"strings"
 
 	"github.com/gin-gonic/gin"
@@ -107,6 +108,24 @@ func bodyReadError(what string, err error) *apiError {
 		return errorf(http.StatusRequestTimeout, err.Error(), "%s did not arrive in time", what)
 	}
 	return badRequest("Read %s: %v", strings.ToLower(what), err)
+}
+
+// pageQuery reads a list's ?limit= and ?offset= into limit and offset:
+// non-negative integers, an absent one leaving its default as it was.
+func pageQuery(c *gin.Context, limit, offset *int) error {
+	for _, p := range []struct {
+		name string
+		dst  *int
+	}{{"limit", limit}, {"offset", offset}} {
+		if s := c.Query(p.name); s != "" {
+			n, err := strconv.Atoi(s)
+			if err != nil || n < 0 {
+				return validation(p.name, "must be a non-negative integer")
+			}
+			*p.dst = n
+		}
+	}
+	return nil
 }
 
 // decode reads a JSON body strictly: unknown fields, trailing data and a

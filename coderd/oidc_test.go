@@ -305,7 +305,8 @@ func TestPasswordAuthDisabledOwnersKeepIt(t *testing.T) {
 		t.Fatalf("authmethods: got %+v, %v; want neither enabled", m, err)
 	}
 	status, body := coderdtest.Do(t, http.MethodGet, d.URL.String()+"/login", "", nil, "")
-	if status != http.StatusOK || !strings.Contains(string(body), `id="owner-password"`) || strings.Contains(string(body), "oidc-sign-in") {
+	if status != http.StatusOK || !strings.Contains(string(body), `id="owner-password"`) || !strings.Contains(string(body), `id="password"`) ||
+		strings.Contains(string(body), "oidc-sign-in") {
 		t.Errorf("login page: got %d %s", status, body)
 	}
 	status, body = coderdtest.Do(t, http.MethodGet, d.URL.String()+codersdk.OIDCCallbackPath, "", nil, "")

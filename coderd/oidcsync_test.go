@@ -48,6 +48,51 @@ func auditFields(t *testing.T, owner *codersdk.Client, query string) []map[strin
 	return out
 }
 
+// devsOnlyTemplate is the scene of the group sync tests: the deployment's
+// owner, a provisioner daemon, and a template that only the group devs (made
+// here, empty) may use; createWorkspace is a user trying to create a
+// workspace of it.
+func devsOnlyTemplate(t *testing.T, d *coderdtest.Deployment) (owner *codersdk.Client, daemon *coderdtest.Daemon, createWorkspace func(c *codersdk.Client, name string) error) {
+	t.Helper()
+	ctx := context.Background()
+	owner, _ = d.CreateFirstUser(t)
+	daemon = d.NewDaemon(t, "oidc", nil)
+	tpl := coderdtest.CreateTemplate(t, owner, daemon, "devs-only", coderdtest.MinimalTemplate, nil)
+	if _, err := owner.CreateGroup(ctx, "default", codersdk.CreateGroupRequest{Name: "devs"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := owner.UpdateTemplateACL(ctx, tpl.ID, codersdk.UpdateTemplateACL{GroupPerms: map[string]codersdk.TemplateRole{"Everyone": "", "devs": "use"}}); err != nil {
+		t.Fatal(err)
+	}
+	return owner, daemon, func(c *codersdk.Client, name string) error {
+		_, err := c.CreateWorkspace(ctx, codersdk.Me, codersdk.CreateWorkspaceRequest{TemplateID: tpl.ID, Name: name})
+		return err
+	}
+}
+
+// checkGroupSyncAudit checks the audit log of a group sync test: the sign-in
+// of the IdP subject refusedSub refused as not in an allowed group, and group
+// changes by the sync that added the IdP subject syncedSub and removed it.
+func checkGroupSyncAudit(t *testing.T, owner *codersdk.Client, refusedSub, syncedSub string) {
+	t.Helper()
+	var refused, added, removed bool
+	for _, f := range auditFields(t, owner, "action:login") {
+		if f["subject"] == refusedSub && f["refused"] == "not_in_allowed_group" {
+			refused = true
+		}
+	}
+	for _, f := range auditFields(t, owner, "resource_type:group") {
+		if f["source"] != "oidc_group_sync" || f["idp_subject"] != syncedSub {
+			continue
+		}
+		added = added || f["added_users"] != nil
+		removed = removed || f["removed_users"] != nil
+	}
+	if !refused || !added || !removed {
+		t.Errorf("audit: got the refusal of %s %v, %s added %v, removed %v; want all, with the IdP's subjects", refusedSub, refused, syncedSub, added, removed)
+	}
+}
+
 func TestOIDCGroupSyncTemplateAccess(t *testing.T) {
 	e := newOIDCEnv(t, oidcEnvOptions{provisionerPSK: "psk", config: func(c *coderd.OIDCConfig) {
 		c.GroupField = "groups"
@@ -58,24 +103,11 @@ func TestOIDCGroupSyncTemplateAccess(t *testing.T) {
 		c.GroupSync = gs
 	}})
 	ctx := context.Background()
-	owner, _ := e.d.CreateFirstUser(t)
-	daemon := e.d.NewDaemon(t, "oidc", nil)
-	tpl := coderdtest.CreateTemplate(t, owner, daemon, "devs-only", coderdtest.MinimalTemplate, nil)
-	if _, err := owner.CreateGroup(ctx, "default", codersdk.CreateGroupRequest{Name: "devs"}); err != nil {
-		t.Fatal(err)
-	}
-	if err := owner.UpdateTemplateACL(ctx, tpl.ID, codersdk.UpdateTemplateACL{GroupPerms: map[string]codersdk.TemplateRole{"Everyone": "", "devs": "use"}}); err != nil {
-		t.Fatal(err)
-	}
+	owner, daemon, createWorkspace := devsOnlyTemplate(t, e.d)
 	e.idp.AddUser(testidp.User{Username: "dana", Subject: "sub-dana", Email: "dana@corp.example", EmailVerified: true, Groups: []string{"idp-devs", "unknown-group"}})
 	e.idp.AddUser(testidp.User{Username: "olaf", Email: "olaf@corp.example", EmailVerified: true, Groups: []string{"idp-ops"}})
 	e.idp.AddUser(testidp.User{Username: "zed", Subject: "sub-zed", Email: "zed@corp.example", EmailVerified: true, Groups: []string{"contractors"}})
 	e.idp.AddUser(testidp.User{Username: "nog", Email: "nog@corp.example", EmailVerified: true})
-
-	createWorkspace := func(c *codersdk.Client, name string) error {
-		_, err := c.CreateWorkspace(ctx, codersdk.Me, codersdk.CreateWorkspaceRequest{TemplateID: tpl.ID, Name: name})
-		return err
-	}
 
 	dana := e.signInClient(t, "dana")
 	devs, err := owner.GroupByName(ctx, "default", "devs")
@@ -123,22 +155,7 @@ func TestOIDCGroupSyncTemplateAccess(t *testing.T) {
 		t.Errorf("dana, out of devs, creating a workspace: got %v, want 403", err)
 	}
 
-	var refused, added, removed bool
-	for _, f := range auditFields(t, owner, "action:login") {
-		if f["subject"] == "sub-zed" && f["refused"] == "not_in_allowed_group" {
-			refused = true
-		}
-	}
-	for _, f := range auditFields(t, owner, "resource_type:group") {
-		if f["source"] != "oidc_group_sync" || f["idp_subject"] != "sub-dana" {
-			continue
-		}
-		added = added || f["added_users"] != nil
-		removed = removed || f["removed_users"] != nil
-	}
-	if !refused || !added || !removed {
-		t.Errorf("audit: got refusal %v, dana added %v, removed %v; want all with the IdP subject", refused, added, removed)
-	}
+	checkGroupSyncAudit(t, owner, "sub-zed", "sub-dana")
 }
 
 func TestOIDCGroupAutoCreateAndRoleSync(t *testing.T) {

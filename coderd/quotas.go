@@ -70,10 +70,5 @@ func (api *API) patchQuotaAllowance(c *gin.Context, e *auditEntry, g database.Gr
 	if err != nil {
 		return err
 	}
-	out, err := api.convertGroup(ctx, g)
-	if err != nil {
-		return err
-	}
-	c.JSON(http.StatusOK, out)
-	return nil
+	return api.writeGroup(c, http.StatusOK, g)
 }

@@ -26,6 +26,20 @@ func (api *API) scheduleRoutes(a *gin.RouterGroup) {
 	a.PUT("/workspaces/:workspace/extend", api.handle(api.putExtendWorkspace))
 }
 
+// workspaceSettingWrite begins a PUT of one of a workspace's schedule
+// settings: it opens the write audit entry, decodes the body into req and
+// then loads the path's workspace for update, naming it on the entry (so a
+// refused update is recorded against the workspace too).
+func (api *API) workspaceSettingWrite(c *gin.Context, req any) (*auditEntry, database.Workspace, error) {
+	e := api.audit(c, codersdk.AuditActionWrite, codersdk.AuditResourceWorkspace)
+	if err := decode(c, req); err != nil {
+		return e, database.Workspace{}, err
+	}
+	w, err := api.workspaceParam(c, actUpdate)
+	e.workspaceOf(w)
+	return e, w, err
+}
+
 // validTTL checks a requested TTL: nil (none) or between the minimum and
 // 30 days.
 func (api *API) validTTL(ttlMillis *int64) error {
@@ -91,13 +105,8 @@ func running(w database.Workspace) bool {
 // running workspace with a deadline keeps it: the new TTL counts from the
 // next start or activity bump.
 func (api *API) putWorkspaceTTL(c *gin.Context) error {
-	e := api.audit(c, codersdk.AuditActionWrite, codersdk.AuditResourceWorkspace)
 	var req codersdk.UpdateWorkspaceTTLRequest
-	if err := decode(c, &req); err != nil {
-		return err
-	}
-	w, err := api.workspaceParam(c, actUpdate)
-	e.workspaceOf(w)
+	e, w, err := api.workspaceSettingWrite(c, &req)
 	if err != nil {
 		return err
 	}
@@ -148,13 +157,8 @@ func (api *API) putWorkspaceTTL(c *gin.Context) error {
 
 // putWorkspaceAutostart is PUT /api/v2/workspaces/{id}/autostart.
 func (api *API) putWorkspaceAutostart(c *gin.Context) error {
-	e := api.audit(c, codersdk.AuditActionWrite, codersdk.AuditResourceWorkspace)
 	var req codersdk.UpdateWorkspaceAutostartRequest
-	if err := decode(c, &req); err != nil {
-		return err
-	}
-	w, err := api.workspaceParam(c, actUpdate)
-	e.workspaceOf(w)
+	e, w, err := api.workspaceSettingWrite(c, &req)
 	if err != nil {
 		return err
 	}
@@ -178,13 +182,8 @@ func (api *API) putWorkspaceAutostart(c *gin.Context) error {
 // workspace with a deadline gets a new one, at least the minimum TTL and
 // at most 30 days from now.
 func (api *API) putExtendWorkspace(c *gin.Context) error {
-	e := api.audit(c, codersdk.AuditActionWrite, codersdk.AuditResourceWorkspace)
 	var req codersdk.PutExtendWorkspaceRequest
-	if err := decode(c, &req); err != nil {
-		return err
-	}
-	w, err := api.workspaceParam(c, actUpdate)
-	e.workspaceOf(w)
+	e, w, err := api.workspaceSettingWrite(c, &req)
 	if err != nil {
 		return err
 	}

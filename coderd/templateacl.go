@@ -141,6 +141,30 @@ func validTemplateRole(r codersdk.TemplateRole) bool {
 	return slices.Contains([]codersdk.TemplateRole{codersdk.TemplateRoleUse, codersdk.TemplateRoleAdmin, codersdk.TemplateRoleDeleted}, r)
 }
 
+// resolveTemplatePerms checks the roles of an ACL change's field (user_perms
+// or group_perms, naming users or groups of kind) and resolves the names
+// with lookup, which answers an id and the name as stored. It returns the
+// roles by id and, for the audit record, by stored name.
+func resolveTemplatePerms(field, kind string, perms map[string]codersdk.TemplateRole,
+	lookup func(name string) (id, stored string, err error),
+) (byID, byName map[string]codersdk.TemplateRole, err error) {
+	byID, byName = map[string]codersdk.TemplateRole{}, map[string]codersdk.TemplateRole{}
+	for name, role := range perms {
+		if !validTemplateRole(role) {
+			return nil, nil, validation(field, fmt.Sprintf("role of %q must be \"use\", \"admin\" or \"\" (remove)", name))
+		}
+		id, stored, err := lookup(name)
+		if errors.Is(err, database.ErrNotFound) {
+			return nil, nil, validation(field, fmt.Sprintf("no %s %q", kind, name))
+		}
+		if err != nil {
+			return nil, nil, err
+		}
+		byID[id], byName[stored] = role, role
+	}
+	return byID, byName, nil
+}
+
 func (api *API) patchTemplateACL(c *gin.Context) error {
 	e := api.audit(c, codersdk.AuditActionWrite, codersdk.AuditResourceTemplate).resource(c.Param("template"), "")
 	t, err := api.templateAdminParam(c)
@@ -153,35 +177,19 @@ func (api *API) patchTemplateACL(c *gin.Context) error {
 		return err
 	}
 	ctx := c.Request.Context()
-	userPerms := map[string]codersdk.TemplateRole{} // by user id
-	userNames := map[string]codersdk.TemplateRole{} // for the record
-	for name, role := range req.UserPerms {
-		if !validTemplateRole(role) {
-			return validation("user_perms", fmt.Sprintf("role of %q must be \"use\", \"admin\" or \"\" (remove)", name))
-		}
+	userPerms, userNames, err := resolveTemplatePerms("user_perms", "user", req.UserPerms, func(name string) (string, string, error) {
 		u, err := api.lookupUser(ctx, name)
-		if errors.Is(err, database.ErrNotFound) {
-			return validation("user_perms", fmt.Sprintf("no user %q", name))
-		}
-		if err != nil {
-			return err
-		}
-		userPerms[u.ID], userNames[u.Username] = role, role
+		return u.ID, u.Username, err
+	})
+	if err != nil {
+		return err
 	}
-	groupPerms := map[string]codersdk.TemplateRole{}
-	groupNames := map[string]codersdk.TemplateRole{}
-	for name, role := range req.GroupPerms {
-		if !validTemplateRole(role) {
-			return validation("group_perms", fmt.Sprintf("role of %q must be \"use\", \"admin\" or \"\" (remove)", name))
-		}
+	groupPerms, groupNames, err := resolveTemplatePerms("group_perms", "group", req.GroupPerms, func(name string) (string, string, error) {
 		g, err := api.lookupGroup(ctx, name)
-		if errors.Is(err, database.ErrNotFound) {
-			return validation("group_perms", fmt.Sprintf("no group %q", name))
-		}
-		if err != nil {
-			return err
-		}
-		groupPerms[g.ID], groupNames[g.Name] = role, role
+		return g.ID, g.Name, err
+	})
+	if err != nil {
+		return err
 	}
 	e.field("user_perms", userNames).field("group_perms", groupNames)
 	err = e.inTx(ctx, http.StatusOK, func(tx *database.DB) error {

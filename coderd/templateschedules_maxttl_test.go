@@ -37,16 +37,8 @@ func TestTemplateMaxTTL(t *testing.T) {
 		t.Fatalf("create with a TTL above the maximum: got %v, want a 400 naming ttl_ms and the maximum", err)
 	}
 
-	w, err := f.member.CreateWorkspace(ctx, codersdk.Me, codersdk.CreateWorkspaceRequest{TemplateID: f.tpl.ID, Name: "capped", TTLMillis: msOf(time.Hour)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	j := f.daemon.Acquire(t, 10*time.Second)
-	agent := codersdk.ProvisionedAgent{Name: "main", Token: "6a1d2e0b-8c3f-4f4e-9a57-2b7c1d9e0f31"}
-	f.daemon.Complete(t, j.JobID, codersdk.CompleteJobRequest{
-		Resources: []codersdk.ProvisionedResource{{Type: "terraform_data", Name: "ws", Agents: []codersdk.ProvisionedAgent{agent}}},
-	})
-	w = f.get(t, w.ID)
+	w := f.createWithAgent(t, "capped", codersdk.CreateWorkspaceRequest{TTLMillis: msOf(time.Hour)},
+		codersdk.ProvisionedAgent{Name: "main", Token: "6a1d2e0b-8c3f-4f4e-9a57-2b7c1d9e0f31"})
 	b := w.LatestBuild
 	if b.Deadline == nil || b.MaxDeadline == nil {
 		t.Fatalf("after the start: deadline %v, max_deadline %v; want both", b.Deadline, b.MaxDeadline)

@@ -13,6 +13,23 @@ import (
 	"airgapcoder/codersdk"
 )
 
+// createWithAgent creates a workspace of f.tpl with req's schedule and
+// completes its start build with one resource holding agent, as the
+// provisioner reports a template with a coder_agent.
+func (f *scheduleFixture) createWithAgent(t *testing.T, name string, req codersdk.CreateWorkspaceRequest, agent codersdk.ProvisionedAgent) codersdk.Workspace {
+	t.Helper()
+	req.Name, req.TemplateID = name, f.tpl.ID
+	w, err := f.member.CreateWorkspace(context.Background(), codersdk.Me, req)
+	if err != nil {
+		t.Fatalf("create workspace %s: %v", name, err)
+	}
+	j := f.daemon.Acquire(t, 10*time.Second)
+	f.daemon.Complete(t, j.JobID, codersdk.CompleteJobRequest{
+		Resources: []codersdk.ProvisionedResource{{Type: "terraform_data", Name: "ws", Agents: []codersdk.ProvisionedAgent{agent}}},
+	})
+	return f.get(t, w.ID)
+}
+
 func TestTemplateScheduleAPI(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -85,16 +102,8 @@ func TestTemplateActivityBump(t *testing.T) {
 	if _, err := f.admin.UpdateTemplateMeta(context.Background(), f.tpl.ID, codersdk.UpdateTemplateMeta{ActivityBumpMillis: msOf(3 * time.Hour)}); err != nil {
 		t.Fatal(err)
 	}
-	w, err := f.member.CreateWorkspace(context.Background(), codersdk.Me, codersdk.CreateWorkspaceRequest{TemplateID: f.tpl.ID, Name: "bumped", TTLMillis: msOf(time.Hour)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	j := f.daemon.Acquire(t, 10*time.Second)
-	agent := codersdk.ProvisionedAgent{Name: "main", Token: "0d2b3f63-2f5e-4a57-9c1e-1f7f2b0c8a11"}
-	f.daemon.Complete(t, j.JobID, codersdk.CompleteJobRequest{
-		Resources: []codersdk.ProvisionedResource{{Type: "terraform_data", Name: "ws", Agents: []codersdk.ProvisionedAgent{agent}}},
-	})
-	w = f.get(t, w.ID)
+	w := f.createWithAgent(t, "bumped", codersdk.CreateWorkspaceRequest{TTLMillis: msOf(time.Hour)},
+		codersdk.ProvisionedAgent{Name: "main", Token: "0d2b3f63-2f5e-4a57-9c1e-1f7f2b0c8a11"})
 	clock.Advance(30 * time.Minute)
 	done := f.d.API.TrackSession(coderdtest.WorkspaceAgent(t, w).ID)
 	done()

@@ -19,12 +19,10 @@ import (
 
 var usernameRe = regexp.MustCompile(`^[a-zA-Z0-9](?:[a-zA-Z0-9-]{0,30}[a-zA-Z0-9])?$`)
 
-func validateNewUser(email, username, password string) error {
-	if !usernameRe.MatchString(username) {
-		return validation("username", "must be 1-32 letters, digits or inner hyphens")
-	}
-	if username == codersdk.Me {
-		return validation("username", `"me" is reserved`)
+// validateNewUser checks what a new user is created with.
+func validateNewUser(email, username, name, password string) error {
+	if err := validateUsername(username); err != nil {
+		return err
 	}
 	if a, err := mail.ParseAddress(email); err != nil || a.Address != email {
 		return validation("email", "must be a plain email address like name@example.com")
@@ -34,6 +32,18 @@ func validateNewUser(email, username, password string) error {
 	}
 	if len(password) > 72 {
 		return validation("password", "must be at most 72 bytes")
+	}
+	return validateName(name)
+}
+
+// validateUsername checks a username as Coder does: 1-32 letters, digits
+// or inner hyphens, and not "me", which names the caller in paths.
+func validateUsername(username string) error {
+	if !usernameRe.MatchString(username) {
+		return validation("username", "must be 1-32 letters, digits or inner hyphens")
+	}
+	if username == codersdk.Me {
+		return validation("username", `"me" is reserved`)
 	}
 	return nil
 }
@@ -83,10 +93,7 @@ func (api *API) postFirstUser(c *gin.Context) error {
 	if err := decode(c, &req); err != nil {
 		return err
 	}
-	if err := validateNewUser(req.Email, req.Username, req.Password); err != nil {
-		return err
-	}
-	if err := validateName(req.Name); err != nil {
+	if err := validateNewUser(req.Email, req.Username, req.Name, req.Password); err != nil {
 		return err
 	}
 	hash, err := hashPassword(req.Password)
@@ -211,12 +218,21 @@ func (api *API) userParam(c *gin.Context) (database.User, error) {
 	return u, err
 }
 
-func (api *API) user(c *gin.Context) error {
+// userParamFor is userParam followed by the check that the actor may do act
+// on res owned by that user (their own tokens, their own profile). As
+// workspaceParam, it returns the user it found even when the check fails,
+// so that the audit record can name them.
+func (api *API) userParamFor(c *gin.Context, res resource, act action) (database.User, error) {
 	u, err := api.userParam(c)
 	if err != nil {
-		return err
+		return u, err
 	}
-	if err := authorize(c, resUser, actRead, u.ID); err != nil {
+	return u, authorize(c, res, act, u.ID)
+}
+
+func (api *API) user(c *gin.Context) error {
+	u, err := api.userParamFor(c, resUser, actRead)
+	if err != nil {
 		return err
 	}
 	c.JSON(http.StatusOK, api.convertUser(u))
@@ -261,10 +277,7 @@ func (api *API) postUser(c *gin.Context) error {
 	if err := decode(c, &req); err != nil {
 		return err
 	}
-	if err := validateNewUser(req.Email, req.Username, req.Password); err != nil {
-		return err
-	}
-	if err := validateName(req.Name); err != nil {
+	if err := validateNewUser(req.Email, req.Username, req.Name, req.Password); err != nil {
 		return err
 	}
 	rs, err := validateRoles(req.Roles)
@@ -331,12 +344,9 @@ func (api *API) putUserRoles(c *gin.Context) error {
 // or anyone's for owners.
 func (api *API) putUserProfile(c *gin.Context) error {
 	e := api.audit(c, codersdk.AuditActionWrite, codersdk.AuditResourceUser).resource(c.Param("user"), "")
-	u, err := api.userParam(c)
+	u, err := api.userParamFor(c, resUser, actUpdate)
 	e.resource(u.ID, u.Username)
 	if err != nil {
-		return err
-	}
-	if err := authorize(c, resUser, actUpdate, u.ID); err != nil {
 		return err
 	}
 	var req codersdk.UpdateUserProfileRequest
@@ -347,11 +357,8 @@ func (api *API) putUserProfile(c *gin.Context) error {
 	if username == "" {
 		username = u.Username
 	}
-	if !usernameRe.MatchString(username) {
-		return validation("username", "must be 1-32 letters, digits or inner hyphens")
-	}
-	if username == codersdk.Me {
-		return validation("username", `"me" is reserved`)
+	if err := validateUsername(username); err != nil {
+		return err
 	}
 	if err := validateName(req.Name); err != nil {
 		return err
@@ -374,11 +381,8 @@ func (api *API) putUserProfile(c *gin.Context) error {
 // gitSSHKey answers a user's SSH public key, generating the pair on first
 // use; the private key only ever goes to that user's builds.
 func (api *API) gitSSHKey(c *gin.Context) error {
-	u, err := api.userParam(c)
+	u, err := api.userParamFor(c, resUser, actRead)
 	if err != nil {
-		return err
-	}
-	if err := authorize(c, resUser, actRead, u.ID); err != nil {
 		return err
 	}
 	k, err := api.db.SSHKeyByUser(c.Request.Context(), u.ID, generateSSHKey)
@@ -396,11 +400,8 @@ func convertAPIKey(k database.APIKey) codersdk.APIKey {
 
 func (api *API) postToken(c *gin.Context) error {
 	e := api.audit(c, codersdk.AuditActionCreate, codersdk.AuditResourceAPIKey).field("user", c.Param("user"))
-	u, err := api.userParam(c)
+	u, err := api.userParamFor(c, resAPIKey, actCreate)
 	if err != nil {
-		return err
-	}
-	if err := authorize(c, resAPIKey, actCreate, u.ID); err != nil {
 		return err
 	}
 	var req codersdk.CreateTokenRequest
@@ -434,11 +435,8 @@ func (api *API) postToken(c *gin.Context) error {
 }
 
 func (api *API) tokens(c *gin.Context) error {
-	u, err := api.userParam(c)
+	u, err := api.userParamFor(c, resAPIKey, actRead)
 	if err != nil {
-		return err
-	}
-	if err := authorize(c, resAPIKey, actRead, u.ID); err != nil {
 		return err
 	}
 	keys, err := api.db.APIKeysByUser(c.Request.Context(), u.ID, loginTypeToken)

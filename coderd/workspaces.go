@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net/http"
 	"regexp"
-	"strconv"
 	"strings"
 
 	"github.com/gin-gonic/gin"
@@ -177,11 +176,8 @@ func (api *API) writeWorkspace(c *gin.Context, status int, w database.Workspace)
 
 func (api *API) postWorkspace(c *gin.Context) error {
 	e := api.audit(c, codersdk.AuditActionCreate, codersdk.AuditResourceWorkspace)
-	owner, err := api.userParam(c)
+	owner, err := api.userParamFor(c, resWorkspace, actCreate)
 	if err != nil {
-		return err
-	}
-	if err := authorize(c, resWorkspace, actCreate, owner.ID); err != nil {
 		return err
 	}
 	var req codersdk.CreateWorkspaceRequest
@@ -371,17 +367,8 @@ func (api *API) workspaces(c *gin.Context) error {
 		}
 		f.OwnerID = me.ID
 	}
-	for _, p := range []struct {
-		name string
-		dst  *int
-	}{{"limit", &f.Limit}, {"offset", &f.Offset}} {
-		if s := c.Query(p.name); s != "" {
-			n, err := strconv.Atoi(s)
-			if err != nil || n < 0 {
-				return validation(p.name, "must be a non-negative integer")
-			}
-			*p.dst = n
-		}
+	if err := pageQuery(c, &f.Limit, &f.Offset); err != nil {
+		return err
 	}
 	ws, count, err := api.db.Workspaces(ctx, f)
 	if err != nil {

@@ -3,40 +3,14 @@ package database_test
 import (
 	"context"
 	"errors"
-	"io"
-	"log/slog"
 	"slices"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
 
-	"airgapcoder/coderd/coderdtest"
 	"airgapcoder/coderd/database"
 )
-
-// openQueryDB returns a migrated database of its own.
-func openQueryDB(t *testing.T) *database.DB {
-	t.Helper()
-	ctx := context.Background()
-	db, err := database.Open(ctx, coderdtest.NewDatabase(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(db.Close)
-	if err := db.Migrate(ctx, slog.New(slog.NewTextHandler(io.Discard, nil))); err != nil {
-		t.Fatal(err)
-	}
-	return db
-}
-
-// must fails the test on err.
-func must(t *testing.T, what string, err error) {
-	t.Helper()
-	if err != nil {
-		t.Fatalf("%s: %v", what, err)
-	}
-}
 
 // TestUserQueries runs every query of users, API keys, organizations,
 // SSH keys and user links once against the migrated schema. Rows are
@@ -209,27 +183,21 @@ func TestGroupQueries(t *testing.T) {
 	// 5 a day, and a workspace whose latest build starts it.
 	job, build, tmpl, version, ws, resource := uuid.NewString(), uuid.NewString(), uuid.NewString(), uuid.NewString(), uuid.NewString(), uuid.NewString()
 	buildJob := uuid.NewString()
-	for _, q := range []struct {
-		sql  string
-		args []any
-	}{
-		{`INSERT INTO provisioner_jobs (id, created_at, updated_at, organization_id, initiator_id, type, input, tags, file_id)
+	seed(t, db.Pool(),
+		row{`INSERT INTO provisioner_jobs (id, created_at, updated_at, organization_id, initiator_id, type, input, tags, file_id)
 			VALUES ($1, now(), now(), $2, $3, 'template_version_import', '{}', '{}', $4), ($5, now(), now(), $2, $3, 'workspace_build', '{}', '{}', $4)`,
 			[]any{job, org.ID, alice.ID, file.ID, buildJob}},
-		{`INSERT INTO templates (id, organization_id, name, active_version_id, created_by, created_at, updated_at) VALUES ($1, $2, 'docker', $3, $4, now(), now())`,
+		row{`INSERT INTO templates (id, organization_id, name, active_version_id, created_by, created_at, updated_at) VALUES ($1, $2, 'docker', $3, $4, now(), now())`,
 			[]any{tmpl, org.ID, version, alice.ID}},
-		{`INSERT INTO template_versions (id, template_id, organization_id, name, job_id, created_by, created_at, updated_at)
+		row{`INSERT INTO template_versions (id, template_id, organization_id, name, job_id, created_by, created_at, updated_at)
 			VALUES ($1, $2, $3, 'v1', $4, $5, now(), now())`, []any{version, tmpl, org.ID, job, alice.ID}},
-		{`INSERT INTO workspace_resources (id, job_id, transition, type, name, created_at, daily_cost) VALUES ($1, $2, 'start', 'docker_container', 'dev', now(), 5)`,
+		row{`INSERT INTO workspace_resources (id, job_id, transition, type, name, created_at, daily_cost) VALUES ($1, $2, 'start', 'docker_container', 'dev', now(), 5)`,
 			[]any{resource, job}},
-		{`INSERT INTO workspaces (id, organization_id, owner_id, template_id, name, created_at, updated_at) VALUES ($1, $2, $3, $4, 'dev', now(), now())`,
+		row{`INSERT INTO workspaces (id, organization_id, owner_id, template_id, name, created_at, updated_at) VALUES ($1, $2, $3, $4, 'dev', now(), now())`,
 			[]any{ws, org.ID, alice.ID, tmpl}},
-		{`INSERT INTO workspace_builds (id, workspace_id, template_version_id, build_number, transition, initiator_id, job_id, created_at, updated_at)
+		row{`INSERT INTO workspace_builds (id, workspace_id, template_version_id, build_number, transition, initiator_id, job_id, created_at, updated_at)
 			VALUES ($1, $2, $3, 1, 'start', $4, $5, now(), now())`, []any{build, ws, version, alice.ID, buildJob}},
-	} {
-		_, err := db.Pool().Exec(ctx, q.sql, q.args...)
-		must(t, "seed", err)
-	}
+	)
 
 	// Groups.
 	devs, err := db.InsertGroup(ctx, database.Group{OrganizationID: org.ID, Name: "devs", DisplayName: "Developers"})

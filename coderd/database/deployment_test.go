@@ -3,12 +3,8 @@ package database_test
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"sync"
 	"testing"
-
-	"airgapcoder/coderd/coderdtest"
-	"airgapcoder/coderd/database"
 )
 
 // Replicas starting together create a deployment value at the same moment:
@@ -16,14 +12,7 @@ import (
 func TestDeploymentValueConcurrentCreate(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	db, err := database.Open(ctx, coderdtest.NewDatabase(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	if err := db.Migrate(ctx, slog.New(slog.DiscardHandler)); err != nil {
-		t.Fatal(err)
-	}
+	db := openQueryDB(t)
 	for round := range 20 {
 		key := fmt.Sprintf("race-%d", round)
 		got := make([]string, 8)

@@ -3,17 +3,12 @@ package database_test
 import (
 	"context"
 	"encoding/json"
-	"io"
-	"log/slog"
-	"os"
 	"testing"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
 	"go.uber.org/goleak"
 
 	"airgapcoder/coderd/coderdtest"
-	"airgapcoder/coderd/database"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(coderdtest.Main(m), coderdtest.LeakOptions()...) }
@@ -24,67 +19,30 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(coderdtest.Main(m), coderdte
 func TestMigrateConvertsStartupScripts(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	url := coderdtest.NewDatabase(t)
-	conn, err := pgx.Connect(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
-	if _, err := conn.Exec(ctx, `CREATE TABLE schema_migrations (version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())`); err != nil {
-		t.Fatal(err)
-	}
-	for i, name := range []string{"000001_init.sql", "000002_agents.sql"} {
-		sql, err := os.ReadFile("migrations/" + name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := conn.Exec(ctx, string(sql)); err != nil {
-			t.Fatalf("apply %s: %v", name, err)
-		}
-		if _, err := conn.Exec(ctx, `INSERT INTO schema_migrations (version, name) VALUES ($1, $2)`, i+1, name); err != nil {
-			t.Fatal(err)
-		}
-	}
+	url, conn := oldSchemaDB(t, []string{"000001_init.sql", "000002_agents.sql"})
 	org, user, file, job, version, tpl, ws, build, res := uuid.NewString(), uuid.NewString(), uuid.NewString(), uuid.NewString(),
 		uuid.NewString(), uuid.NewString(), uuid.NewString(), uuid.NewString(), uuid.NewString()
 	withScript, without, token := uuid.NewString(), uuid.NewString(), uuid.NewString()
-	for _, q := range []struct {
-		sql  string
-		args []any
-	}{
-		{`INSERT INTO organizations (id, name, display_name, is_default, created_at, updated_at) VALUES ($1, 'coder', 'Coder', true, now(), now())`, []any{org}},
-		{`INSERT INTO users (id, email, username, hashed_password, created_at, updated_at, last_seen_at) VALUES ($1, 'a@example.com', 'a', '\x00', now(), now(), now())`, []any{user}},
-		{`INSERT INTO files (id, hash, created_by, mimetype, data, created_at) VALUES ($1, 'h', $2, 'application/x-tar', '\x00', now())`, []any{file, user}},
-		{`INSERT INTO provisioner_jobs (id, created_at, updated_at, organization_id, initiator_id, type, input, tags, file_id)
+	seed(t, conn, append(ownerRows(org, user, file),
+		row{`INSERT INTO provisioner_jobs (id, created_at, updated_at, organization_id, initiator_id, type, input, tags, file_id)
 			VALUES ($1, now(), now(), $2, $3, 'workspace_build', '{}', '{}', $4)`, []any{job, org, user, file}},
-		{`INSERT INTO template_versions (id, organization_id, name, job_id, created_by, created_at, updated_at) VALUES ($1, $2, 'v1', $3, $4, now(), now())`,
+		row{`INSERT INTO template_versions (id, organization_id, name, job_id, created_by, created_at, updated_at) VALUES ($1, $2, 'v1', $3, $4, now(), now())`,
 			[]any{version, org, job, user}},
-		{`INSERT INTO templates (id, organization_id, name, active_version_id, created_by, created_at, updated_at) VALUES ($1, $2, 't', $3, $4, now(), now())`,
+		row{`INSERT INTO templates (id, organization_id, name, active_version_id, created_by, created_at, updated_at) VALUES ($1, $2, 't', $3, $4, now(), now())`,
 			[]any{tpl, org, version, user}},
-		{`INSERT INTO workspaces (id, organization_id, owner_id, template_id, name, created_at, updated_at) VALUES ($1, $2, $3, $4, 'w', now(), now())`,
+		row{`INSERT INTO workspaces (id, organization_id, owner_id, template_id, name, created_at, updated_at) VALUES ($1, $2, $3, $4, 'w', now(), now())`,
 			[]any{ws, org, user, tpl}},
-		{`INSERT INTO workspace_builds (id, workspace_id, template_version_id, build_number, transition, initiator_id, job_id, created_at, updated_at)
+		row{`INSERT INTO workspace_builds (id, workspace_id, template_version_id, build_number, transition, initiator_id, job_id, created_at, updated_at)
 			VALUES ($1, $2, $3, 1, 'start', $4, $5, now(), now())`, []any{build, ws, version, user, job}},
-		{`INSERT INTO workspace_resources (id, job_id, transition, type, name, created_at) VALUES ($1, $2, 'start', 'null_resource', 'r', now())`, []any{res, job}},
-		{`INSERT INTO workspace_agents (id, resource_id, name, auth_token, operating_system, architecture, startup_script, created_at)
+		row{`INSERT INTO workspace_resources (id, job_id, transition, type, name, created_at) VALUES ($1, $2, 'start', 'null_resource', 'r', now())`, []any{res, job}},
+		row{`INSERT INTO workspace_agents (id, resource_id, name, auth_token, operating_system, architecture, startup_script, created_at)
 			VALUES ($1, $2, 'main', $3, 'linux', 'amd64', 'echo hello', now() - interval '1 second')`, []any{withScript, res, uuid.NewString()}},
-		{`INSERT INTO workspace_agents (id, resource_id, name, auth_token, operating_system, architecture, created_at)
+		row{`INSERT INTO workspace_agents (id, resource_id, name, auth_token, operating_system, architecture, created_at)
 			VALUES ($1, $2, 'other', $3, 'linux', 'amd64', now())`, []any{without, res, token}},
-		{`INSERT INTO workspace_agent_logs (agent_id, created_at, level, output) VALUES ($1, now(), 'info', 'old line')`, []any{withScript}},
-	} {
-		if _, err := conn.Exec(ctx, q.sql, q.args...); err != nil {
-			t.Fatalf("seed %q: %v", q.sql, err)
-		}
-	}
+		row{`INSERT INTO workspace_agent_logs (agent_id, created_at, level, output) VALUES ($1, now(), 'info', 'old line')`, []any{withScript}},
+	)...)
 
-	db, err := database.Open(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	if err := db.Migrate(ctx, slog.New(slog.NewTextHandler(io.Discard, nil))); err != nil {
-		t.Fatalf("migrate: %v", err)
-	}
+	db := openMigrated(t, url)
 	if v, err := db.SchemaVersion(ctx); err != nil || v < 3 {
 		t.Fatalf("schema version: got %d (%v), want 3 or more", v, err)
 	}

@@ -52,11 +52,17 @@ func (db *DB) WorkspaceSchedules(ctx context.Context, workspaceIDs []string) (ma
 // BuildDeadlines returns the deadlines of the given builds, keyed by id;
 // a build without one maps to the zero time.
 func (db *DB) BuildDeadlines(ctx context.Context, buildIDs []string) (map[string]time.Time, error) {
+	return db.buildTimes(ctx, `SELECT id, deadline AS at FROM workspace_builds WHERE id = ANY($1::uuid[])`, buildIDs)
+}
+
+// buildTimes runs query, which selects the id and one time of the builds
+// $1, keyed by id; '0001-01-01' (none) maps to the zero time.
+func (db *DB) buildTimes(ctx context.Context, query string, buildIDs []string) (map[string]time.Time, error) {
 	out := make(map[string]time.Time, len(buildIDs))
 	if len(buildIDs) == 0 {
 		return out, nil
 	}
-	list, err := collectAll[buildTime](db.q().Query(ctx, `SELECT id, deadline AS at FROM workspace_builds WHERE id = ANY($1::uuid[])`, buildIDs))
+	list, err := collectAll[buildTime](db.q().Query(ctx, query, buildIDs))
 	for _, p := range list {
 		out[p.ID] = zeroIfNone(p.At)
 	}
@@ -129,15 +135,7 @@ func (db *DB) ArmBuildDeadline(ctx context.Context, buildID string) error {
 // BuildMaxDeadlines returns the max_deadline of the given builds, keyed by
 // id; a build without one maps to the zero time.
 func (db *DB) BuildMaxDeadlines(ctx context.Context, buildIDs []string) (map[string]time.Time, error) {
-	out := make(map[string]time.Time, len(buildIDs))
-	if len(buildIDs) == 0 {
-		return out, nil
-	}
-	list, err := collectAll[buildTime](db.q().Query(ctx, `SELECT id, max_deadline AS at FROM workspace_builds WHERE id = ANY($1::uuid[])`, buildIDs))
-	for _, p := range list {
-		out[p.ID] = zeroIfNone(p.At)
-	}
-	return out, err
+	return db.buildTimes(ctx, `SELECT id, max_deadline AS at FROM workspace_builds WHERE id = ANY($1::uuid[])`, buildIDs)
 }
 
 // AgentWorkspaceID returns the id of the workspace an agent belongs to.

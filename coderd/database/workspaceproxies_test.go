@@ -4,36 +4,19 @@ import (
 	"context"
 	"crypto/sha256"
 	"errors"
-	"io"
-	"log/slog"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
-	"airgapcoder/coderd/coderdtest"
 	"airgapcoder/coderd/database"
 )
-
-func openWorkspaceProxyDB(t *testing.T) *database.DB {
-	t.Helper()
-	ctx := context.Background()
-	db, err := database.Open(ctx, coderdtest.NewDatabase(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(db.Close)
-	if err := db.Migrate(ctx, slog.New(slog.NewTextHandler(io.Discard, nil))); err != nil {
-		t.Fatal(err)
-	}
-	return db
-}
 
 // TestWorkspaceProxyColumns fails when the table gains a column the
 // queries do not read (or the queries name one it lacks).
 func TestWorkspaceProxyColumns(t *testing.T) {
 	t.Parallel()
-	db := openWorkspaceProxyDB(t)
+	db := openQueryDB(t)
 	rows, err := db.Pool().Query(context.Background(), `SELECT column_name FROM information_schema.columns
 		WHERE table_name = 'workspace_proxies' ORDER BY ordinal_position`)
 	if err != nil {
@@ -62,7 +45,7 @@ func TestWorkspaceProxyColumns(t *testing.T) {
 func TestWorkspaceProxyLifecycle(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	db := openWorkspaceProxyDB(t)
+	db := openQueryDB(t)
 	hash := sha256.Sum256([]byte("secret"))
 	p, err := db.InsertWorkspaceProxy(ctx, database.WorkspaceProxy{Name: "Eu", DisplayName: "Europe", TokenHashedSecret: hash[:]})
 	if err != nil {

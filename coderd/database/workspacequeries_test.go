@@ -3,14 +3,11 @@ package database_test
 import (
 	"context"
 	"errors"
-	"io"
-	"log/slog"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
 
-	"airgapcoder/coderd/coderdtest"
 	"airgapcoder/coderd/database"
 )
 
@@ -21,14 +18,7 @@ import (
 func TestWorkspaceQueries(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	db, err := database.Open(ctx, coderdtest.NewDatabase(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(db.Close)
-	if err := db.Migrate(ctx, slog.New(slog.NewTextHandler(io.Discard, nil))); err != nil {
-		t.Fatal(err)
-	}
+	db := openQueryDB(t)
 	if err := db.Ping(ctx); err != nil {
 		t.Fatalf("ping: %v", err)
 	}
@@ -42,17 +32,7 @@ func TestWorkspaceQueries(t *testing.T) {
 	// Organizations, users and files belong to other files' queries: seed
 	// them by hand.
 	org, user, file := uuid.NewString(), uuid.NewString(), uuid.NewString()
-	for _, q := range []struct {
-		sql  string
-		args []any
-	}{
-		{`INSERT INTO organizations (id, name, display_name, is_default, created_at, updated_at) VALUES ($1, 'coder', 'Coder', true, now(), now())`, []any{org}},
-		{`INSERT INTO users (id, email, username, hashed_password, created_at, updated_at, last_seen_at) VALUES ($1, 'alice@example.com', 'alice', '\x00', now(), now(), now())`, []any{user}},
-		{`INSERT INTO files (id, hash, created_by, mimetype, data, created_at) VALUES ($1, 'h', $2, 'application/x-tar', '\x00', now())`, []any{file, user}},
-	} {
-		_, err := db.Pool().Exec(ctx, q.sql, q.args...)
-		check("seed", err)
-	}
+	seed(t, db.Pool(), ownerRows(org, user, file)...)
 	tags := map[string]string{"scope": "organization"}
 	insertJob := func(typ string) database.ProvisionerJob {
 		t.Helper()

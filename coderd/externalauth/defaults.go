@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/url"
 	"regexp"
+	"slices"
 	"strings"
 )
 
@@ -63,77 +64,88 @@ func pkceSupported(typ string) bool {
 	return true
 }
 
-// typeDefaults are the defaults of c's type, some derived from c.AuthURL.
-func typeDefaults(c Config) Config {
-	switch c.Type {
-	case TypeGitHub:
-		d := Config{
+// providerType is what a provider type gives as defaults.
+type providerType struct {
+	// public holds the display name, icon and scopes, and the URLs of the
+	// public service (none for a type without one).
+	public Config
+	// publicHost is the public service's Git host, which its Regex
+	// matches; "" for a type without a public service.
+	publicHost string
+	// tokenPath and validatePath are where a self-hosted server (one whose
+	// AuthURL names another host than publicHost) answers on the AuthURL's
+	// host; "" for a type that is never self-hosted.
+	tokenPath, validatePath string
+}
+
+// providerTypes are the types with defaults of their own, as Coder has them.
+var providerTypes = map[string]providerType{
+	// GitHub Enterprise Server: the same paths on its host, its API under
+	// /api/v3.
+	TypeGitHub: {
+		public: Config{
 			AuthURL: "https://github.com/login/oauth/authorize", TokenURL: "https://github.com/login/oauth/access_token",
-			ValidateURL: "https://api.github.com/user", Regex: hostRegex("github.com"),
-			Scopes: []string{"repo", "workflow"}, DisplayName: "GitHub", DisplayIcon: "/icon/github.svg",
-		}
-		// GitHub Enterprise Server: the same paths on its host, its API
-		// under /api/v3.
-		if base, ok := selfHosted(c.AuthURL, "github.com"); ok {
-			d.AuthURL = ""
-			d.TokenURL = resolve(base, "/login/oauth/access_token")
-			d.ValidateURL = resolve(base, "/api/v3/user")
-			d.Regex = hostRegex(base.Host)
-		}
-		return d
-	case TypeGitLab:
-		d := Config{
+			ValidateURL: "https://api.github.com/user", Scopes: []string{"repo", "workflow"}, DisplayName: "GitHub", DisplayIcon: "/icon/github.svg",
+		},
+		publicHost: "github.com", tokenPath: "/login/oauth/access_token", validatePath: "/api/v3/user",
+	},
+	TypeGitLab: {
+		public: Config{
 			AuthURL: "https://gitlab.com/oauth/authorize", TokenURL: "https://gitlab.com/oauth/token",
-			ValidateURL: "https://gitlab.com/oauth/token/info", Regex: hostRegex("gitlab.com"),
-			Scopes: []string{"write_repository", "read_api"}, DisplayName: "GitLab", DisplayIcon: "/icon/gitlab.svg",
-		}
-		if base, ok := selfHosted(c.AuthURL, "gitlab.com"); ok {
-			d.AuthURL = resolve(base, "/oauth/authorize")
-			d.TokenURL = resolve(base, "/oauth/token")
-			d.ValidateURL = resolve(base, "/oauth/token/info")
-			d.Regex = hostRegex(base.Host)
-		}
-		return d
-	case TypeGitea:
-		d := Config{
-			Scopes: []string{"read:repository", "write:repository", "read:user"}, DisplayName: "Gitea", DisplayIcon: "/icon/gitea.svg",
-		}
-		auth := c.AuthURL
-		if auth == "" {
-			auth = "https://gitea.com/login/oauth/authorize"
-			d.AuthURL = auth
-		}
-		if base, err := url.Parse(auth); err == nil && base.Host != "" {
-			d.TokenURL = resolve(base, "/login/oauth/access_token")
-			d.ValidateURL = resolve(base, "/login/oauth/userinfo")
-			d.Regex = hostRegex(base.Host)
-		}
-		return d
-	case TypeBitbucketServer:
-		d := Config{
-			Scopes: []string{"PUBLIC_REPOS", "REPO_READ", "REPO_WRITE"}, DisplayName: "Bitbucket Server", DisplayIcon: "/icon/bitbucket.svg",
-		}
-		// No public service: everything derives from the AuthURL.
-		if base, err := url.Parse(c.AuthURL); err == nil && base.Host != "" {
-			d.TokenURL = resolve(base, "/rest/oauth2/latest/token")
-			// 200 signed in, 401 not: the count of the user's open
-			// pull requests.
-			d.ValidateURL = resolve(base, "/rest/api/latest/inbox/pull-requests/count")
-			d.Regex = hostRegex(base.Host)
-		}
-		return d
-	case TypeAzureDevOps:
-		return Config{
+			ValidateURL: "https://gitlab.com/oauth/token/info", Scopes: []string{"write_repository", "read_api"}, DisplayName: "GitLab", DisplayIcon: "/icon/gitlab.svg",
+		},
+		publicHost: "gitlab.com", tokenPath: "/oauth/token", validatePath: "/oauth/token/info",
+	},
+	TypeGitea: {
+		public: Config{
+			AuthURL: "https://gitea.com/login/oauth/authorize", TokenURL: "https://gitea.com/login/oauth/access_token",
+			ValidateURL: "https://gitea.com/login/oauth/userinfo", Scopes: []string{"read:repository", "write:repository", "read:user"},
+			DisplayName: "Gitea", DisplayIcon: "/icon/gitea.svg",
+		},
+		publicHost: "gitea.com", tokenPath: "/login/oauth/access_token", validatePath: "/login/oauth/userinfo",
+	},
+	// No public service: everything derives from the AuthURL. It validates
+	// with the count of the user's open pull requests (200 signed in, 401
+	// not).
+	TypeBitbucketServer: {
+		public:    Config{Scopes: []string{"PUBLIC_REPOS", "REPO_READ", "REPO_WRITE"}, DisplayName: "Bitbucket Server", DisplayIcon: "/icon/bitbucket.svg"},
+		tokenPath: "/rest/oauth2/latest/token", validatePath: "/rest/api/latest/inbox/pull-requests/count",
+	},
+	TypeAzureDevOps: {
+		public: Config{
 			AuthURL: "https://app.vssps.visualstudio.com/oauth2/authorize", TokenURL: "https://app.vssps.visualstudio.com/oauth2/token",
-			Regex: hostRegex("dev.azure.com"), Scopes: []string{"vso.code_write"},
-			DisplayName: "Azure DevOps", DisplayIcon: "/icon/azure-devops.svg",
-		}
+			Scopes: []string{"vso.code_write"}, DisplayName: "Azure DevOps", DisplayIcon: "/icon/azure-devops.svg",
+		},
+		publicHost: "dev.azure.com",
+	},
+}
+
+// typeDefaults are the defaults of c's type: the public service's, or a
+// self-hosted server's derived from c.AuthURL.
+func typeDefaults(c Config) Config {
+	p, ok := providerTypes[c.Type]
+	if !ok {
+		return Config{}
 	}
-	return Config{}
+	d := p.public
+	d.Scopes = slices.Clone(p.public.Scopes)
+	if p.publicHost != "" {
+		d.Regex = hostRegex(p.publicHost)
+	}
+	if p.tokenPath == "" {
+		return d
+	}
+	if base, ok := selfHosted(c.AuthURL, p.publicHost); ok {
+		d.AuthURL = "" // c's own, which named the server
+		d.TokenURL = resolve(base, p.tokenPath)
+		d.ValidateURL = resolve(base, p.validatePath)
+		d.Regex = hostRegex(base.Host)
+	}
+	return d
 }
 
 // selfHosted parses authURL when it names a host other than the public
-// service's.
+// service's (any host, for a type without one).
 func selfHosted(authURL, public string) (*url.URL, bool) {
 	if authURL == "" {
 		return nil, false

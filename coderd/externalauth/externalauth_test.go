@@ -56,6 +56,15 @@ func TestDefaults(t *testing.T) {
 			},
 		},
 		{
+			name: "gitea.com",
+			in:   externalauth.Config{Type: "gitea"},
+			want: externalauth.Config{
+				ID: "gitea", Type: "gitea", AuthURL: "https://gitea.com/login/oauth/authorize",
+				TokenURL: "https://gitea.com/login/oauth/access_token", ValidateURL: "https://gitea.com/login/oauth/userinfo",
+				Regex: `^(https?://)?gitea\.com(/.*)?$`, Scopes: []string{"read:repository", "write:repository", "read:user"}, DisplayName: "Gitea", DisplayIcon: "/icon/gitea.svg",
+			},
+		},
+		{
 			name: "bitbucket server",
 			in:   externalauth.Config{Type: "bitbucket-server", AuthURL: "https://bitbucket.corp.internal/rest/oauth2/latest/authorize"},
 			want: externalauth.Config{

@@ -10,13 +10,11 @@ import (
 	"runtime"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
-)
 
-// waitTimeout only guards against a hung test; no assertion depends on it.
-const waitTimeout = 10 * time.Second
+	"airgapcoder/internal/periodic/periodictest"
+)
 
 var fixedNow = time.Date(2024, 5, 6, 7, 8, 9, 0, time.UTC)
 
@@ -79,80 +77,25 @@ func newReporter(t *testing.T, opts Options) *Reporter {
 
 func next(t *testing.T, ch <-chan received) received {
 	t.Helper()
-	select {
-	case got := <-ch:
-		return got
-	case <-time.After(waitTimeout):
-		t.Fatal("timed out waiting for a snapshot")
-		return received{}
-	}
-}
-
-// runInBackground starts r.Run and returns a function that cancels it and
-// checks that it returned nil.
-func runInBackground(t *testing.T, r *Reporter) (stop func()) {
-	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- r.Run(ctx) }()
-	stopped := false
-	stop = func() {
-		t.Helper()
-		if stopped {
-			return
-		}
-		stopped = true
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("Run returned %v, want nil", err)
-			}
-		case <-time.After(waitTimeout):
-			t.Error("Run did not return after cancel")
-		}
-	}
-	t.Cleanup(stop)
-	return stop
+	return periodictest.Next(t, ch, "a snapshot")
 }
 
 func TestNewRejectsBadOptions(t *testing.T) {
 	t.Parallel()
 	good, _ := url.Parse("https://telemetry.example.com")
-	mustParse := func(s string) *url.URL {
-		u, err := url.Parse(s)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return u
-	}
-	tests := []struct {
-		name string
-		edit func(*Options)
-		want string
-	}{
-		{"nil URL", func(o *Options) { o.URL = nil }, "URL is required"},
-		{"ftp scheme", func(o *Options) { o.URL = mustParse("ftp://telemetry.example.com") }, "scheme"},
-		{"relative URL", func(o *Options) { o.URL = mustParse("/snapshot") }, "scheme"},
-		{"no host", func(o *Options) { o.URL = mustParse("https:///x") }, "missing host"},
-		{"nil client", func(o *Options) { o.Client = nil }, "Client is required"},
-		{"nil collect", func(o *Options) { o.Collect = nil }, "Collect is required"},
-		{"negative interval", func(o *Options) { o.Interval = -time.Second }, "negative interval"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			t.Parallel()
-			opts := Options{URL: good, Client: http.DefaultClient, Collect: collectCounts}
-			tt.edit(&opts)
-			r, err := New(opts)
-			if err == nil {
-				t.Fatalf("New returned %v, want an error containing %q", r, tt.want)
-			}
-			if !strings.Contains(err.Error(), tt.want) || !strings.HasPrefix(err.Error(), "telemetry: ") {
-				t.Errorf("got error %q, want it to start with %q and contain %q", err, "telemetry: ", tt.want)
-			}
+	mustParse := func(s string) *url.URL { return periodictest.MustParseURL(t, s) }
+	periodictest.CheckNewRejects(t, "telemetry: ",
+		func() Options { return Options{URL: good, Client: http.DefaultClient, Collect: collectCounts} },
+		func(o Options) (any, error) { return New(o) },
+		[]periodictest.BadOption[Options]{
+			{Name: "nil URL", Edit: func(o *Options) { o.URL = nil }, Want: "URL is required"},
+			{Name: "ftp scheme", Edit: func(o *Options) { o.URL = mustParse("ftp://telemetry.example.com") }, Want: "scheme"},
+			{Name: "relative URL", Edit: func(o *Options) { o.URL = mustParse("/snapshot") }, Want: "scheme"},
+			{Name: "no host", Edit: func(o *Options) { o.URL = mustParse("https:///x") }, Want: "missing host"},
+			{Name: "nil client", Edit: func(o *Options) { o.Client = nil }, Want: "Client is required"},
+			{Name: "nil collect", Edit: func(o *Options) { o.Collect = nil }, Want: "Collect is required"},
+			{Name: "negative interval", Edit: func(o *Options) { o.Interval = -time.Second }, Want: "negative interval"},
 		})
-	}
 }
 
 // TestNewSendsNothing: a Reporter that exists but is not run sends nothing,
@@ -160,7 +103,7 @@ func TestNewRejectsBadOptions(t *testing.T) {
 // construct one at all.)
 func TestNewSendsNothing(t *testing.T) {
 	t.Parallel()
-	transport := &countingTransport{}
+	transport := &periodictest.CountingTransport{}
 	u, _ := url.Parse("http://127.0.0.1:1")
 	r := newReporter(t, Options{URL: u, Client: &http.Client{Transport: transport}, Interval: time.Millisecond})
 	ctx, cancel := context.WithCancel(context.Background())
@@ -168,17 +111,9 @@ func TestNewSendsNothing(t *testing.T) {
 	if err := r.Run(ctx); err != nil {
 		t.Errorf("Run with a cancelled context: got %v, want nil", err)
 	}
-	if n := transport.n.Load(); n != 0 {
+	if n := transport.Requests(); n != 0 {
 		t.Errorf("got %d requests, want 0", n)
 	}
-}
-
-// countingTransport counts the requests that reach it and answers none.
-type countingTransport struct{ n atomic.Int32 }
-
-func (c *countingTransport) RoundTrip(*http.Request) (*http.Response, error) {
-	c.n.Add(1)
-	return nil, errors.New("countingTransport sends nothing")
 }
 
 func TestNewDefaults(t *testing.T) {
@@ -289,7 +224,7 @@ func TestRunSendsImmediatelyAndRepeats(t *testing.T) {
 	// The interval is far beyond the test's lifetime: the first snapshot can
 	// only come from the immediate send.
 	r := newReporter(t, Options{URL: u, Client: http.DefaultClient, Interval: time.Hour})
-	stop := runInBackground(t, r)
+	stop := periodictest.RunInBackground(t, r.Run)
 	if got := next(t, ch); got.snap.Users != 3 {
 		t.Errorf("got users %d, want 3", got.snap.Users)
 	}
@@ -297,7 +232,7 @@ func TestRunSendsImmediatelyAndRepeats(t *testing.T) {
 
 	u, ch = snapshotServer(t)
 	r = newReporter(t, Options{URL: u, Client: http.DefaultClient, Interval: 5 * time.Millisecond})
-	stop = runInBackground(t, r)
+	stop = periodictest.RunInBackground(t, r.Run)
 	for i := range 3 {
 		if got := next(t, ch); got.snap.Workspaces != 5 {
 			t.Errorf("snapshot %d: got workspaces %d, want 5", i, got.snap.Workspaces)

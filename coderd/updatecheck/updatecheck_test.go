@@ -2,7 +2,7 @@ package updatecheck
 
 import (
 	"context"
-	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -13,10 +13,8 @@ import (
 	"time"
 
 	"airgapcoder/internal/periodic"
+	"airgapcoder/internal/periodic/periodictest"
 )
-
-// waitTimeout only guards against a hung test; no assertion depends on it.
-const waitTimeout = 10 * time.Second
 
 var fixedNow = time.Date(2024, 5, 6, 7, 8, 9, 0, time.UTC)
 
@@ -62,45 +60,21 @@ func newChecker(t *testing.T, opts Options) *Checker {
 
 func TestNewRejectsBadOptions(t *testing.T) {
 	t.Parallel()
-	mustParse := func(s string) *url.URL {
-		u, err := url.Parse(s)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return u
+	mustParse := func(s string) *url.URL { return periodictest.MustParseURL(t, s) }
+	good := func() Options {
+		return Options{URL: mustParse("https://mirror.example.internal/latest.json"), Client: http.DefaultClient, CurrentVersion: "v1.2.3"}
 	}
-	tests := []struct {
-		name string
-		edit func(*Options)
-		want string
-	}{
-		{"nil URL", func(o *Options) { o.URL = nil }, "URL is required"},
-		{"file scheme", func(o *Options) { o.URL = mustParse("file:///etc/latest.json") }, "scheme"},
-		{"relative URL", func(o *Options) { o.URL = mustParse("latest.json") }, "scheme"},
-		{"no host", func(o *Options) { o.URL = mustParse("https:///latest.json") }, "missing host"},
-		{"nil client", func(o *Options) { o.Client = nil }, "Client is required"},
-		{"empty current version", func(o *Options) { o.CurrentVersion = "" }, "current version"},
-		{"bad current version", func(o *Options) { o.CurrentVersion = "dev" }, "current version"},
-		{"negative interval", func(o *Options) { o.Interval = -time.Minute }, "negative interval"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			t.Parallel()
-			opts := Options{
-				URL:            mustParse("https://mirror.example.internal/latest.json"),
-				Client:         http.DefaultClient,
-				CurrentVersion: "v1.2.3",
-			}
-			tt.edit(&opts)
-			c, err := New(opts)
-			if err == nil {
-				t.Fatalf("New returned %v, want an error containing %q", c, tt.want)
-			}
-			if !strings.Contains(err.Error(), tt.want) || !strings.HasPrefix(err.Error(), "updatecheck: ") {
-				t.Errorf("got error %q, want it to start with %q and contain %q", err, "updatecheck: ", tt.want)
-			}
+	periodictest.CheckNewRejects(t, "updatecheck: ", good, func(o Options) (any, error) { return New(o) },
+		[]periodictest.BadOption[Options]{
+			{Name: "nil URL", Edit: func(o *Options) { o.URL = nil }, Want: "URL is required"},
+			{Name: "file scheme", Edit: func(o *Options) { o.URL = mustParse("file:///etc/latest.json") }, Want: "scheme"},
+			{Name: "relative URL", Edit: func(o *Options) { o.URL = mustParse("latest.json") }, Want: "scheme"},
+			{Name: "no host", Edit: func(o *Options) { o.URL = mustParse("https:///latest.json") }, Want: "missing host"},
+			{Name: "nil client", Edit: func(o *Options) { o.Client = nil }, Want: "Client is required"},
+			{Name: "empty current version", Edit: func(o *Options) { o.CurrentVersion = "" }, Want: "current version"},
+			{Name: "bad current version", Edit: func(o *Options) { o.CurrentVersion = "dev" }, Want: "current version"},
+			{Name: "negative interval", Edit: func(o *Options) { o.Interval = -time.Minute }, Want: "negative interval"},
 		})
-	}
 }
 
 // TestNewSendsNothing: a Checker that exists but is not run sends nothing,
@@ -108,7 +82,7 @@ func TestNewRejectsBadOptions(t *testing.T) {
 // construct one at all.)
 func TestNewSendsNothing(t *testing.T) {
 	t.Parallel()
-	transport := &countingTransport{}
+	transport := &periodictest.CountingTransport{}
 	u, _ := url.Parse("http://127.0.0.1:1/latest.json")
 	c := newChecker(t, Options{URL: u, Client: &http.Client{Transport: transport}, CurrentVersion: "v1.2.3", Interval: time.Millisecond})
 	ctx, cancel := context.WithCancel(context.Background())
@@ -116,20 +90,12 @@ func TestNewSendsNothing(t *testing.T) {
 	if err := c.Run(ctx); err != nil {
 		t.Errorf("Run with a cancelled context: got %v, want nil", err)
 	}
-	if n := transport.n.Load(); n != 0 {
+	if n := transport.Requests(); n != 0 {
 		t.Errorf("got %d requests, want 0", n)
 	}
 	if res, ok := c.Latest(); ok {
 		t.Errorf("Latest without a check: got %+v, true; want false", res)
 	}
-}
-
-// countingTransport counts the requests that reach it and answers none.
-type countingTransport struct{ n atomic.Int32 }
-
-func (c *countingTransport) RoundTrip(*http.Request) (*http.Response, error) {
-	c.n.Add(1)
-	return nil, errors.New("countingTransport sends nothing")
 }
 
 func TestNewDefaults(t *testing.T) {
@@ -293,65 +259,28 @@ func TestRunChecksImmediatelyAndRepeats(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			u, requests := releaseServer(t, http.StatusOK, `{"version":"v1.3.0"}`)
-			logs := &recordHandler{ch: make(chan slog.Record, 64)}
+			logs := periodictest.NewLogRecorder()
 			c := newChecker(t, Options{
 				URL:            u,
 				CurrentVersion: "v1.2.3",
 				Interval:       tt.interval,
 				Logger:         slog.New(logs),
 			})
-			ctx, cancel := context.WithCancel(context.Background())
-			defer cancel()
-			done := make(chan error, 1)
-			go func() { done <- c.Run(ctx) }()
+			stop := periodictest.RunInBackground(t, c.Run)
 
 			for i := range tt.checks {
-				select {
-				case path := <-requests:
-					if path != "/coder/latest.json" {
-						t.Errorf("check %d: got path %q, want /coder/latest.json", i, path)
-					}
-				case <-time.After(waitTimeout):
-					t.Fatalf("timed out waiting for check %d", i)
+				if path := periodictest.Next(t, requests, fmt.Sprintf("check %d", i)); path != "/coder/latest.json" {
+					t.Errorf("check %d: got path %q, want /coder/latest.json", i, path)
 				}
 			}
-			select {
-			case rec := <-logs.ch:
-				if rec.Message != "update available" {
-					t.Errorf("got log %q, want %q", rec.Message, "update available")
-				}
-			case <-time.After(waitTimeout):
-				t.Fatal("timed out waiting for the result to be logged")
+			if rec := logs.Next(t); rec.Message != "update available" {
+				t.Errorf("got log %q, want %q", rec.Message, "update available")
 			}
 
-			cancel()
-			select {
-			case err := <-done:
-				if err != nil {
-					t.Errorf("Run returned %v, want nil", err)
-				}
-			case <-time.After(waitTimeout):
-				t.Fatal("Run did not return after cancel")
-			}
+			stop()
 			if res, ok := c.Latest(); !ok || !res.UpdateAvailable || res.Latest != "v1.3.0" {
 				t.Errorf("Latest after Run: got %+v, %t; want v1.3.0 with an update available", res, ok)
 			}
 		})
 	}
-}
-
-// recordHandler is a slog.Handler that sends every record on ch.
-type recordHandler struct {
-	ch chan slog.Record
-}
-
-func (h *recordHandler) Enabled(context.Context, slog.Level) bool { return true }
-func (h *recordHandler) WithAttrs([]slog.Attr) slog.Handler       { return h }
-func (h *recordHandler) WithGroup(string) slog.Handler            { return h }
-func (h *recordHandler) Handle(_ context.Context, r slog.Record) error {
-	select {
-	case h.ch <- r.Clone():
-	default:
-	}
-	return nil
 }

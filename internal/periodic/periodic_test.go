@@ -14,10 +14,9 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
-)
 
-// waitTimeout only guards against a hung test; no assertion depends on it.
-const waitTimeout = 10 * time.Second
+	"airgapcoder/internal/periodic/periodictest"
+)
 
 // request is what a test server saw.
 type request struct {
@@ -64,32 +63,12 @@ func newClient(t *testing.T, opts Options) *Client {
 
 func next(t *testing.T, ch <-chan request) request {
 	t.Helper()
-	select {
-	case r := <-ch:
-		return r
-	case <-time.After(waitTimeout):
-		t.Fatal("timed out waiting for a request")
-		return request{}
-	}
-}
-
-// countingTransport counts the requests that reach it and answers none.
-type countingTransport struct{ n atomic.Int32 }
-
-func (c *countingTransport) RoundTrip(*http.Request) (*http.Response, error) {
-	c.n.Add(1)
-	return nil, errors.New("countingTransport sends nothing")
+	return periodictest.Next(t, ch, "a request")
 }
 
 func TestNewRejectsBadOptions(t *testing.T) {
 	t.Parallel()
-	mustParse := func(s string) *url.URL {
-		u, err := url.Parse(s)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return u
-	}
+	mustParse := func(s string) *url.URL { return periodictest.MustParseURL(t, s) }
 	tests := []struct {
 		name string
 		edit func(*Options)
@@ -127,7 +106,7 @@ func TestNewRejectsBadOptions(t *testing.T) {
 // call Do send nothing; a feature that is off never gets further than that.
 func TestSendsOnlyInDo(t *testing.T) {
 	t.Parallel()
-	transport := &countingTransport{}
+	transport := &periodictest.CountingTransport{}
 	u, _ := url.Parse("http://127.0.0.1:1/feed")
 	c := newClient(t, Options{URL: u, Client: &http.Client{Transport: transport}, Interval: time.Millisecond})
 	ctx, cancel := context.WithCancel(context.Background())
@@ -141,13 +120,13 @@ func TestSendsOnlyInDo(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Run: got %v, want nil", err)
 	}
-	if n := transport.n.Load(); n != 0 {
+	if n := transport.Requests(); n != 0 {
 		t.Fatalf("got %d requests without a call to Do, want 0", n)
 	}
 	if err := c.Do(context.Background(), http.MethodGet, nil, nil); err == nil {
-		t.Fatal("Do through countingTransport: got nil, want its error")
+		t.Fatal("Do through CountingTransport: got nil, want its error")
 	}
-	if n := transport.n.Load(); n != 1 {
+	if n := transport.Requests(); n != 1 {
 		t.Fatalf("got %d requests after one Do, want 1", n)
 	}
 }
@@ -288,26 +267,15 @@ func TestRun(t *testing.T) {
 			t.Parallel()
 			u, requests := endpoint(t, http.StatusOK, "")
 			c := newClient(t, Options{URL: u, Interval: tt.interval})
-			ctx, cancel := context.WithCancel(context.Background())
-			defer cancel()
-			done := make(chan error, 1)
-			go func() {
-				done <- c.Run(ctx, func(ctx context.Context) error {
+			stop := periodictest.RunInBackground(t, func(ctx context.Context) error {
+				return c.Run(ctx, func(ctx context.Context) error {
 					return c.Do(ctx, http.MethodPost, []byte(`{}`), nil)
 				})
-			}()
+			})
 			for range tt.rounds {
 				next(t, requests)
 			}
-			cancel()
-			select {
-			case err := <-done:
-				if err != nil {
-					t.Errorf("Run returned %v, want nil", err)
-				}
-			case <-time.After(waitTimeout):
-				t.Fatal("Run did not return after cancel")
-			}
+			stop()
 		})
 	}
 }
@@ -330,64 +298,33 @@ func TestRunCancelledCallsNothing(t *testing.T) {
 func TestRunLogsFailureAndKeepsGoing(t *testing.T) {
 	t.Parallel()
 	u, requests := endpoint(t, http.StatusInternalServerError, "")
-	logs := &recordHandler{ch: make(chan slog.Record, 64)}
+	logs := periodictest.NewLogRecorder()
 	c := newClient(t, Options{
 		URL:      u,
 		Interval: 5 * time.Millisecond,
 		Action:   "send a test round",
 		Logger:   slog.New(logs),
 	})
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	done := make(chan error, 1)
-	go func() {
-		done <- c.Run(ctx, func(ctx context.Context) error {
+	stop := periodictest.RunInBackground(t, func(ctx context.Context) error {
+		return c.Run(ctx, func(ctx context.Context) error {
 			return c.Do(ctx, http.MethodGet, nil, nil)
 		})
-	}()
+	})
 
-	select {
-	case rec := <-logs.ch:
-		if rec.Level != slog.LevelWarn || rec.Message != "send a test round" {
-			t.Errorf("got log %s %q, want %s %q", rec.Level, rec.Message, slog.LevelWarn, "send a test round")
-		}
-		attrs := map[string]string{}
-		rec.Attrs(func(a slog.Attr) bool {
-			attrs[a.Key] = a.Value.String()
-			return true
-		})
-		if attrs["url"] != u.String() || !strings.Contains(attrs["error"], "500") {
-			t.Errorf("got log attributes %v, want url %s and an error naming status 500", attrs, u)
-		}
-	case <-time.After(waitTimeout):
-		t.Fatal("timed out waiting for the failure to be logged")
+	rec := logs.Next(t)
+	if rec.Level != slog.LevelWarn || rec.Message != "send a test round" {
+		t.Errorf("got log %s %q, want %s %q", rec.Level, rec.Message, slog.LevelWarn, "send a test round")
+	}
+	attrs := map[string]string{}
+	rec.Attrs(func(a slog.Attr) bool {
+		attrs[a.Key] = a.Value.String()
+		return true
+	})
+	if attrs["url"] != u.String() || !strings.Contains(attrs["error"], "500") {
+		t.Errorf("got log attributes %v, want url %s and an error naming status 500", attrs, u)
 	}
 	for range 2 { // Run went on after the failures
 		next(t, requests)
 	}
-	cancel()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Errorf("Run returned %v, want nil", err)
-		}
-	case <-time.After(waitTimeout):
-		t.Fatal("Run did not return after cancel")
-	}
-}
-
-// recordHandler is a slog.Handler that sends every record on ch.
-type recordHandler struct {
-	ch chan slog.Record
-}
-
-func (h *recordHandler) Enabled(context.Context, slog.Level) bool { return true }
-func (h *recordHandler) WithAttrs([]slog.Attr) slog.Handler       { return h }
-func (h *recordHandler) WithGroup(string) slog.Handler            { return h }
-func (h *recordHandler) Handle(_ context.Context, r slog.Record) error {
-	select {
-	case h.ch <- r.Clone():
-	default:
-	}
-	return nil
+	stop()
 }
