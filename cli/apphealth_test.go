@@ -16,33 +16,12 @@ import (
 	"airgapcoder/internal/testwait"
 )
 
-// appHealthTemplate is a process workspace (the agent runs on this host)
-// with three coder_apps: one whose healthcheck reaches a server, one whose
-// healthcheck URL has no server behind it, and one without a healthcheck.
-// Its two %s are the URLs of the first two healthchecks, its %q the base
-// folder.
-const appHealthTemplate = `terraform {
-  required_providers {
-    coder = {
-      source = "coder/coder"
-    }
-  }
-}
-
-data "coder_provisioner" "me" {}
-data "coder_workspace" "me" {}
-data "coder_workspace_owner" "me" {}
-
-locals {
-  home = "%[3]s/${data.coder_workspace_owner.me.name}/${data.coder_workspace.me.name}"
-}
-
-resource "coder_agent" "main" {
-  os   = data.coder_provisioner.me.os
-  arch = data.coder_provisioner.me.arch
-}
-
-resource "coder_app" "served" {
+// appHealthApps is a file added beside examples/templates/process's
+// main.tf: three coder_apps on its agent (which runs on this host), one whose
+// healthcheck reaches a server, one whose healthcheck URL has no server
+// behind it, and one without a healthcheck. Its two %s are the URLs of the
+// two healthchecks.
+const appHealthApps = `resource "coder_app" "served" {
   agent_id = coder_agent.main.id
   slug     = "served"
   url      = "%[1]s"
@@ -69,43 +48,6 @@ resource "coder_app" "plain" {
   slug     = "plain"
   url      = "http://localhost:9"
 }
-
-resource "terraform_data" "agent" {
-  count = data.coder_workspace.me.start_count
-  input = {
-    pidfile = "${local.home}/.coder-agent.pid"
-  }
-  provisioner "local-exec" {
-    command = <<-EOT
-      set -e
-      mkdir -p "$HOME_DIR"
-      env -i PATH="$PATH" HOME="$HOME_DIR" CODER_AGENT_TOKEN="$CODER_AGENT_TOKEN" INIT_SCRIPT="$INIT_SCRIPT" \
-        setsid -f sh -c 'cd "$HOME"; echo $$ > "$0"; exec sh -c "$INIT_SCRIPT"' "$PIDFILE" >"$HOME_DIR/.coder-agent.log" 2>&1 </dev/null
-      for i in $(seq 1 50); do [ -s "$PIDFILE" ] && break; sleep 0.1; done
-    EOT
-    environment = {
-      HOME_DIR          = local.home
-      PIDFILE           = "${local.home}/.coder-agent.pid"
-      INIT_SCRIPT       = coder_agent.main.init_script
-      CODER_AGENT_TOKEN = coder_agent.main.token
-    }
-  }
-  provisioner "local-exec" {
-    when    = destroy
-    command = <<-EOT
-      if [ -s "$PIDFILE" ]; then
-        pid=$(cat "$PIDFILE")
-        kill "$pid" 2>/dev/null || true
-        for i in $(seq 1 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-        kill -9 "$pid" 2>/dev/null || true
-        rm -f "$PIDFILE"
-      fi
-    EOT
-    environment = {
-      PIDFILE = self.input.pidfile
-    }
-  }
-}
 `
 
 // TestAppHealthcheckRealAgent is issue 31's acceptance for app health:
@@ -120,12 +62,8 @@ func TestAppHealthcheckRealAgent(t *testing.T) {
 	d := coderdtest.NewWithProvisioners(t, coderBinary(t))
 	admin, _ := d.CreateFirstUser(t)
 	env := baseEnv(t, "CODER_URL="+d.URL.String(), "CODER_SESSION_TOKEN="+admin.SessionToken)
-	dir := t.TempDir()
-	tf := fmt.Sprintf(appHealthTemplate, served.URL+"/healthz", dead, t.TempDir())
-	if err := os.WriteFile(filepath.Join(dir, "main.tf"), []byte(tf), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	mustRun(t, env, "templates", "create", "health", "--directory", dir, "-y")
+	dir := processTemplateWith(t, map[string]string{"apps.tf": fmt.Sprintf(appHealthApps, served.URL+"/healthz", dead)})
+	mustRun(t, env, "templates", "create", "health", "--directory", dir, "-y", "--variable", "base_dir="+t.TempDir())
 	mustRun(t, env, "create", "dev", "--template", "health", "-y")
 	t.Cleanup(func() { _, _, _ = run(t, env, "stop", "dev", "-y") })
 
@@ -157,6 +95,27 @@ func TestAppHealthcheckRealAgent(t *testing.T) {
 		app := appBySlug(findAgent(showWorkspace(t, env, "dev")), "served")
 		return app.Health == codersdk.WorkspaceAppHealthUnhealthy, "health " + app.Health
 	})
+}
+
+// processTemplateWith returns a new folder holding
+// examples/templates/process/main.tf and the given files beside it
+// (terraform reads them all as one module).
+func processTemplateWith(t *testing.T, files map[string]string) string {
+	t.Helper()
+	main, err := os.ReadFile("../examples/templates/process/main.tf")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "main.tf"), main, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for name, content := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
 }
 
 // appBySlug returns the agent's app called slug.

@@ -44,13 +44,9 @@ UTC) or a duration back from now (24h).`,
 		if err != nil {
 			return err
 		}
-		err = render(inv.stdout, *out, resp.AuditLogs, []string{"TIME", "USER", "IP", "ACTION", "RESOURCE", "OUTCOME", "DETAILS"}, func() [][]string {
-			rows := [][]string{}
-			for _, l := range resp.AuditLogs {
-				rows = append(rows, []string{l.Time.Local().Format(time.RFC3339), l.Actor(), orDash(l.IP), string(l.Action),
-					auditResource(l), fmt.Sprintf("%s %d", l.Outcome, l.StatusCode), auditDetails(l.AdditionalFields)})
-			}
-			return rows
+		err = renderList(inv.stdout, *out, resp.AuditLogs, []string{"TIME", "USER", "IP", "ACTION", "RESOURCE", "OUTCOME", "DETAILS"}, func(l codersdk.AuditLog) []string {
+			return []string{l.Time.Local().Format(time.RFC3339), l.Actor(), orDash(l.IP), string(l.Action),
+				auditResource(l), fmt.Sprintf("%s %d", l.Outcome, l.StatusCode), auditDetails(l.AdditionalFields)}
 		})
 		if err != nil {
 			return err

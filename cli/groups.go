@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"fmt"
 	"net/url"
 	"strings"
@@ -36,26 +37,14 @@ func memberList(g codersdk.Group) string {
 }
 
 func (inv *invocation) groupsListCmd() *cobra.Command {
-	cmd := &cobra.Command{Use: "list", Aliases: []string{"ls"}, Short: "List groups with their members (-o json: every member's details)"}
-	out := outputFlag(cmd)
-	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
-		client, err := inv.client()
-		if err != nil {
-			return err
-		}
-		gs, err := client.Groups(cmd.Context(), "default")
-		if err != nil {
-			return err
-		}
-		return render(inv.stdout, *out, gs, []string{"NAME", "DISPLAY NAME", "SOURCE", "MEMBERS", "QUOTA ALLOWANCE", "ORGANIZATION ID"}, func() [][]string {
-			rows := [][]string{}
-			for _, g := range gs {
-				rows = append(rows, []string{g.Name, g.DisplayName, string(g.Source), memberList(g), fmt.Sprint(g.QuotaAllowance), g.OrganizationID})
-			}
-			return rows
+	return listCommand(inv, &cobra.Command{Use: "list", Aliases: []string{"ls"}, Short: "List groups with their members (-o json: every member's details)"},
+		func(ctx context.Context, client *codersdk.Client) ([]codersdk.Group, error) {
+			return client.Groups(ctx, "default")
+		},
+		[]string{"NAME", "DISPLAY NAME", "SOURCE", "MEMBERS", "QUOTA ALLOWANCE", "ORGANIZATION ID"},
+		func(g codersdk.Group) []string {
+			return []string{g.Name, g.DisplayName, string(g.Source), memberList(g), fmt.Sprint(g.QuotaAllowance), g.OrganizationID}
 		})
-	}
-	return cmd
 }
 
 func (inv *invocation) groupsCreateCmd() *cobra.Command {
@@ -82,8 +71,8 @@ func (inv *invocation) groupsCreateCmd() *cobra.Command {
 	return cmd
 }
 
-// groupByName finds the default organization's group named name.
-// groupByName is the signed-in client and the group called name.
+// groupByName is the signed-in client and the default organization's group
+// called name.
 func (inv *invocation) groupByName(cmd *cobra.Command, name string) (*codersdk.Client, codersdk.Group, error) {
 	client, err := inv.client()
 	if err != nil {

@@ -59,26 +59,13 @@ func TestCLIGroups(t *testing.T) {
 	if got := mustRun(t, memberEnv, "groups", "list"); !rowHas(got, "devs", "alice,bob") || rowHas(got, "other", "") {
 		t.Errorf("a member's groups list: got\n%s", got)
 	}
-	for _, tc := range []struct {
-		name string
-		env  []string
-		args []string
-		code int
-		want string
-	}{
+	checkRefusals(t, []refusal{
 		{"member creates", memberEnv, []string{"groups", "create", "mine"}, 1, "Forbidden"},
 		{"unknown group", env, []string{"groups", "edit", "nope", "-a", "alice"}, 1, `Group "nope" not found`},
 		{"unknown user", env, []string{"groups", "add", "devs", "nobody"}, 1, `no user "nobody"`},
 		{"add without users", env, []string{"groups", "add", "devs"}, 2, "GROUP USER..."},
 		{"Everyone", env, []string{"groups", "delete", "Everyone"}, 1, "cannot be deleted"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			stdout, stderr, code := run(t, tc.env, tc.args...)
-			if code != tc.code || !strings.Contains(stderr, tc.want) || stdout != "" {
-				t.Errorf("coder %s: got exit %d, stdout %q, stderr %q; want exit %d saying %q", strings.Join(tc.args, " "), code, stdout, stderr, tc.code, tc.want)
-			}
-		})
-	}
+	})
 	if got := mustRun(t, env, "groups", "delete", "devs"); got != "Successfully deleted group devs!\n" {
 		t.Errorf("groups delete: got %q", got)
 	}

@@ -1,16 +1,12 @@
 package cli_test
 
 import (
-	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
-
-	"golang.org/x/sys/unix"
 
 	"airgapcoder/coderd/coderdtest"
 	"airgapcoder/internal/syncbuf"
@@ -21,23 +17,7 @@ import (
 // logs text lines by default.
 func TestServerLogFormatOnTerminal(t *testing.T) {
 	t.Parallel()
-	master, err := os.OpenFile("/dev/ptmx", os.O_RDWR|syscall.O_NOCTTY, 0)
-	if err != nil {
-		t.Fatalf("open /dev/ptmx: %v", err)
-	}
-	defer master.Close()
-	if err := unix.IoctlSetPointerInt(int(master.Fd()), unix.TIOCSPTLCK, 0); err != nil {
-		t.Fatalf("unlock pty: %v", err)
-	}
-	n, err := unix.IoctlGetUint32(int(master.Fd()), unix.TIOCGPTN)
-	if err != nil {
-		t.Fatalf("pty number: %v", err)
-	}
-	tty, err := os.OpenFile("/dev/pts/"+strconv.FormatUint(uint64(n), 10), os.O_RDWR|syscall.O_NOCTTY, 0)
-	if err != nil {
-		t.Fatalf("open pty: %v", err)
-	}
-	defer tty.Close()
+	master, tty := newPTY(t)
 	screen := &syncbuf.Buffer{}
 	go func() {
 		buf := make([]byte, 4096)

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -47,6 +48,37 @@ func render(w io.Writer, format string, v any, header []string, rows func() [][]
 		return tw.Flush()
 	}
 	return usageErrorf("unknown --output %q: use table or json", format)
+}
+
+// renderList prints a list: as JSON the items themselves, as a table the
+// header and one row an item.
+func renderList[T any](w io.Writer, format string, items []T, header []string, row func(T) []string) error {
+	return render(w, format, items, header, func() [][]string {
+		rows := make([][]string, 0, len(items))
+		for _, it := range items {
+			rows = append(rows, row(it))
+		}
+		return rows
+	})
+}
+
+// listCommand makes cmd a command that lists things: -o table or json, and
+// a run that fetches the items with the signed-in client and prints them
+// with renderList.
+func listCommand[T any](inv *invocation, cmd *cobra.Command, fetch func(context.Context, *codersdk.Client) ([]T, error), header []string, row func(T) []string) *cobra.Command {
+	out := outputFlag(cmd)
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		client, err := inv.client()
+		if err != nil {
+			return err
+		}
+		items, err := fetch(cmd.Context(), client)
+		if err != nil {
+			return err
+		}
+		return renderList(inv.stdout, *out, items, header, row)
+	}
+	return cmd
 }
 
 func ago(t time.Time) string { return agoFrom(time.Now(), t) }

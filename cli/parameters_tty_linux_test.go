@@ -5,13 +5,9 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
-
-	"golang.org/x/sys/unix"
 
 	"airgapcoder/codersdk"
 	"airgapcoder/internal/testwait"
@@ -21,27 +17,9 @@ import (
 // slave) and where a person types (the master).
 func openPTY(t *testing.T) (keyboard, stdin *os.File) {
 	t.Helper()
-	master, err := os.OpenFile("/dev/ptmx", os.O_RDWR|syscall.O_NOCTTY, 0)
-	if err != nil {
-		t.Fatalf("open /dev/ptmx: %v", err)
-	}
-	if err := unix.IoctlSetPointerInt(int(master.Fd()), unix.TIOCSPTLCK, 0); err != nil {
-		t.Fatalf("unlock pty: %v", err)
-	}
-	n, err := unix.IoctlGetUint32(int(master.Fd()), unix.TIOCGPTN)
-	if err != nil {
-		t.Fatalf("pty number: %v", err)
-	}
-	slave, err := os.OpenFile("/dev/pts/"+strconv.FormatUint(uint64(n), 10), os.O_RDWR|syscall.O_NOCTTY, 0)
-	if err != nil {
-		t.Fatalf("open pty: %v", err)
-	}
+	master, slave := newPTY(t)
 	// The terminal echoes what is typed back to the master; nobody reads it.
 	go func() { _, _ = io.Copy(io.Discard, master) }()
-	t.Cleanup(func() {
-		_ = slave.Close()
-		_ = master.Close()
-	})
 	return master, slave
 }
 

@@ -38,22 +38,11 @@ NAME is [owner/]workspace[.agent]. Exits 1 when no round trip succeeds.`,
 			if timeout <= 0 {
 				return usageErrorf("--timeout %s: must be positive", timeout)
 			}
-			if err := regionOptions.resolve(cmd, "", inv.environ); err != nil {
-				return err
-			}
-			client, err := inv.client()
+			wa, route, err := inv.agentArg(cmd, args[0], &proxy)
 			if err != nil {
 				return err
 			}
 			ctx := cmd.Context()
-			wa, err := resolveAgent(ctx, client, args[0])
-			if err != nil {
-				return err
-			}
-			route, err := inv.agentRoute(ctx, cmd, client, proxy)
-			if err != nil {
-				return err
-			}
 			start := time.Now()
 			conn, err := inv.dialAgent(ctx, route, wa, codersdk.DialOptions{Kind: codersdk.RelayKindSSH}, timeout, false)
 			if err != nil {

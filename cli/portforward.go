@@ -69,22 +69,11 @@ fails). Runs until interrupted. NAME is [owner/]workspace[.agent].`,
 				}
 				fs = append(fs, f)
 			}
-			if err := regionOptions.resolve(cmd, "", inv.environ); err != nil {
+			wa, route, err := inv.agentArg(cmd, args[0], &proxy)
+			if err != nil {
 				return err
 			}
 			ctx := cmd.Context()
-			client, err := inv.client()
-			if err != nil {
-				return err
-			}
-			wa, err := resolveAgent(ctx, client, args[0])
-			if err != nil {
-				return err
-			}
-			route, err := inv.agentRoute(ctx, cmd, client, proxy)
-			if err != nil {
-				return err
-			}
 			var lns []net.Listener
 			defer func() {
 				for _, ln := range lns {

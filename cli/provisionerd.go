@@ -5,6 +5,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -15,19 +16,23 @@ import (
 	"airgapcoder/terraform"
 )
 
-var provisionerdOptions = options{
+var provisionerdOptions = slices.Concat(options{
 	{flag: "psk", env: "CODER_PROVISIONER_DAEMON_PSK"},
 	{flag: "name", env: "CODER_PROVISIONER_DAEMON_NAME"},
 	{flag: "tag", env: "CODER_PROVISIONER_DAEMON_TAGS"},
+	{flag: "cache-dir", env: "CODER_CACHE_DIRECTORY"},
+	{flag: "agent-url", env: "CODER_PROVISIONER_DAEMON_AGENT_URL"},
+	logFormatOption,
+}, terraformOptions)
+
+// terraformOptions map the flags terraformFlags declares to the environment.
+var terraformOptions = options{
 	{flag: "terraform-path", env: "CODER_TERRAFORM_PATH"},
 	{flag: "terraform-version", env: "CODER_TERRAFORM_VERSION"},
 	{flag: "terraform-download", env: "CODER_TERRAFORM_DOWNLOAD"},
 	{flag: "provider-mirror", env: "CODER_PROVIDER_MIRROR"},
 	{flag: "module-mirror", env: "CODER_MODULE_MIRROR"},
 	{flag: "ca-cert-file", env: "CODER_CA_CERT_FILE"},
-	{flag: "cache-dir", env: "CODER_CACHE_DIRECTORY"},
-	{flag: "agent-url", env: "CODER_PROVISIONER_DAEMON_AGENT_URL"},
-	logFormatOption,
 }
 
 // terraformFlags declares the flags shared by coder server (for its built-in

@@ -31,19 +31,11 @@ logs. A stopped workspace is only started. Exits non-zero if a build fails.`,
 				return err
 			}
 			if latest.Transition == codersdk.WorkspaceTransitionStart {
-				b, err := client.CreateWorkspaceBuild(ctx, w.ID, codersdk.CreateWorkspaceBuildRequest{Transition: codersdk.WorkspaceTransitionStop})
-				if err != nil {
-					return fmt.Errorf("stop workspace %s: %w", w.Name, err)
-				}
-				if err := inv.followBuild(ctx, client, b); err != nil {
+				if _, err := inv.build(ctx, client, w, codersdk.CreateWorkspaceBuildRequest{Transition: codersdk.WorkspaceTransitionStop}); err != nil {
 					return err
 				}
 			}
-			b, err := client.CreateWorkspaceBuild(ctx, w.ID, codersdk.CreateWorkspaceBuildRequest{Transition: codersdk.WorkspaceTransitionStart})
-			if err != nil {
-				return fmt.Errorf("start workspace %s: %w", w.Name, err)
-			}
-			if err := inv.followBuild(ctx, client, b); err != nil {
+			if _, err := inv.build(ctx, client, w, codersdk.CreateWorkspaceBuildRequest{Transition: codersdk.WorkspaceTransitionStart}); err != nil {
 				return err
 			}
 			fmt.Fprintf(inv.stdout, "Workspace %s restarted.\n", w.Name)

@@ -102,38 +102,28 @@ func (inv *invocation) scheduleShowCmd() *cobra.Command {
 		},
 	}
 	out := outputFlag(cmd)
-	cmd.Flags().BoolVarP(&all, "all", "a", false, "Every workspace you may see, not only yours")
+	allFlag(cmd, &all)
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
-		client, err := inv.client()
-		if err != nil {
-			return err
-		}
-		ctx := cmd.Context()
 		var ws []codersdk.Workspace
 		if len(args) == 1 {
-			w, err := workspaceByName(ctx, client, args[0])
+			_, w, err := inv.workspaceArg(cmd, args[0])
 			if err != nil {
 				return err
 			}
 			ws = []codersdk.Workspace{w}
 		} else {
-			resp, err := listWorkspaces(ctx, client, all)
-			if err != nil {
+			var err error
+			if ws, err = inv.listWorkspaces(cmd.Context(), all); err != nil {
 				return err
 			}
-			ws = resp.Workspaces
 		}
 		now := time.Now()
 		rows := make([]scheduleRow, len(ws))
 		for i, w := range ws {
 			rows[i] = scheduleOf(w, now)
 		}
-		return render(inv.stdout, *out, rows, []string{"WORKSPACE", "STARTS AT", "STARTS NEXT", "STOPS AFTER", "STOPS NEXT"}, func() [][]string {
-			var table [][]string
-			for _, r := range rows {
-				table = append(table, []string{r.Workspace, r.StartsAt, timeOr(r.StartsNext, "-"), r.StopsAfter, timeOr(r.StopsNext, "-")})
-			}
-			return table
+		return renderList(inv.stdout, *out, rows, []string{"WORKSPACE", "STARTS AT", "STARTS NEXT", "STOPS AFTER", "STOPS NEXT"}, func(r scheduleRow) []string {
+			return []string{r.Workspace, r.StartsAt, timeOr(r.StartsNext, "-"), r.StopsAfter, timeOr(r.StopsNext, "-")}
 		})
 	}
 	return cmd

@@ -46,33 +46,25 @@ func (inv *invocation) dormantListCmd() *cobra.Command {
 		Args:  noArgs,
 	}
 	out := outputFlag(cmd)
-	cmd.Flags().BoolVarP(&all, "all", "a", false, "Every workspace you may see, not only yours")
+	allFlag(cmd, &all)
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
-		client, err := inv.client()
-		if err != nil {
-			return err
-		}
-		resp, err := listWorkspaces(cmd.Context(), client, all)
+		ws, err := inv.listWorkspaces(cmd.Context(), all)
 		if err != nil {
 			return err
 		}
 		rows := []dormantRow{}
-		for _, w := range resp.Workspaces {
+		for _, w := range ws {
 			if w.DormantAt != nil {
 				rows = append(rows, dormantRow{Workspace: w.OwnerName + "/" + w.Name, DormantAt: *w.DormantAt, DeletingAt: w.DeletingAt})
 			}
 		}
 		now := time.Now()
-		return render(inv.stdout, *out, rows, []string{"WORKSPACE", "DORMANT SINCE", "DELETING AT"}, func() [][]string {
-			var table [][]string
-			for _, r := range rows {
-				deleting := "never"
-				if r.DeletingAt != nil {
-					deleting = fmt.Sprintf("%s (in %s)", timeOr(r.DeletingAt, ""), humanDuration(max(r.DeletingAt.Sub(now), 0).Round(time.Minute)))
-				}
-				table = append(table, []string{r.Workspace, timeOr(&r.DormantAt, ""), deleting})
+		return renderList(inv.stdout, *out, rows, []string{"WORKSPACE", "DORMANT SINCE", "DELETING AT"}, func(r dormantRow) []string {
+			deleting := "never"
+			if r.DeletingAt != nil {
+				deleting = fmt.Sprintf("%s (in %s)", timeOr(r.DeletingAt, ""), humanDuration(max(r.DeletingAt.Sub(now), 0).Round(time.Minute)))
 			}
-			return table
+			return []string{r.Workspace, timeOr(&r.DormantAt, ""), deleting}
 		})
 	}
 	return cmd

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"slices"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -10,7 +11,7 @@ import (
 	"airgapcoder/internal/buildinfo"
 )
 
-var serverOptions = options{
+var serverOptions = slices.Concat(options{
 	{flag: "http-address", env: "CODER_HTTP_ADDRESS"},
 	{flag: "access-url", env: "CODER_ACCESS_URL"},
 	{flag: "wildcard-access-url", env: "CODER_WILDCARD_ACCESS_URL"},
@@ -31,12 +32,6 @@ var serverOptions = options{
 	{flag: "cache-dir", env: "CODER_CACHE_DIRECTORY"},
 	{flag: "postgres-run-as", env: "CODER_BUILTIN_POSTGRES_USER"},
 	{flag: "shutdown-timeout", env: "CODER_SHUTDOWN_TIMEOUT"},
-	{flag: "terraform-path", env: "CODER_TERRAFORM_PATH"},
-	{flag: "terraform-version", env: "CODER_TERRAFORM_VERSION"},
-	{flag: "terraform-download", env: "CODER_TERRAFORM_DOWNLOAD"},
-	{flag: "provider-mirror", env: "CODER_PROVIDER_MIRROR"},
-	{flag: "module-mirror", env: "CODER_MODULE_MIRROR"},
-	{flag: "ca-cert-file", env: "CODER_CA_CERT_FILE"},
 	logFormatOption,
 	{flag: "api-rate-limit", env: "CODER_API_RATE_LIMIT"},
 	{flag: "login-rate-limit", env: "CODER_LOGIN_RATE_LIMIT"},
@@ -65,7 +60,7 @@ var serverOptions = options{
 	{flag: "oidc-user-role-field", env: "CODER_OIDC_USER_ROLE_FIELD"},
 	{flag: "oidc-user-role-mapping", env: "CODER_OIDC_USER_ROLE_MAPPING"},
 	{flag: "disable-password-auth", env: "CODER_DISABLE_PASSWORD_AUTH"},
-}
+}, terraformOptions) // provisionerd.go
 
 func defaultCacheDir() string {
 	return cacheDirFor("coder")

@@ -67,6 +67,29 @@ func resolveAgent(ctx context.Context, client *codersdk.Client, arg string) (wor
 	return workspaceAgent{}, fmt.Errorf("workspace %s has several agents (%s): name one as %s.AGENT", w.Name, strings.Join(names, ", "), w.Name)
 }
 
+// agentArg resolves what ssh, ping and port-forward connect to: the agent
+// that NAME ("[owner/]workspace[.agent]") names, and the route to it that
+// --proxy (after CODER_WORKSPACE_PROXY) picks.
+func (inv *invocation) agentArg(cmd *cobra.Command, name string, proxy *string) (workspaceAgent, *agentRoute, error) {
+	if err := regionOptions.resolve(cmd, "", inv.environ); err != nil {
+		return workspaceAgent{}, nil, err
+	}
+	client, err := inv.client()
+	if err != nil {
+		return workspaceAgent{}, nil, err
+	}
+	ctx := cmd.Context()
+	wa, err := resolveAgent(ctx, client, name)
+	if err != nil {
+		return workspaceAgent{}, nil, err
+	}
+	route, err := inv.agentRoute(ctx, cmd, client, *proxy)
+	if err != nil {
+		return workspaceAgent{}, nil, err
+	}
+	return wa, route, nil
+}
+
 // dialAgent dials the agent along route (through the chosen region,
 // falling back to the primary), waiting up to wait for an agent that is
 // not connected yet (starting, or reconnecting after a coderd restart).
@@ -133,14 +156,6 @@ With --stdio, the SSH protocol itself goes over stdin and stdout, for OpenSSH:
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := regionOptions.resolve(cmd, "", inv.environ); err != nil {
-				return err
-			}
-			ctx := cmd.Context()
-			client, err := inv.client()
-			if err != nil {
-				return err
-			}
 			command := args[1:]
 			if len(command) > 0 && command[0] == "--" {
 				command = command[1:] // flags stop at NAME, so cobra keeps the "--"
@@ -148,14 +163,11 @@ With --stdio, the SSH protocol itself goes over stdin and stdout, for OpenSSH:
 			if stdio && len(command) > 0 {
 				return usageErrorf("--stdio takes no COMMAND: OpenSSH sends it")
 			}
-			wa, err := resolveAgent(ctx, client, args[0])
+			wa, route, err := inv.agentArg(cmd, args[0], &proxy)
 			if err != nil {
 				return err
 			}
-			route, err := inv.agentRoute(ctx, cmd, client, proxy)
-			if err != nil {
-				return err
-			}
+			ctx := cmd.Context()
 			conn, err := inv.dialAgent(ctx, route, wa, codersdk.DialOptions{Kind: codersdk.RelayKindSSH}, wait, stdio)
 			if err != nil {
 				return err

@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"context"
 	"fmt"
 	"io"
 	"os"
@@ -21,21 +20,26 @@ func (inv *invocation) stateCmd() *cobra.Command {
 	return cmd
 }
 
-// stateBuild returns the build of w numbered n, or its latest build for 0.
-func stateBuild(ctx context.Context, client *codersdk.Client, w codersdk.Workspace, n int) (codersdk.WorkspaceBuild, error) {
-	if n == 0 || int(w.LatestBuild.BuildNumber) == n {
-		return w.LatestBuild, nil
-	}
-	bs, err := client.WorkspaceBuilds(ctx, w.ID)
+// stateBuildArg resolves what pull and push work on: the workspace NAME
+// names and its build numbered n (--build), or its latest build for 0.
+func (inv *invocation) stateBuildArg(cmd *cobra.Command, name string, n int) (*codersdk.Client, codersdk.Workspace, codersdk.WorkspaceBuild, error) {
+	client, w, err := inv.workspaceArg(cmd, name)
 	if err != nil {
-		return codersdk.WorkspaceBuild{}, err
+		return nil, w, codersdk.WorkspaceBuild{}, err
+	}
+	if n == 0 || int(w.LatestBuild.BuildNumber) == n {
+		return client, w, w.LatestBuild, nil
+	}
+	bs, err := client.WorkspaceBuilds(cmd.Context(), w.ID)
+	if err != nil {
+		return nil, w, codersdk.WorkspaceBuild{}, err
 	}
 	for _, b := range bs {
 		if int(b.BuildNumber) == n {
-			return b, nil
+			return client, w, b, nil
 		}
 	}
-	return codersdk.WorkspaceBuild{}, fmt.Errorf("workspace %s has no build #%d (its latest is #%d)", w.Name, n, w.LatestBuild.BuildNumber)
+	return nil, w, codersdk.WorkspaceBuild{}, fmt.Errorf("workspace %s has no build #%d (its latest is #%d)", w.Name, n, w.LatestBuild.BuildNumber)
 }
 
 func (inv *invocation) statePullCmd() *cobra.Command {
@@ -53,15 +57,11 @@ its number; the default is the latest.`,
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
-			client, w, err := inv.workspaceArg(cmd, args[0])
+			client, w, b, err := inv.stateBuildArg(cmd, args[0], build)
 			if err != nil {
 				return err
 			}
 			ctx := cmd.Context()
-			b, err := stateBuild(ctx, client, w, build)
-			if err != nil {
-				return err
-			}
 			state, err := client.WorkspaceBuildState(ctx, b.ID)
 			if err != nil {
 				return fmt.Errorf("read the state of build #%d of workspace %s: %w", b.BuildNumber, w.Name, err)
@@ -91,15 +91,11 @@ which starts from the new state, streaming its logs (owners only).
 state of build N instead of the latest.`,
 		Args: exactArgs(2, "NAME", "FILE"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			client, w, err := inv.workspaceArg(cmd, args[0])
+			client, w, b, err := inv.stateBuildArg(cmd, args[0], build)
 			if err != nil {
 				return err
 			}
 			ctx := cmd.Context()
-			b, err := stateBuild(ctx, client, w, build)
-			if err != nil {
-				return err
-			}
 			if b.ID != w.LatestBuild.ID && !noBuild {
 				return usageErrorf("--build %d is not the latest build: the next build starts from the latest build's state; add --no-build to only replace the state of build #%d", build, build)
 			}
@@ -122,14 +118,11 @@ state of build N instead of the latest.`,
 			if noBuild {
 				return nil
 			}
-			nb, err := client.CreateWorkspaceBuild(ctx, w.ID, codersdk.CreateWorkspaceBuildRequest{
+			nb, err := inv.build(ctx, client, w, codersdk.CreateWorkspaceBuildRequest{
 				TemplateVersionID: b.TemplateVersionID, Transition: b.Transition,
 			})
 			if err != nil {
-				return fmt.Errorf("build workspace %s from the new state: %w", w.Name, err)
-			}
-			if err := inv.followBuild(ctx, client, nb); err != nil {
-				return err
+				return fmt.Errorf("build from the new state: %w", err)
 			}
 			fmt.Fprintf(inv.stdout, "Workspace %s built (#%d, %s) from the pushed state.\n", w.Name, nb.BuildNumber, nb.Transition)
 			return nil

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -147,25 +148,13 @@ func (inv *invocation) templatesDeleteCmd() *cobra.Command {
 those first); the templates named before it are deleted.`,
 		Args: minArgs(1, "at least one template NAME"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			client, err := inv.client()
-			if err != nil {
-				return err
-			}
-			ctx := cmd.Context()
-			ts, err := templatesByName(ctx, client, args)
-			if err != nil {
-				return err
-			}
-			if err := inv.confirm(yes, fmt.Sprintf("Delete the templates %s?", strings.Join(args, ", "))); err != nil {
-				return err
-			}
-			for _, t := range ts {
+			return inv.eachTemplate(cmd, args, yes, "Delete", func(ctx context.Context, client *codersdk.Client, t codersdk.Template) error {
 				if err := client.DeleteTemplate(ctx, t.ID); err != nil {
 					return fmt.Errorf("delete template %s: %w", t.Name, err)
 				}
 				fmt.Fprintf(inv.stdout, "Template %s deleted.\n", t.Name)
-			}
-			return nil
+				return nil
+			})
 		},
 	}
 	cmd.Flags().BoolVarP(&yes, "yes", "y", false, "Skip the confirmation prompt")
@@ -183,19 +172,7 @@ uses. Archived versions leave coder templates versions list (see
 --include-archived); coder templates versions unarchive brings one back.`,
 		Args: minArgs(1, "at least one template NAME"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			client, err := inv.client()
-			if err != nil {
-				return err
-			}
-			ctx := cmd.Context()
-			ts, err := templatesByName(ctx, client, args)
-			if err != nil {
-				return err
-			}
-			if err := inv.confirm(yes, fmt.Sprintf("Archive unused versions of the templates %s?", strings.Join(args, ", "))); err != nil {
-				return err
-			}
-			for _, t := range ts {
+			return inv.eachTemplate(cmd, args, yes, "Archive unused versions of", func(ctx context.Context, client *codersdk.Client, t codersdk.Template) error {
 				resp, err := client.ArchiveTemplateVersions(ctx, t.ID, all)
 				if err != nil {
 					return fmt.Errorf("archive versions of template %s: %w", t.Name, err)
@@ -209,13 +186,38 @@ uses. Archived versions leave coder templates versions list (see
 					line += ": " + strings.Join(names, ", ")
 				}
 				fmt.Fprintln(inv.stdout, line+".")
-			}
-			return nil
+				return nil
+			})
 		},
 	}
 	cmd.Flags().BoolVar(&all, "all", false, "Archive every unused version, not only failed ones")
 	cmd.Flags().BoolVarP(&yes, "yes", "y", false, "Skip the confirmation prompt")
 	return cmd
+}
+
+// eachTemplate is how delete and archive act on the templates they name:
+// it looks every one up first (an unknown name changes nothing), asks
+// "<doing> the templates NAME...?" unless yes, then calls do for each in
+// order, stopping at the first error.
+func (inv *invocation) eachTemplate(cmd *cobra.Command, names []string, yes bool, doing string, do func(context.Context, *codersdk.Client, codersdk.Template) error) error {
+	client, err := inv.client()
+	if err != nil {
+		return err
+	}
+	ctx := cmd.Context()
+	ts, err := templatesByName(ctx, client, names)
+	if err != nil {
+		return err
+	}
+	if err := inv.confirm(yes, fmt.Sprintf("%s the templates %s?", doing, strings.Join(names, ", "))); err != nil {
+		return err
+	}
+	for _, t := range ts {
+		if err := do(ctx, client, t); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // versionNames names the versions of a template with the given ids.

@@ -57,11 +57,7 @@ flags given change; 0 turns a setting off. Durations are Go durations
 			if req == (codersdk.UpdateTemplateMeta{}) {
 				return usageErrorf("nothing to change: give at least one of --default-ttl, --activity-bump, --dormancy-threshold, --dormancy-auto-deletion, --max-ttl")
 			}
-			client, err := inv.client()
-			if err != nil {
-				return err
-			}
-			t, err := templateByName(cmd.Context(), client, args[0])
+			client, t, err := inv.templateArg(cmd, args[0])
 			if err != nil {
 				return err
 			}

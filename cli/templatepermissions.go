@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"net/url"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -41,15 +40,11 @@ the "Everyone" group "use". Then print the permissions.
 		if err != nil {
 			return err
 		}
-		client, err := inv.client()
+		client, t, err := inv.templateArg(cmd, args[0])
 		if err != nil {
 			return err
 		}
 		ctx := cmd.Context()
-		t, err := client.TemplateByName(ctx, "default", url.PathEscape(args[0]))
-		if err != nil {
-			return err
-		}
 		if len(userPerms)+len(groupPerms) > 0 {
 			if err := client.UpdateTemplateACL(ctx, t.ID, codersdk.UpdateTemplateACL{UserPerms: userPerms, GroupPerms: groupPerms}); err != nil {
 				return err

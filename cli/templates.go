@@ -2,6 +2,7 @@ package cli
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"maps"
@@ -120,24 +121,12 @@ func parseVariableValues(file string, flags []string) ([]codersdk.VariableValue,
 }
 
 func (inv *invocation) templatesListCmd() *cobra.Command {
-	cmd := &cobra.Command{Use: "list", Short: "List templates"}
-	out := outputFlag(cmd)
-	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
-		client, err := inv.client()
-		if err != nil {
-			return err
-		}
-		ts, err := client.Templates(cmd.Context(), "default")
-		if err != nil {
-			return err
-		}
-		return render(inv.stdout, *out, ts, []string{"NAME", "ACTIVE VERSION", "CREATED BY", "UPDATED"}, func() [][]string {
-			rows := [][]string{}
-			for _, t := range ts {
-				rows = append(rows, []string{t.Name, t.ActiveVersionID, t.CreatedByName, t.UpdatedAt.Format(time.RFC3339)})
-			}
-			return rows
+	return listCommand(inv, &cobra.Command{Use: "list", Short: "List templates"},
+		func(ctx context.Context, client *codersdk.Client) ([]codersdk.Template, error) {
+			return client.Templates(ctx, "default")
+		},
+		[]string{"NAME", "ACTIVE VERSION", "CREATED BY", "UPDATED"},
+		func(t codersdk.Template) []string {
+			return []string{t.Name, t.ActiveVersionID, t.CreatedByName, t.UpdatedAt.Format(time.RFC3339)}
 		})
-	}
-	return cmd
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"net/url"
 	"strings"
 	"time"
 
@@ -15,7 +16,7 @@ import (
 // templateByName returns the template named name, or an error that says
 // where to look.
 func templateByName(ctx context.Context, client *codersdk.Client, name string) (codersdk.Template, error) {
-	t, err := client.TemplateByName(ctx, "default", name)
+	t, err := client.TemplateByName(ctx, "default", url.PathEscape(name))
 	if codersdk.IsStatus(err, http.StatusNotFound) {
 		return t, fmt.Errorf("no template %q: see `coder templates list`", name)
 	}
@@ -114,16 +115,12 @@ func (inv *invocation) templateVersionsListCmd() *cobra.Command {
 		if includeArchived {
 			header = append(header, "ARCHIVED")
 		}
-		return render(inv.stdout, *out, rows, header, func() [][]string {
-			var table [][]string
-			for _, r := range rows {
-				row := []string{r.Name, r.CreatedAt.Format(time.RFC3339), r.CreatedBy.Username, titleCase(string(r.Job.Status)), flagWord(r.Active, "Active")}
-				if includeArchived {
-					row = append(row, flagWord(r.Archived, "Archived"))
-				}
-				table = append(table, row)
+		return renderList(inv.stdout, *out, rows, header, func(r templateVersionRow) []string {
+			row := []string{r.Name, r.CreatedAt.Format(time.RFC3339), r.CreatedBy.Username, titleCase(string(r.Job.Status)), flagWord(r.Active, "Active")}
+			if includeArchived {
+				row = append(row, flagWord(r.Archived, "Archived"))
 			}
-			return table
+			return row
 		})
 	}
 	return cmd

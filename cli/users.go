@@ -101,26 +101,15 @@ func roleList(rs []codersdk.Role) string {
 }
 
 func (inv *invocation) usersListCmd() *cobra.Command {
-	cmd := &cobra.Command{Use: "list", Short: "List users (owners and template admins)"}
-	out := outputFlag(cmd)
-	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
-		client, err := inv.client()
-		if err != nil {
-			return err
-		}
-		resp, err := client.Users(cmd.Context())
-		if err != nil {
-			return err
-		}
-		return render(inv.stdout, *out, resp.Users, []string{"USERNAME", "EMAIL", "ROLES", "STATUS", "CREATED"}, func() [][]string {
-			rows := [][]string{}
-			for _, u := range resp.Users {
-				rows = append(rows, []string{u.Username, u.Email, roleList(u.Roles), u.Status, u.CreatedAt.Format(time.RFC3339)})
-			}
-			return rows
+	return listCommand(inv, &cobra.Command{Use: "list", Short: "List users (owners and template admins)"},
+		func(ctx context.Context, client *codersdk.Client) ([]codersdk.User, error) {
+			resp, err := client.Users(ctx)
+			return resp.Users, err
+		},
+		[]string{"USERNAME", "EMAIL", "ROLES", "STATUS", "CREATED"},
+		func(u codersdk.User) []string {
+			return []string{u.Username, u.Email, roleList(u.Roles), u.Status, u.CreatedAt.Format(time.RFC3339)}
 		})
-	}
-	return cmd
 }
 
 func (inv *invocation) tokensCmd() *cobra.Command {
@@ -146,25 +135,14 @@ func (inv *invocation) tokensCmd() *cobra.Command {
 	create.Flags().DurationVar(&lifetime, "lifetime", 30*24*time.Hour, "How long the token is valid")
 	create.Flags().StringVarP(&name, "name", "n", "", "Token name (default: generated)")
 
-	list := &cobra.Command{Use: "list", Short: "List your API tokens"}
-	out := outputFlag(list)
-	list.RunE = func(cmd *cobra.Command, _ []string) error {
-		client, err := inv.client()
-		if err != nil {
-			return err
-		}
-		keys, err := client.Tokens(cmd.Context(), codersdk.Me)
-		if err != nil {
-			return err
-		}
-		return render(inv.stdout, *out, keys, []string{"ID", "NAME", "EXPIRES", "LAST USED"}, func() [][]string {
-			rows := [][]string{}
-			for _, k := range keys {
-				rows = append(rows, []string{k.ID, k.TokenName, k.ExpiresAt.Format(time.RFC3339), ago(k.LastUsed)})
-			}
-			return rows
+	list := listCommand(inv, &cobra.Command{Use: "list", Short: "List your API tokens"},
+		func(ctx context.Context, client *codersdk.Client) ([]codersdk.APIKey, error) {
+			return client.Tokens(ctx, codersdk.Me)
+		},
+		[]string{"ID", "NAME", "EXPIRES", "LAST USED"},
+		func(k codersdk.APIKey) []string {
+			return []string{k.ID, k.TokenName, k.ExpiresAt.Format(time.RFC3339), ago(k.LastUsed)}
 		})
-	}
 	remove := &cobra.Command{
 		Use:   "remove ID",
 		Short: "Delete an API token",

@@ -40,25 +40,12 @@ func TestCLIUsersSuspendActivate(t *testing.T) {
 	}
 
 	memberEnv := baseEnv(t, "CODER_URL="+d.URL.String(), "CODER_SESSION_TOKEN="+alice.SessionToken)
-	for _, tc := range []struct {
-		name string
-		env  []string
-		args []string
-		code int
-		want string
-	}{
+	checkRefusals(t, []refusal{
 		{"member suspends the owner", memberEnv, []string{"users", "suspend", "admin"}, 1, "Forbidden"},
 		{"owner suspends themselves", env, []string{"users", "suspend", "admin"}, 1, "You cannot suspend yourself"},
 		{"unknown user", env, []string{"users", "activate", "nobody"}, 1, `User "nobody" not found`},
 		{"no user", env, []string{"users", "suspend"}, 2, "needs 1 argument(s): USER"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			stdout, stderr, code := run(t, tc.env, tc.args...)
-			if code != tc.code || !strings.Contains(stderr, tc.want) || stdout != "" {
-				t.Errorf("coder %s: got exit %d, stdout %q, stderr %q; want exit %d saying %q", strings.Join(tc.args, " "), code, stdout, stderr, tc.code, tc.want)
-			}
-		})
-	}
+	})
 	if u, err := owner.User(ctx, "admin"); err != nil || u.Status != codersdk.UserStatusActive {
 		t.Errorf("the owner after the refusals: got %q, %v, want active", u.Status, err)
 	}

@@ -40,6 +40,15 @@ func (inv *invocation) workspaceArg(cmd *cobra.Command, arg string) (*codersdk.C
 	return client, w, err
 }
 
+// build creates a build of w and prints its logs until it ends.
+func (inv *invocation) build(ctx context.Context, client *codersdk.Client, w codersdk.Workspace, req codersdk.CreateWorkspaceBuildRequest) (codersdk.WorkspaceBuild, error) {
+	b, err := client.CreateWorkspaceBuild(ctx, w.ID, req)
+	if err != nil {
+		return b, fmt.Errorf("%s workspace %s: %w", req.Transition, w.Name, err)
+	}
+	return b, inv.followBuild(ctx, client, b)
+}
+
 // followBuild prints a build's logs until it ends.
 func (inv *invocation) followBuild(ctx context.Context, client *codersdk.Client, b codersdk.WorkspaceBuild) error {
 	_, err := client.WaitJob(ctx, b.Job, func(ctx context.Context, after int64, fn func(codersdk.ProvisionerJobLog) error) error {
@@ -300,12 +309,7 @@ func (inv *invocation) transitionCmd(use string, transition codersdk.WorkspaceTr
 			if err != nil {
 				return err
 			}
-			ctx := cmd.Context()
-			b, err := client.CreateWorkspaceBuild(ctx, w.ID, codersdk.CreateWorkspaceBuildRequest{Transition: transition})
-			if err != nil {
-				return err
-			}
-			if err := inv.followBuild(ctx, client, b); err != nil {
+			if _, err := inv.build(cmd.Context(), client, w, codersdk.CreateWorkspaceBuildRequest{Transition: transition}); err != nil {
 				return err
 			}
 			fmt.Fprintf(inv.stdout, "Workspace %s %s.\n", w.Name, done)
@@ -333,25 +337,17 @@ func (inv *invocation) listCmd() *cobra.Command {
 	var all bool
 	cmd := &cobra.Command{Use: "list", Aliases: []string{"ls"}, Short: "List workspaces with their latest build and agent status"}
 	out := outputFlag(cmd)
-	cmd.Flags().BoolVarP(&all, "all", "a", false, "Every workspace you may see, not only yours")
+	allFlag(cmd, &all)
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
-		client, err := inv.client()
-		if err != nil {
-			return err
-		}
-		resp, err := listWorkspaces(cmd.Context(), client, all)
+		ws, err := inv.listWorkspaces(cmd.Context(), all)
 		if err != nil {
 			return err
 		}
 		now := time.Now()
-		return render(inv.stdout, *out, resp.Workspaces, []string{"WORKSPACE", "TEMPLATE", "STATUS", "LAST BUILT", "AGENTS", "STARTS AT", "STOPS AFTER", "STOPS AT"}, func() [][]string {
-			rows := [][]string{}
-			for _, w := range resp.Workspaces {
-				s := scheduleOf(w, now) // schedule.go
-				rows = append(rows, []string{w.OwnerName + "/" + w.Name, w.TemplateName, string(w.LatestBuild.Status), ago(w.LatestBuild.CreatedAt), agentSummary(w.LatestBuild),
-					s.StartsAt, s.StopsAfter, timeOr(s.StopsNext, "-")})
-			}
-			return rows
+		return renderList(inv.stdout, *out, ws, []string{"WORKSPACE", "TEMPLATE", "STATUS", "LAST BUILT", "AGENTS", "STARTS AT", "STOPS AFTER", "STOPS AT"}, func(w codersdk.Workspace) []string {
+			s := scheduleOf(w, now) // schedule.go
+			return []string{w.OwnerName + "/" + w.Name, w.TemplateName, string(w.LatestBuild.Status), ago(w.LatestBuild.CreatedAt), agentSummary(w.LatestBuild),
+				s.StartsAt, s.StopsAfter, timeOr(s.StopsNext, "-")}
 		})
 	}
 	return cmd
@@ -365,11 +361,7 @@ func (inv *invocation) showCmd() *cobra.Command {
 	}
 	out := outputFlag(cmd)
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
-		client, err := inv.client()
-		if err != nil {
-			return err
-		}
-		w, err := workspaceByName(cmd.Context(), client, args[0])
+		client, w, err := inv.workspaceArg(cmd, args[0])
 		if err != nil {
 			return err
 		}
@@ -516,16 +508,26 @@ func oneLineValue(s string) string {
 	return strings.TrimSpace(strings.NewReplacer("\r\n", " ", "\n", " ", "\r", " ").Replace(s))
 }
 
-// listWorkspaces lists the caller's workspaces, or with all every
-// workspace the caller may see (list, schedule show, dormant list).
-func listWorkspaces(ctx context.Context, client *codersdk.Client, all bool) (codersdk.WorkspacesResponse, error) {
+// allFlag declares --all on a command that lists workspaces (list,
+// schedule show, dormant list).
+func allFlag(cmd *cobra.Command, all *bool) {
+	cmd.Flags().BoolVarP(all, "all", "a", false, "Every workspace you may see, not only yours")
+}
+
+// listWorkspaces lists the caller's workspaces, or with all (--all) every
+// workspace the caller may see.
+func (inv *invocation) listWorkspaces(ctx context.Context, all bool) ([]codersdk.Workspace, error) {
+	client, err := inv.client()
+	if err != nil {
+		return nil, err
+	}
 	f := codersdk.WorkspaceFilter{Owner: codersdk.Me}
 	if all {
 		f.Owner = ""
 	}
 	resp, err := client.Workspaces(ctx, f)
 	if err != nil {
-		return resp, fmt.Errorf("list workspaces: %w", err)
+		return nil, fmt.Errorf("list workspaces: %w", err)
 	}
-	return resp, nil
+	return resp.Workspaces, nil
 }

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"crypto/tls"
 	"fmt"
 	"net/url"
@@ -75,27 +76,15 @@ Start the proxy on a host of its region with:
 }
 
 func (inv *invocation) wsproxyListCmd() *cobra.Command {
-	cmd := &cobra.Command{Use: "ls", Aliases: []string{"list"}, Short: "List workspace proxies with their status (owners only)"}
-	out := outputFlag(cmd)
-	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
-		client, err := inv.client()
-		if err != nil {
-			return err
-		}
-		ps, err := client.WorkspaceProxies(cmd.Context())
-		if err != nil {
-			return err
-		}
-		return render(inv.stdout, *out, ps, []string{"NAME", "URL", "STATUS", "VERSION", "LAST SEEN", "ERRORS"}, func() [][]string {
-			rows := [][]string{}
-			for _, p := range ps {
-				rows = append(rows, []string{p.Name, orDash(p.PathAppURL), string(p.Status.Status), orDash(p.Version),
-					agoFrom(p.Status.CheckedAt, p.LastSeenAt), orDash(strings.Join(p.Status.Report.Errors, "; "))})
-			}
-			return rows
+	return listCommand(inv, &cobra.Command{Use: "ls", Aliases: []string{"list"}, Short: "List workspace proxies with their status (owners only)"},
+		func(ctx context.Context, client *codersdk.Client) ([]codersdk.WorkspaceProxy, error) {
+			return client.WorkspaceProxies(ctx)
+		},
+		[]string{"NAME", "URL", "STATUS", "VERSION", "LAST SEEN", "ERRORS"},
+		func(p codersdk.WorkspaceProxy) []string {
+			return []string{p.Name, orDash(p.PathAppURL), string(p.Status.Status), orDash(p.Version),
+				agoFrom(p.Status.CheckedAt, p.LastSeenAt), orDash(strings.Join(p.Status.Report.Errors, "; "))}
 		})
-	}
-	return cmd
 }
 
 func (inv *invocation) wsproxyDeleteCmd() *cobra.Command {
