@@ -40,6 +40,7 @@ import (
 	"time"
 
 	"github.com/cenkalti/backoff/v5"
+	"github.com/coder/quartz"
 	"github.com/hashicorp/yamux"
 
 	"airgapcoder/codersdk"
@@ -98,6 +99,12 @@ type Options struct {
 	// ReconnectingPTYTimeout is how long a web terminal session with no
 	// client attached is kept before its process is killed (default 5m).
 	ReconnectingPTYTimeout time.Duration
+	// Clock drives the agent's waits: the backoff between attempts to
+	// connect to coderd and to report the lifecycle, the fallback URL's
+	// probe, the cron scripts, the metadata and log flushes (timers tagged
+	// "agent" and "backoff", "probe", "cron", "metadataFlush",
+	// "logFlush"); tests pass a quartz.Mock. Default: the real clock.
+	Clock quartz.Clock
 }
 
 // Agent is a workspace agent. Construct with New and run with Run.
@@ -177,6 +184,9 @@ func New(opts Options) (*Agent, error) {
 	if opts.ScriptDataDir == "" {
 		opts.ScriptDataDir = filepath.Join(os.TempDir(), "coder-script-data")
 	}
+	if opts.Clock == nil {
+		opts.Clock = quartz.NewReal()
+	}
 	if opts.FallbackProbeInterval <= 0 {
 		opts.FallbackProbeInterval = 5 * time.Second
 	}
@@ -185,7 +195,7 @@ func New(opts Options) (*Agent, error) {
 		fallback = opts.Client.WithURL(u)
 	}
 	a := &Agent{opts: opts, log: opts.Logger, client: opts.Client}
-	a.endpoints = newEndpoints(opts.Client, fallback, opts.Logger)
+	a.endpoints = newEndpoints(opts.Client, fallback, opts.Logger, opts.Clock)
 	if exe, err := os.Executable(); err == nil {
 		a.exeDir = filepath.Dir(exe)
 	}
@@ -233,7 +243,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	}
 	scripts := newScriptRunner(scriptRunnerConfig{
 		log: a.log, out: a.logs, env: env, scripts: m.Scripts, logDir: a.opts.LogDir, dataDir: a.opts.ScriptDataDir,
-		startTimeout: a.opts.StartupScriptTimeout, killGrace: scriptKillGrace,
+		startTimeout: a.opts.StartupScriptTimeout, killGrace: scriptKillGrace, clock: a.opts.Clock,
 	})
 	a.mu.Lock()
 	a.manifest, a.scripts = m, scripts
@@ -243,7 +253,9 @@ func (a *Agent) Run(ctx context.Context) error {
 	wg.Go(func() { a.reportStartup(ctx) })
 	wg.Go(func() { a.runStartScripts(ctx, scripts) })
 	wg.Go(func() {
-		newMetadataCollector(a.log, currentClient{a}, env, m.Metadata, a.opts.MetadataFlushInterval).run(ctx)
+		c := newMetadataCollector(a.log, currentClient{a}, env, m.Metadata, a.opts.MetadataFlushInterval)
+		c.clock = a.opts.Clock
+		c.run(ctx)
 	})
 	wg.Go(func() {
 		newAppHealthChecker(appHealthConfig{log: a.log, poster: currentClient{a}, apps: m.Apps, retry: a.retry}).run(ctx)
@@ -323,12 +335,21 @@ func (a *Agent) newBackoff() *backoff.ExponentialBackOff {
 	return b
 }
 
-// waitBackoff sleeps for b's next delay; false when ctx ended.
-func waitBackoff(ctx context.Context, b backoff.BackOff) bool { return waitBackoffOr(ctx, b, nil) }
+// waitBackoff sleeps for b's next delay on the wall clock; false when ctx
+// ended. The spare connections (spares.go) wait with it; the agent's own
+// loops wait on Options.Clock (backoffWait).
+func waitBackoff(ctx context.Context, b backoff.BackOff) bool {
+	return waitBackoffOn(ctx, quartz.NewReal(), b, nil)
+}
 
-// waitBackoffOr is waitBackoff cut short when cut is closed (nil: never).
-func waitBackoffOr(ctx context.Context, b backoff.BackOff, cut <-chan struct{}) bool {
-	t := time.NewTimer(b.NextBackOff())
+// backoffWait sleeps for b's next delay on the agent's clock, cut short
+// when cut is closed (nil: never); false when ctx ended.
+func (a *Agent) backoffWait(ctx context.Context, b backoff.BackOff, cut <-chan struct{}) bool {
+	return waitBackoffOn(ctx, a.opts.Clock, b, cut)
+}
+
+func waitBackoffOn(ctx context.Context, clock quartz.Clock, b backoff.BackOff, cut <-chan struct{}) bool {
+	t := clock.NewTimer(b.NextBackOff(), "agent", "backoff")
 	defer t.Stop()
 	select {
 	case <-ctx.Done():
@@ -423,12 +444,12 @@ func (a *Agent) connectLoop(ctx context.Context) {
 	b := a.newBackoff()
 	for ctx.Err() == nil {
 		c, changed := a.endpoints.current()
-		began := time.Now()
+		began := a.opts.Clock.Now()
 		connected, err := a.serveConnection(ctx, c, changed)
 		if ctx.Err() != nil {
 			return
 		}
-		if time.Since(began) > time.Minute {
+		if a.opts.Clock.Since(began) > time.Minute {
 			b.Reset()
 		}
 		if !connected && a.endpoints.failed(c, err) || isClosed(changed) {
@@ -440,7 +461,7 @@ func (a *Agent) connectLoop(ctx context.Context) {
 		} else {
 			a.log.Warn("connection to coderd lost; reconnecting", "url", c.URL.Redacted(), "err", err)
 		}
-		if !waitBackoffOr(ctx, b, changed) {
+		if !a.backoffWait(ctx, b, changed) {
 			return
 		}
 	}

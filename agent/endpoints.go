@@ -9,6 +9,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/coder/quartz"
+
 	"airgapcoder/codersdk"
 )
 
@@ -48,6 +50,7 @@ type endpoints struct {
 	preferred *codersdk.Client
 	fallback  *codersdk.Client // nil: none
 	log       *slog.Logger
+	clock     quartz.Clock // times probePreferred
 
 	mu         sync.Mutex
 	onFallback bool
@@ -57,8 +60,8 @@ type endpoints struct {
 
 // newEndpoints returns a chooser that starts on preferred. fallback may be
 // nil.
-func newEndpoints(preferred, fallback *codersdk.Client, log *slog.Logger) *endpoints {
-	return &endpoints{preferred: preferred, fallback: fallback, log: log, changed: make(chan struct{})}
+func newEndpoints(preferred, fallback *codersdk.Client, log *slog.Logger, clock quartz.Clock) *endpoints {
+	return &endpoints{preferred: preferred, fallback: fallback, log: log, clock: clock, changed: make(chan struct{})}
 }
 
 // current returns the client to reach coderd with now, and a channel
@@ -156,7 +159,7 @@ func (e *endpoints) probePreferred(ctx context.Context, interval time.Duration) 
 	if e.fallback == nil {
 		return
 	}
-	t := time.NewTimer(jitter(interval))
+	t := e.clock.NewTimer(jitter(interval), "agent", "probe")
 	defer t.Stop()
 	for {
 		select {
@@ -174,7 +177,7 @@ func (e *endpoints) probePreferred(ctx context.Context, interval time.Duration) 
 				e.log.Debug("the agent URL is still unhealthy; staying on the fallback URL", "url", e.preferred.URL.Redacted(), "err", err)
 			}
 		}
-		t.Reset(jitter(interval))
+		t.Reset(jitter(interval), "agent", "probe")
 	}
 }
 

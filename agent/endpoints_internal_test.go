@@ -15,8 +15,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/coder/quartz"
+
 	"airgapcoder/codersdk"
-	"airgapcoder/internal/testwait"
 )
 
 func testEndpoints(t *testing.T, withFallback bool) *endpoints {
@@ -27,7 +28,7 @@ func testEndpoints(t *testing.T, withFallback bool) *endpoints {
 	if withFallback {
 		fallback = codersdk.New(fu)
 	}
-	return newEndpoints(codersdk.New(pu), fallback, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	return newEndpoints(codersdk.New(pu), fallback, slog.New(slog.NewTextHandler(io.Discard, nil)), quartz.NewReal())
 }
 
 var (
@@ -147,23 +148,51 @@ func TestProbePreferred(t *testing.T) {
 		_, _ = w.Write([]byte("OK"))
 	}))
 	t.Cleanup(srv.Close)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	clock := quartz.NewMock(t)
+	started := clock.Trap().NewTimer("agent", "probe")
+	defer started.Close()
+	rearmed := clock.Trap().TimerReset("agent", "probe")
+	defer rearmed.Close()
 	e := testEndpoints(t, true)
+	e.clock = clock
 	e.preferred.URL, _ = url.Parse(srv.URL)
-	ctx, cancel := context.WithCancel(context.Background())
+	probeCtx, stopProbing := context.WithCancel(ctx)
 	var wg sync.WaitGroup
-	wg.Go(func() { e.probePreferred(ctx, 10*time.Millisecond) })
-	t.Cleanup(func() { cancel(); wg.Wait() })
+	wg.Go(func() { e.probePreferred(probeCtx, 5*time.Second) })
+	t.Cleanup(func() { stopProbing(); wg.Wait() })
+	started.MustWait(ctx).MustRelease(ctx)
+	// interval moves the clock to the probe timer's next firing and
+	// waits until the prober has armed it again: the interval's probe,
+	// if any, is done.
+	interval := func() {
+		t.Helper()
+		_, w := clock.AdvanceNext()
+		w.MustWait(ctx)
+		rearmed.MustWait(ctx).MustRelease(ctx)
+	}
 
-	time.Sleep(100 * time.Millisecond) // proves a negative: ~10 (wall-clock) probe intervals, none may probe on the agent URL
+	for range 10 {
+		interval()
+	}
 	if n := probes.Load(); n != 0 {
-		t.Fatalf("%d probes while on the agent URL, want none", n)
+		t.Fatalf("%d probes over 10 intervals on the agent URL, want none", n)
 	}
 	e.failed(e.preferred, errRefused)
 	e.failed(e.preferred, errRefused)
-	testwait.For(t, 5*time.Second, "3 probes on the fallback", testwait.Bool(func() bool { return probes.Load() >= 3 }))
+	for range 3 {
+		interval()
+	}
+	if n := probes.Load(); n != 3 {
+		t.Fatalf("%d probes over 3 intervals on the fallback, want 3", n)
+	}
 	if !e.usingFallback() {
 		t.Fatal("a 503 from /healthz switched back")
 	}
 	healthy.Store(true)
-	testwait.For(t, 5*time.Second, "back on the agent URL after /healthz answered 200", testwait.Bool(func() bool { return !e.usingFallback() }))
+	interval()
+	if e.usingFallback() {
+		t.Fatal("still on the fallback after /healthz answered 200")
+	}
 }

@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/coder/quartz"
+
 	"airgapcoder/codersdk"
 )
 
@@ -42,8 +44,10 @@ type metadataCollector struct {
 	poster metadataPoster
 	env    execEnv
 	descs  []codersdk.AgentMetadataDescription
-	// flushEvery is how often collected results are posted.
+	// flushEvery is how often collected results are posted, on clock
+	// (the real clock unless the agent sets its own).
 	flushEvery time.Duration
+	clock      quartz.Clock
 
 	mu      sync.Mutex
 	pending map[string]codersdk.AgentMetadataResult
@@ -52,7 +56,7 @@ type metadataCollector struct {
 
 func newMetadataCollector(log *slog.Logger, poster metadataPoster, env execEnv, descs []codersdk.AgentMetadataDescription, flushEvery time.Duration) *metadataCollector {
 	return &metadataCollector{log: log, poster: poster, env: env, descs: descs, flushEvery: flushEvery,
-		pending: map[string]codersdk.AgentMetadataResult{}}
+		pending: map[string]codersdk.AgentMetadataResult{}, clock: quartz.NewReal()}
 }
 
 // run collects and posts until ctx ends.
@@ -64,7 +68,7 @@ func (c *metadataCollector) run(ctx context.Context) {
 	for _, d := range c.descs {
 		wg.Go(func() { c.collectLoop(ctx, d) })
 	}
-	t := time.NewTicker(c.flushEvery)
+	t := c.clock.NewTicker(c.flushEvery, "agent", "metadataFlush")
 	defer t.Stop()
 	for done := false; !done; {
 		select {

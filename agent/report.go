@@ -8,6 +8,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/coder/quartz"
+
 	"airgapcoder/codersdk"
 )
 
@@ -97,7 +99,7 @@ func (l *lifecycleReporter) run(ctx context.Context) {
 				return
 			}
 			l.agent.log.Debug("report lifecycle; retrying", "state", next.State, "err", err)
-			if !waitBackoff(ctx, b) {
+			if !l.agent.backoffWait(ctx, b, nil) {
 				return
 			}
 			continue
@@ -160,7 +162,7 @@ func (s *logSender) add(source, level, line string) {
 }
 
 func (s *logSender) run(ctx context.Context) {
-	t := time.NewTicker(s.agent.opts.LogFlushInterval)
+	t := s.agent.opts.Clock.NewTicker(s.agent.opts.LogFlushInterval, "agent", "logFlush")
 	defer t.Stop()
 	for {
 		select {
@@ -176,7 +178,9 @@ func (s *logSender) run(ctx context.Context) {
 // flush sends what is buffered, retrying until ctx ends.
 func (s *logSender) flush(ctx context.Context) {
 	for s.send(ctx) != nil && ctx.Err() == nil {
-		time.Sleep(100 * time.Millisecond)
+		if !sleepCtx(ctx, s.agent.opts.Clock, 100*time.Millisecond, "agent", "logFlush") {
+			return
+		}
 	}
 }
 
@@ -216,4 +220,16 @@ func (s *logSender) send(ctx context.Context) error {
 		s.agent.log.Debug("send script output; will retry", "err", err)
 	}
 	return err
+}
+
+// sleepCtx waits d on clock; false when ctx ended first.
+func sleepCtx(ctx context.Context, clock quartz.Clock, d time.Duration, tags ...string) bool {
+	t := clock.NewTimer(d, tags...)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
 }

@@ -16,6 +16,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/coder/quartz"
 	"github.com/robfig/cron/v3"
 
 	"airgapcoder/codersdk"
@@ -75,6 +76,8 @@ type scriptRunnerConfig struct {
 	// killGrace is how long a stopped script has between SIGTERM and
 	// SIGKILL.
 	killGrace time.Duration
+	// clock schedules the cron runs (nil: the real clock).
+	clock quartz.Clock
 }
 
 type scriptRunner struct {
@@ -86,12 +89,18 @@ type scriptRunner struct {
 	closeLogin  sync.Once
 	loginFailed atomic.Bool
 
-	mu         sync.Mutex
-	cron       *cron.Cron
-	cronCancel context.CancelFunc
+	mu sync.Mutex
+	// cronStarted is set by startCron, which schedules once; cronCancel
+	// ends the schedules and their runs, which cronRuns counts.
+	cronStarted bool
+	cronCancel  context.CancelFunc
+	cronRuns    sync.WaitGroup
 }
 
 func newScriptRunner(cfg scriptRunnerConfig) *scriptRunner {
+	if cfg.clock == nil {
+		cfg.clock = quartz.NewReal()
+	}
 	r := &scriptRunner{cfg: cfg, loginDone: make(chan struct{})}
 	blocking := false
 	for _, s := range cfg.scripts {
@@ -152,47 +161,65 @@ func (r *scriptRunner) stop(ctx context.Context) error {
 }
 
 // startCron schedules the scripts that have a Cron schedule until ctx ends
-// or stopCron is called. A schedule the agent cannot read is reported in
-// the script's log.
+// or stopCron is called, on the runner's clock (timers tagged "agent",
+// "cron"). A run still going at the next occurrence skips that occurrence.
+// A schedule the agent cannot read is reported in the script's log.
 func (r *scriptRunner) startCron(ctx context.Context) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.cron != nil || ctx.Err() != nil {
+	if r.cronStarted || ctx.Err() != nil {
 		return
 	}
+	r.cronStarted = true
 	ctx, cancel := context.WithCancel(ctx)
-	c := cron.New(cron.WithParser(scriptCronParser), cron.WithChain(cron.SkipIfStillRunning(cron.DiscardLogger)))
-	n := 0
+	r.cronCancel = cancel
 	for _, s := range r.cfg.scripts {
 		if strings.TrimSpace(s.Cron) == "" {
 			continue
 		}
-		_, err := c.AddFunc(s.Cron, func() { _ = r.run(ctx, s, seconds(s.TimeoutSeconds)) })
+		sched, err := scriptCronParser.Parse(s.Cron)
 		if err != nil {
 			r.cfg.out.add(s.LogSourceID, codersdk.LogLevelError,
 				fmt.Sprintf("coder agent: script %q is not scheduled: its cron %q is not six fields (seconds first): %v", s.DisplayName, s.Cron, err))
 			continue
 		}
-		n++
+		r.cronRuns.Go(func() { r.runCron(ctx, s, sched) })
 	}
-	if n == 0 {
-		cancel()
-		return
+}
+
+// runCron runs s at each occurrence of sched until ctx ends, skipping an
+// occurrence while the previous run still goes.
+func (r *scriptRunner) runCron(ctx context.Context, s codersdk.AgentScript, sched cron.Schedule) {
+	var running atomic.Bool
+	for {
+		// A schedule without CRON_TZ is in the agent's local time zone.
+		now := r.cfg.clock.Now().In(time.Local)
+		t := r.cfg.clock.NewTimer(sched.Next(now).Sub(now), "agent", "cron")
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+		if running.CompareAndSwap(false, true) {
+			r.cronRuns.Go(func() {
+				defer running.Store(false)
+				_ = r.run(ctx, s, seconds(s.TimeoutSeconds))
+			})
+		}
 	}
-	c.Start()
-	r.cron, r.cronCancel = c, cancel
 }
 
 // stopCron stops scheduling, stops the runs in progress and waits for them.
 func (r *scriptRunner) stopCron() {
 	r.mu.Lock()
-	c, cancel := r.cron, r.cronCancel
+	cancel := r.cronCancel
 	r.mu.Unlock()
-	if c == nil {
+	if cancel == nil {
 		return
 	}
 	cancel()
-	<-c.Stop().Done()
+	r.cronRuns.Wait()
 }
 
 func seconds(n int32) time.Duration { return time.Duration(n) * time.Second }

@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/coder/quartz"
+
 	"airgapcoder/codersdk"
 	"airgapcoder/internal/testtier"
 	"airgapcoder/internal/testwait"
@@ -275,31 +277,82 @@ func TestScriptRunnerLoginGate(t *testing.T) {
 	}
 }
 
+// TestScriptRunnerCron: a script with a cron schedule runs at its
+// occurrences on the agent's clock; an occurrence while the previous run
+// still goes starts none (runs never overlap); a schedule the agent cannot
+// read is reported; after stopCron nothing is scheduled.
 func TestScriptRunnerCron(t *testing.T) {
-	testtier.Heavy(t, "waits for runs of a per-second cron schedule")
-	r, out, _ := testRunner(t,
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	clock := quartz.NewMock(t).WithLogger(quartz.NoOpLogger)
+	armed := clock.Trap().NewTimer("agent", "cron")
+	defer armed.Close()
+	r, out, dir := testRunner(t,
 		codersdk.AgentScript{LogSourceID: "tick", DisplayName: "Tick", Cron: "* * * * * *", Script: "echo tick"},
-		// Takes longer than its period: runs must not overlap.
+		// Runs until the test creates "release": occurrences meanwhile
+		// must not start another run.
 		codersdk.AgentScript{LogSourceID: "slow", DisplayName: "Slow", Cron: "* * * * * *",
-			Script: "if [ -e running ]; then echo OVERLAP; fi; touch running; sleep 1.3; rm running; echo slow done"},
+			Script: "if [ -e running ]; then echo OVERLAP; fi; touch running; while [ ! -e release ]; do sleep 0.02; done; rm running release; echo slow done"},
 		codersdk.AgentScript{LogSourceID: "bad", DisplayName: "Bad", Cron: "*/5 * * *", Script: "echo never"},
 	)
-	began := time.Now()
+	r.cfg.clock = clock
 	r.startCron(context.Background())
-	out.waitFor(t, 3500*time.Millisecond, "tick", func(l []string) bool { return count(l, "tick") >= 2 })
-	t.Logf("two cron runs after %s", time.Since(began).Round(time.Millisecond))
-	lines := out.waitFor(t, 8*time.Second, "slow", func(l []string) bool { return count(l, "slow done") >= 2 })
-	if slices.Contains(lines, "OVERLAP") {
-		t.Errorf("two runs of one cron script overlapped: %q", lines)
+	// Each readable schedule arms a timer for its next occurrence, and
+	// again after each.
+	armedBoth := func() {
+		t.Helper()
+		for range 2 {
+			armed.MustWait(ctx).MustRelease(ctx)
+		}
 	}
+	occurrence := func() {
+		t.Helper()
+		_, w := clock.AdvanceNext()
+		w.MustWait(ctx)
+		armedBoth()
+	}
+	running := func() bool {
+		_, err := os.Stat(filepath.Join(dir, "running"))
+		return err == nil
+	}
+	release := func() {
+		t.Helper()
+		if err := os.WriteFile(filepath.Join(dir, "release"), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	armedBoth()
 	if lines := out.of("bad"); !hasPrefix(lines, `coder agent: script "Bad" is not scheduled`) {
 		t.Errorf("a bad schedule: lines %q", lines)
 	}
+	occurrence()
+	out.waitFor(t, 10*time.Second, "tick", func(l []string) bool { return count(l, "tick") >= 1 })
+	testwait.For(t, 10*time.Second, "the slow script's first run", testwait.Bool(running))
+	for range 3 {
+		occurrence() // the slow run still goes: skipped
+	}
+	release()
+	out.waitFor(t, 10*time.Second, "slow", func(l []string) bool { return count(l, "slow done") >= 1 })
+	// The next occurrences start it again (once its run has returned).
+	testwait.For(t, 10*time.Second, "the slow script's second run", func() (bool, string) {
+		occurrence()
+		return running(), "not running"
+	})
+	release()
+	lines := out.waitFor(t, 10*time.Second, "slow", func(l []string) bool { return count(l, "slow done") >= 2 })
+	if slices.Contains(lines, "OVERLAP") {
+		t.Errorf("two runs of one cron script overlapped: %q", lines)
+	}
+
+	armed.Close()
 	r.stopCron()
 	n := count(out.of("tick"), "tick")
-	time.Sleep(1500 * time.Millisecond) // proves a negative: no cron run after stopCron, over more than one of its (wall-clock) schedule periods
+	if d, ok := clock.Peek(); ok {
+		t.Errorf("a timer (due in %s) outlives stopCron", d)
+	}
+	clock.Advance(time.Minute).MustWait(ctx)
 	if m := count(out.of("tick"), "tick"); m != n {
-		t.Errorf("cron ran %d more times after stopCron", m-n)
+		t.Errorf("cron ran %d more times in the minute after stopCron", m-n)
 	}
 }
 

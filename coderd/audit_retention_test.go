@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/coder/quartz"
+
 	"airgapcoder/coderd"
 	"airgapcoder/coderd/coderdtest"
 	"airgapcoder/coderd/database"
@@ -72,35 +74,64 @@ func auditTargets(t *testing.T, db *database.DB, f database.AuditLogFilter) []st
 	return out
 }
 
+// startedAPI runs an API's background loops (runAPI) on clock and returns
+// once Run has done its start-up steps (the journal, the version record,
+// the first retention pass): its last is to start the journal's ticker.
+func startedAPI(t *testing.T, db *database.DB, clock *quartz.Mock, opts coderd.Options) (stop func()) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	trap := clock.Trap().NewTicker("coderd", "auditJournal")
+	defer trap.Close()
+	opts.Clock = clock
+	stop = runAPI(t, db, opts)
+	trap.MustWait(ctx).MustRelease(ctx)
+	return stop
+}
+
 // TestAuditRetention: records older than --audit-retention are deleted
-// when the server starts (and hourly after); newer ones stay.
+// when the server starts and hourly after; newer ones stay.
 func TestAuditRetention(t *testing.T) {
 	ctx := context.Background()
 	db := openDB(t)
+	clock := quartz.NewMock(t).WithLogger(quartz.NoOpLogger)
 	now := time.Date(2026, 6, 1, 12, 0, 0, 0, time.UTC)
-	for _, r := range []struct {
-		target string
-		age    time.Duration
-	}{{"ancient", 400 * 24 * time.Hour}, {"old", 91 * 24 * time.Hour}, {"recent", 89 * 24 * time.Hour}, {"today", time.Minute}} {
-		if _, err := db.InsertAuditLog(ctx, database.AuditLog{Time: now.Add(-r.age), Action: "login", ResourceType: "user",
-			ResourceTarget: r.target, StatusCode: 201, Success: true}); err != nil {
+	clock.Set(now)
+	insert := func(target string, age time.Duration) {
+		t.Helper()
+		if _, err := db.InsertAuditLog(ctx, database.AuditLog{Time: now.Add(-age), Action: "login", ResourceType: "user",
+			ResourceTarget: target, StatusCode: 201, Success: true}); err != nil {
 			t.Fatal(err)
 		}
 	}
+	insert("ancient", 400*24*time.Hour)
+	insert("old", 91*24*time.Hour)
+	insert("recent", 89*24*time.Hour)
+	insert("today", time.Minute)
 	f := database.AuditLogFilter{ResourceType: "user"}
 
-	// Without a retention nothing is deleted.
-	stop := runAPI(t, db, coderd.Options{Now: func() time.Time { return now }})
-	// Proves a negative: Run announces nothing once its start-up steps
-	// are done, and no retention means no deletion to wait for.
-	time.Sleep(200 * time.Millisecond)
+	// Without a retention nothing is deleted, at start-up or in the hour
+	// after.
+	stop := startedAPI(t, db, clock, coderd.Options{})
+	advanceCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	coderdtest.AdvanceClock(advanceCtx, t, clock, time.Hour+time.Minute)
 	stop()
 	if got := auditTargets(t, db, f); !slices.Equal(got, []string{"today", "recent", "old", "ancient"}) {
 		t.Fatalf("without retention: got %v, want every record", got)
 	}
 
-	runAPI(t, db, coderd.Options{Now: func() time.Time { return now }, AuditRetention: 2160 * time.Hour})
-	testwait.For(t, 10*time.Second, "with a 90-day retention, [today recent]", func() (bool, string) {
+	// With one, the start-up deletes what is older.
+	const retention = 90 * 24 * time.Hour
+	startedAPI(t, db, clock, coderd.Options{AuditRetention: retention})
+	if got := auditTargets(t, db, f); !slices.Equal(got, []string{"today", "recent"}) {
+		t.Fatalf("after the start with a 90-day retention: got %v, want [today recent]", got)
+	}
+	// A record that passes the retention half an hour later goes at the
+	// next hourly pass.
+	insert("aging", retention-clock.Since(now)-30*time.Minute)
+	coderdtest.AdvanceClock(advanceCtx, t, clock, time.Hour)
+	testwait.For(t, 10*time.Second, "the hourly pass deletes [aging]", func() (bool, string) {
 		got := auditTargets(t, db, f)
 		return slices.Equal(got, []string{"today", "recent"}), fmt.Sprintf("got %v", got)
 	})
@@ -111,6 +142,7 @@ func TestAuditRetention(t *testing.T) {
 // rollback); restarts on the same version write none.
 func TestAuditServerVersion(t *testing.T) {
 	db := openDB(t)
+	clock := quartz.NewMock(t).WithLogger(quartz.NoOpLogger)
 	records := func() []database.AuditLog {
 		t.Helper()
 		logs, _, err := db.AuditLogs(context.Background(), database.AuditLogFilter{ResourceType: string(codersdk.AuditResourceDeployment)})
@@ -122,13 +154,14 @@ func TestAuditServerVersion(t *testing.T) {
 	last := ""
 	for _, v := range []string{"v2.1.0", "v2.1.0", "v2.2.0", "v2.2.0", "v2.1.0"} {
 		before := len(records())
-		stop := runAPI(t, db, coderd.Options{Version: v})
+		// Run records the version before it starts its tickers.
+		stop := startedAPI(t, db, clock, coderd.Options{Version: v})
+		want := before + 1
 		if v == last {
-			// Proves a negative: a restart on the same version writes
-			// nothing, and Run announces nothing once it has looked.
-			time.Sleep(500 * time.Millisecond)
-		} else {
-			testwait.For(t, 10*time.Second, fmt.Sprintf("a record of starting %s after %q", v, last), testwait.Bool(func() bool { return len(records()) > before }))
+			want = before
+		}
+		if got := len(records()); got != want {
+			t.Errorf("starting %s after %q: %d records, want %d", v, last, got, want)
 		}
 		stop()
 		last = v

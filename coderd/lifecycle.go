@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"sync"
 	"time"
 
 	"airgapcoder/coderd/database"
@@ -75,28 +74,24 @@ func (o LifecycleOptions) bumpEvery() time.Duration {
 	return min(time.Minute, o.MinTTL/2)
 }
 
-// runLifecycle starts the scheduler and the activity bumper on ctx; the
-// returned stop ends both and waits for them.
+// runLifecycle starts the scheduler and the activity bumper on ctx, on
+// api.opts.Clock's tickers (tagged "coderd", "lifecycle" and "tick" or
+// "bump"); the returned stop ends both and waits for them.
 func (api *API) runLifecycle(ctx context.Context) (stop func()) {
 	ctx, cancel := context.WithCancel(ctx)
-	var wg sync.WaitGroup
 	opts := api.opts.Lifecycle
-	wg.Go(func() { every(ctx, opts.Tick, func() { api.LifecycleTick(ctx) }) })
-	wg.Go(func() { every(ctx, opts.bumpEvery(), func() { api.activity.bumpOpen(ctx, api) }) })
-	return func() { cancel(); wg.Wait() }
-}
-
-// every runs fn each interval until ctx ends.
-func every(ctx context.Context, interval time.Duration, fn func()) {
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			fn()
-		}
+	tick := api.opts.Clock.TickerFunc(ctx, opts.Tick, func() error {
+		api.LifecycleTick(ctx)
+		return nil
+	}, "coderd", "lifecycle", "tick")
+	bump := api.opts.Clock.TickerFunc(ctx, opts.bumpEvery(), func() error {
+		api.activity.bumpOpen(ctx, api)
+		return nil
+	}, "coderd", "lifecycle", "bump")
+	return func() {
+		cancel()
+		_ = tick.Wait() // the context's error: nothing to report
+		_ = bump.Wait()
 	}
 }
 

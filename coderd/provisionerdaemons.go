@@ -158,7 +158,7 @@ func (api *API) acquireJob(c *gin.Context) error {
 		}
 	})
 	defer cancel()
-	timer := time.NewTimer(wait)
+	timer := api.opts.Clock.NewTimer(wait, "coderd", "acquireJob")
 	defer timer.Stop()
 	// Seen once per call, not per wake-up: every waiter wakes on every new
 	// job, and a write per waiter per job would crowd the pool.

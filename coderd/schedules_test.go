@@ -188,28 +188,39 @@ func TestScheduleAPI(t *testing.T) {
 	})
 }
 
+// mockedLifecycle ticks every minute on the test's mock clock, with
+// Coder's minute as the shortest TTL (so an open session bumps every 30 s).
+var mockedLifecycle = coderd.LifecycleOptions{Tick: time.Minute, MinTTL: time.Minute}
+
 // TestAutostop: a workspace past its deadline gets a stop build at the
-// next tick, with reason autostop, initiated by its owner and audited.
+// next tick, with reason autostop, initiated by its owner and audited;
+// no tick before the deadline stops it.
 func TestAutostop(t *testing.T) {
 	t.Parallel()
-	tick := 200 * time.Millisecond
-	f := newScheduleFixture(t, coderdtest.Options{Lifecycle: scheduleLifecycle(tick)})
-	w := f.create(t, "dev", codersdk.CreateWorkspaceRequest{TTLMillis: msOf(2 * time.Second)})
+	ctx := testContext(t)
+	clock := coderdtest.NewClock(t)
+	f := newScheduleFixture(t, coderdtest.Options{Clock: clock, Lifecycle: mockedLifecycle})
+	w := f.create(t, "dev", codersdk.CreateWorkspaceRequest{TTLMillis: msOf(time.Minute)})
 	if w.LatestBuild.Deadline == nil {
 		t.Fatal("no deadline after the start build")
 	}
 	deadline := *w.LatestBuild.Deadline
-	var stop codersdk.WorkspaceBuild
-	testwait.For(t, 10*time.Second, "a stop build", func() (bool, string) {
-		bs := f.builds(t, w.ID)
-		stop = bs[0]
-		return len(bs) == 2, fmt.Sprintf("%d builds", len(bs))
-	})
+	// The deadline is the build's end on the database's (wall) clock plus
+	// the TTL; the mock clock stands at the test's start, before it.
+	for clock.Now().Add(mockedLifecycle.Tick).Before(deadline) {
+		coderdtest.AdvanceClock(ctx, t, clock, mockedLifecycle.Tick)
+		if n := len(f.builds(t, w.ID)); n != 1 {
+			t.Fatalf("at %s, before the deadline %s: %d builds, want 1", clock.Now(), deadline, n)
+		}
+	}
+	coderdtest.AdvanceClock(ctx, t, clock, mockedLifecycle.Tick) // the first tick at or past the deadline
+	bs := f.builds(t, w.ID)
+	if len(bs) != 2 {
+		t.Fatalf("at %s, the first tick past the deadline %s: %d builds, want 2 (a stop)", clock.Now(), deadline, len(bs))
+	}
+	stop := bs[0]
 	if stop.Transition != codersdk.WorkspaceTransitionStop || stop.Reason != codersdk.BuildReasonAutostop || stop.InitiatorID != w.OwnerID {
 		t.Errorf("stop build: transition %s, reason %s, initiator %s; want stop, autostop, the owner %s", stop.Transition, stop.Reason, stop.InitiatorID, w.OwnerID)
-	}
-	if stop.CreatedAt.Before(deadline) || stop.CreatedAt.After(deadline.Add(tick+time.Second)) {
-		t.Errorf("stop build queued at %s, want within a tick after the deadline %s", stop.CreatedAt, deadline)
 	}
 	if stop.Deadline != nil {
 		t.Errorf("a stop build has deadline %v, want none", stop.Deadline)
@@ -225,18 +236,10 @@ func TestAutostop(t *testing.T) {
 	if len(logs.AuditLogs) != 1 || logs.AuditLogs[0].Actor() != "alice" || !strings.Contains(string(logs.AuditLogs[0].AdditionalFields), `"build_reason":"autostop"`) {
 		t.Fatalf("audit: got %+v, want one stop by alice with build_reason autostop", logs.AuditLogs)
 	}
-	// Nothing more happens to a stopped workspace without a schedule. The
-	// background ticks take the same lock: a tick of ours that finds it
-	// held is tried again.
-	testwait.For(t, 10*time.Second, "a tick of ours that holds the lock and does nothing", func() (bool, string) {
-		r := f.d.API.LifecycleTick(context.Background())
-		if r.Held && len(r.Started)+len(r.Stopped) > 0 {
-			t.Fatalf("a tick after the stop: %+v, want nothing done", r)
-		}
-		return r.Held, fmt.Sprintf("%+v", r)
-	})
+	// Nothing more happens to a stopped workspace without a schedule.
+	coderdtest.AdvanceClock(ctx, t, clock, 5*mockedLifecycle.Tick)
 	if n := len(f.builds(t, w.ID)); n != 2 {
-		t.Errorf("%d builds after the stop, want 2", n)
+		t.Errorf("%d builds five ticks after the stop, want 2", n)
 	}
 }
 
@@ -245,13 +248,12 @@ func TestAutostop(t *testing.T) {
 // ends, it stops.
 func TestActivityBump(t *testing.T) {
 	t.Parallel()
-	tick := 200 * time.Millisecond
-	// A 6 s TTL bumped every 3 s leaves 3 s for a loaded machine's delays
-	// (a CI run once missed a 2 s TTL bumped every second).
-	f := newScheduleFixture(t, coderdtest.Options{Lifecycle: coderd.LifecycleOptions{Tick: tick, MinTTL: 6 * time.Second}})
+	ctx := testContext(t)
+	clock := coderdtest.NewClock(t)
+	f := newScheduleFixture(t, coderdtest.Options{Clock: clock, Lifecycle: mockedLifecycle})
 	agent := codersdk.ProvisionedAgent{Name: "main", Token: "9f0bd4a5-64a1-4b4d-9f08-2c2a0a6a7f10"}
 	tpl := coderdtest.CreateTemplate(t, f.admin, f.daemon, "withagent", coderdtest.MinimalTemplate, nil)
-	w, err := f.member.CreateWorkspace(context.Background(), codersdk.Me, codersdk.CreateWorkspaceRequest{TemplateID: tpl.ID, Name: "dev", TTLMillis: msOf(6 * time.Second)})
+	w, err := f.member.CreateWorkspace(context.Background(), codersdk.Me, codersdk.CreateWorkspaceRequest{TemplateID: tpl.ID, Name: "dev", TTLMillis: msOf(time.Minute)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -262,36 +264,37 @@ func TestActivityBump(t *testing.T) {
 	w = f.get(t, w.ID)
 	first := *w.LatestBuild.Deadline
 	done := f.d.API.TrackSession(coderdtest.WorkspaceAgent(t, w).ID)
-	// The first deadline must pass on the wall clock: the bumps and the
-	// scheduler run on coderd's tickers (Lifecycle.Tick, MinTTL/2), which
-	// a moved clock does not drive.
-	time.Sleep(first.Sub(time.Now()) + 2*time.Second) //nolint:forbidigo // see above
+	// Ten ticks (and twenty bumps) with the session open, well past the
+	// first deadline.
+	coderdtest.AdvanceClock(ctx, t, clock, first.Sub(clock.Now())+10*mockedLifecycle.Tick)
 	w = f.get(t, w.ID)
-	if w.LatestBuild.Transition != codersdk.WorkspaceTransitionStart || w.LatestBuild.Deadline == nil || !w.LatestBuild.Deadline.After(first) {
-		t.Fatalf("with a session open past the first deadline %s: latest build %s, deadline %v; want still started, later deadline",
-			first, w.LatestBuild.Transition, w.LatestBuild.Deadline)
+	if w.LatestBuild.Transition != codersdk.WorkspaceTransitionStart || w.LatestBuild.Deadline == nil || !w.LatestBuild.Deadline.After(clock.Now()) {
+		t.Fatalf("at %s, with a session open past the first deadline %s: latest build %s, deadline %v; want still started, deadline ahead",
+			clock.Now(), first, w.LatestBuild.Transition, w.LatestBuild.Deadline)
 	}
 	if w.LastUsedAt.IsZero() {
 		t.Error("last_used_at not set by the activity")
 	}
 	done()
-	testwait.For(t, 10*time.Second, "the stop once the session ended", func() (bool, string) {
-		bs := f.builds(t, w.ID)
-		return bs[0].Transition == codersdk.WorkspaceTransitionStop && bs[0].Reason == codersdk.BuildReasonAutostop, fmt.Sprintf("latest %s/%s", bs[0].Transition, bs[0].Reason)
-	})
+	// The last bump left at most a TTL; the tick after it stops the
+	// workspace.
+	coderdtest.AdvanceClock(ctx, t, clock, 2*mockedLifecycle.Tick)
+	if bs := f.builds(t, w.ID); bs[0].Transition != codersdk.WorkspaceTransitionStop || bs[0].Reason != codersdk.BuildReasonAutostop {
+		t.Fatalf("two ticks after the session ended: latest build %s/%s, want stop/autostop", bs[0].Transition, bs[0].Reason)
+	}
 }
 
 // autostartSoon stops w and gives it an autostart schedule whose next
-// occurrence is a few minutes of clock ahead, and returns how far to move
-// the clock past it.
-func autostartSoon(t *testing.T, f *scheduleFixture, clock *offsetClock, w codersdk.Workspace) time.Duration {
+// occurrence is a minute or two of clock (now) ahead, and returns how far
+// to move the clock past it.
+func autostartSoon(t *testing.T, f *scheduleFixture, now func() time.Time, w codersdk.Workspace) time.Duration {
 	t.Helper()
 	ctx := context.Background()
 	if _, err := f.member.CreateWorkspaceBuild(ctx, w.ID, codersdk.CreateWorkspaceBuildRequest{Transition: codersdk.WorkspaceTransitionStop}); err != nil {
 		t.Fatal(err)
 	}
 	f.daemon.RunOne(t)
-	at := clock.Now().Add(2 * time.Minute).In(time.UTC)
+	at := now().Add(2 * time.Minute).In(time.UTC)
 	sched := fmt.Sprintf("CRON_TZ=UTC %d %d * * *", at.Minute(), at.Hour())
 	if err := f.member.UpdateWorkspaceAutostart(ctx, w.ID, codersdk.UpdateWorkspaceAutostartRequest{Schedule: &sched}); err != nil {
 		t.Fatal(err)
@@ -303,31 +306,26 @@ func autostartSoon(t *testing.T, f *scheduleFixture, clock *offsetClock, w coder
 // its schedule's occurrence, and not again.
 func TestAutostart(t *testing.T) {
 	t.Parallel()
-	clock := &offsetClock{}
-	tick := 200 * time.Millisecond
-	f := newScheduleFixture(t, coderdtest.Options{Now: clock.Now, Lifecycle: scheduleLifecycle(tick)})
+	ctx := testContext(t)
+	clock := coderdtest.NewClock(t)
+	f := newScheduleFixture(t, coderdtest.Options{Clock: clock, Lifecycle: mockedLifecycle})
 	w := f.create(t, "dev", codersdk.CreateWorkspaceRequest{})
-	jump := autostartSoon(t, f, clock, w)
+	jump := autostartSoon(t, f, func() time.Time { return clock.Now() }, w)
 	if r := f.d.API.LifecycleTick(context.Background()); len(r.Started) > 0 {
 		t.Errorf("a tick before the occurrence started %v", r.Started)
 	}
 	if bs := f.builds(t, w.ID); len(bs) != 2 {
 		t.Fatalf("%d builds before the occurrence, want 2", len(bs))
 	}
-	clock.Advance(jump)
-	testwait.For(t, 10*time.Second, "the autostart build", func() (bool, string) {
-		bs := f.builds(t, w.ID)
-		return len(bs) == 3, fmt.Sprintf("%d builds", len(bs))
-	})
-	f.daemon.RunOne(t)
-	for range 3 {
-		if r := f.d.API.LifecycleTick(context.Background()); len(r.Started) > 0 {
-			t.Errorf("a tick after the autostart started %v again", r.Started)
-		}
+	coderdtest.AdvanceClock(ctx, t, clock, jump) // three ticks, one or two of them past the occurrence
+	if bs := f.builds(t, w.ID); len(bs) != 3 {
+		t.Fatalf("three ticks on, past the occurrence: %d builds, want 3 (the autostart)", len(bs))
 	}
+	f.daemon.RunOne(t)
+	coderdtest.AdvanceClock(ctx, t, clock, 3*mockedLifecycle.Tick)
 	bs := f.builds(t, w.ID)
 	if len(bs) != 3 || bs[0].Transition != codersdk.WorkspaceTransitionStart || bs[0].Reason != codersdk.BuildReasonAutostart || bs[0].InitiatorID != w.OwnerID {
-		t.Fatalf("builds: got %d, latest %s/%s by %s; want 3, start/autostart by the owner", len(bs), bs[0].Transition, bs[0].Reason, bs[0].InitiatorID)
+		t.Fatalf("builds three ticks after the autostart: got %d, latest %s/%s by %s; want 3, start/autostart by the owner", len(bs), bs[0].Transition, bs[0].Reason, bs[0].InitiatorID)
 	}
 	// A schedule set after its occurrence does not fire for it.
 	if _, err := f.member.CreateWorkspaceBuild(context.Background(), w.ID, codersdk.CreateWorkspaceBuildRequest{Transition: codersdk.WorkspaceTransitionStop}); err != nil {
@@ -339,11 +337,9 @@ func TestAutostart(t *testing.T) {
 	if err := f.member.UpdateWorkspaceAutostart(context.Background(), w.ID, codersdk.UpdateWorkspaceAutostartRequest{Schedule: &sched}); err != nil {
 		t.Fatal(err)
 	}
-	if r := f.d.API.LifecycleTick(context.Background()); len(r.Started) > 0 {
-		t.Errorf("a schedule whose occurrence was before it was set started %v", r.Started)
-	}
+	coderdtest.AdvanceClock(ctx, t, clock, 3*mockedLifecycle.Tick)
 	if bs := f.builds(t, w.ID); len(bs) != 4 {
-		t.Errorf("a schedule whose occurrence was a minute before it was set: %d builds, want 4 (no autostart)", len(bs))
+		t.Errorf("a schedule whose occurrence was a minute before it was set: %d builds three ticks on, want 4 (no autostart)", len(bs))
 	}
 }
 
@@ -352,14 +348,21 @@ func TestAutostart(t *testing.T) {
 // workspace once.
 func TestAutostartTwoReplicas(t *testing.T) {
 	t.Parallel()
-	clock := &offsetClock{}
-	tick := 100 * time.Millisecond
-	f := newScheduleFixture(t, coderdtest.Options{Now: clock.Now, Lifecycle: scheduleLifecycle(tick)})
-	second := coderdtest.New(t, coderdtest.Options{DatabaseURL: f.d.DatabaseURL, ProvisionerPSK: "psk", Now: clock.Now,
-		JobHeartbeatTimeout: time.Hour, Lifecycle: scheduleLifecycle(tick)})
+	ctx := testContext(t)
+	clock := coderdtest.NewClock(t)
+	// The background ticks come every 10 minutes: moving the clock past
+	// the occurrence (3 minutes) fires none, so the concurrent ticks
+	// below are the first to see it.
+	lifecycle := coderd.LifecycleOptions{Tick: 10 * time.Minute, MinTTL: time.Minute}
+	f := newScheduleFixture(t, coderdtest.Options{Clock: clock, Lifecycle: lifecycle})
+	second := coderdtest.New(t, coderdtest.Options{DatabaseURL: f.d.DatabaseURL, ProvisionerPSK: "psk", Clock: clock,
+		JobHeartbeatTimeout: time.Hour, Lifecycle: lifecycle})
 	w := f.create(t, "dev", codersdk.CreateWorkspaceRequest{})
-	jump := autostartSoon(t, f, clock, w)
-	clock.Advance(jump)
+	jump := autostartSoon(t, f, func() time.Time { return clock.Now() }, w)
+	coderdtest.AdvanceClock(ctx, t, clock, jump)
+	if n := len(f.builds(t, w.ID)); n != 2 {
+		t.Fatalf("%d builds before any lifecycle tick, want 2", n)
+	}
 	var wg sync.WaitGroup
 	var held atomic.Int32
 	for _, api := range []*coderd.API{f.d.API, second.API, f.d.API, second.API} {
@@ -372,9 +375,8 @@ func TestAutostartTwoReplicas(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	// Proves a negative: the background ticks of both replicas (wall-clock
-	// tickers) start nothing more either.
-	time.Sleep(5 * tick) //nolint:forbidigo // see above
+	// The background ticks of both replicas start nothing more either.
+	coderdtest.AdvanceClock(ctx, t, clock, 3*lifecycle.Tick)
 	bs := f.builds(t, w.ID)
 	starts := 0
 	for _, b := range bs {
@@ -391,15 +393,25 @@ func TestAutostartTwoReplicas(t *testing.T) {
 	}
 }
 
+// testContext is a test's bound on waiting for the mock clock's events.
+func testContext(t *testing.T) context.Context {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
 // TestActivityBumpDevURL: requests to a workspace's dev URL are activity
 // (through the real relay and a real agent): the workspace keeps running
 // past its first deadline while they come.
 func TestActivityBumpDevURL(t *testing.T) {
 	t.Parallel()
-	f := newScheduleFixture(t, coderdtest.Options{Lifecycle: coderd.LifecycleOptions{Tick: 200 * time.Millisecond, MinTTL: 2 * time.Second}})
+	ctx := testContext(t)
+	clock := coderdtest.NewClock(t)
+	f := newScheduleFixture(t, coderdtest.Options{Clock: clock, Lifecycle: mockedLifecycle})
 	token := "5b7c8f3e-2f0a-4a53-9d1e-6f1f3c2b9a01"
 	tpl := coderdtest.CreateTemplate(t, f.admin, f.daemon, "withagent", coderdtest.MinimalTemplate, nil)
-	w, err := f.member.CreateWorkspace(context.Background(), codersdk.Me, codersdk.CreateWorkspaceRequest{TemplateID: tpl.ID, Name: "dev", TTLMillis: msOf(2 * time.Second)})
+	w, err := f.member.CreateWorkspace(context.Background(), codersdk.Me, codersdk.CreateWorkspaceRequest{TemplateID: tpl.ID, Name: "dev", TTLMillis: msOf(time.Minute)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -427,15 +439,17 @@ func TestActivityBumpDevURL(t *testing.T) {
 		return code == http.StatusOK, fmt.Sprintf("%d %s", code, body)
 	})
 	first := *f.get(t, w.ID).LatestBuild.Deadline
-	for time.Now().Before(first.Add(2 * time.Second)) {
+	// A person clicking every 20 s (of the mock clock, which drives the
+	// ticks) until well past the first deadline.
+	for clock.Now().Before(first.Add(2 * mockedLifecycle.Tick)) {
 		if code, body := get(); code != http.StatusOK {
-			t.Fatalf("dev URL: %d %s", code, body)
+			t.Fatalf("dev URL at %s: %d %s", clock.Now(), code, body)
 		}
-		time.Sleep(300 * time.Millisecond) //nolint:forbidigo // paces the client: a person clicking until the deadline passes
+		coderdtest.AdvanceClock(ctx, t, clock, 20*time.Second)
 	}
 	w = f.get(t, w.ID)
-	if w.LatestBuild.Transition != codersdk.WorkspaceTransitionStart || w.LatestBuild.Deadline == nil || !w.LatestBuild.Deadline.After(first) {
-		t.Fatalf("dev URL requests past the first deadline %s: latest build %s, deadline %v; want still started, later deadline",
-			first, w.LatestBuild.Transition, w.LatestBuild.Deadline)
+	if w.LatestBuild.Transition != codersdk.WorkspaceTransitionStart || w.LatestBuild.Deadline == nil || !w.LatestBuild.Deadline.After(clock.Now()) {
+		t.Fatalf("at %s, dev URL requests past the first deadline %s: latest build %s, deadline %v; want still started, deadline ahead",
+			clock.Now(), first, w.LatestBuild.Transition, w.LatestBuild.Deadline)
 	}
 }

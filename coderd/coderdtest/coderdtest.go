@@ -27,6 +27,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/coder/quartz"
 	"github.com/jackc/pgx/v5"
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -164,8 +165,15 @@ type Options struct {
 	OnFirstUser func(ctx context.Context, username, token string)
 	// HealthChecks are coderd's extra readiness checks (coderd.Options).
 	HealthChecks map[string]func(context.Context) error
-	// Now is coderd's clock (default time.Now).
+	// Now is what coderd reads as the time (default: Clock's time, else
+	// the wall clock's). It moves no ticker: set Clock for that.
 	Now func() time.Time
+	// Clock, when set, drives coderd's tickers and timers (the lifecycle
+	// tick and activity bump, the audit retention and journal, stale-job
+	// checks, job acquisition long-polls); the test steps it with
+	// AdvanceClock. Without Now it is also coderd's time. Nil means the
+	// real clock. NewClock makes one at the wall clock's time.
+	Clock *quartz.Mock
 	// TLS serves HTTPS (the appliance's default) with a certificate for
 	// 127.0.0.1 that Deployment.CAFile holds and Client trusts.
 	TLS bool
@@ -283,11 +291,15 @@ func New(t testing.TB, opts Options) *Deployment {
 	}
 	wg.Add(1)
 	go func() { defer wg.Done(); _ = replicas.Run(ctx) }()
+	var clock quartz.Clock // nil: coderd's default, the real clock
+	if opts.Clock != nil {
+		clock = opts.Clock
+	}
 	api, err := coderd.New(ctx, coderd.Options{
 		DB: db, Pubsub: ps, Logger: log, AccessURL: u, Version: "v0.0.0-test", Replicas: replicas,
 		ProvisionerPSK: opts.ProvisionerPSK, JobHeartbeatTimeout: opts.JobHeartbeatTimeout, AgentBinariesDir: opts.AgentBinariesDir,
 		AgentHeartbeatInterval: opts.AgentHeartbeatInterval, AgentKeepAliveInterval: opts.AgentKeepAliveInterval,
-		RateLimits: limits, OnFirstUser: opts.OnFirstUser, HealthChecks: opts.HealthChecks, Now: opts.Now, Appliance: opts.Appliance, Registerer: opts.Registerer,
+		RateLimits: limits, OnFirstUser: opts.OnFirstUser, HealthChecks: opts.HealthChecks, Now: opts.Now, Clock: clock, Appliance: opts.Appliance, Registerer: opts.Registerer,
 		BodyReadTimeout: opts.BodyReadTimeout, WildcardAccessURL: wildcard,
 		OIDC: opts.OIDC, DisablePasswordAuth: opts.DisablePasswordAuth,
 		ExternalAuth: opts.ExternalAuth, ExternalAuthHTTPClient: opts.ExternalAuthHTTPClient,
