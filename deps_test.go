@@ -55,6 +55,10 @@ var depRules = []depRule{
 			"github.com/hashicorp/hc-install", "github.com/hashicorp/terraform-exec", "github.com/fergusstrange/embedded-postgres"},
 	},
 	{
+		pkg: "airgapcoder/coderd/parameters", why: "the parameter rules (order, options, validation) are shared by coderd and the CLI: pure, no server, no database",
+		forbidden: []string{"airgapcoder/coderd", "airgapcoder/controlplane", "github.com/gin-gonic", "github.com/jackc/pgx"},
+	},
+	{
 		pkg: "airgapcoder/bundle", why: "the bundle format is read offline: no HTTP client, registry or database code",
 		forbidden: []string{"net/http", "github.com/google/go-containerregistry", "github.com/jackc/pgx",
 			"github.com/hashicorp/hc-install", "github.com/hashicorp/terraform-exec", "github.com/fergusstrange/embedded-postgres",

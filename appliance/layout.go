@@ -1,7 +1,6 @@
 package appliance
 
 import (
-	"airgapcoder/internal/atomicfile"
 	"errors"
 	"fmt"
 	"os"
@@ -11,6 +10,9 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+
+	"airgapcoder/certs"
+	"airgapcoder/internal/atomicfile"
 )
 
 // Layout names the folders of an appliance DIR.
@@ -22,7 +24,7 @@ func (l Layout) Current() string            { return filepath.Join(l.Dir, "curre
 func (l Layout) Previous() string           { return filepath.Join(l.Dir, "previous") }
 func (l Layout) Data() string               { return filepath.Join(l.Dir, "data") }
 func (l Layout) Postgres() string           { return filepath.Join(l.Dir, "data", "postgres") }
-func (l Layout) Certs() string              { return l.Dir } // certs keeps DIR/certs/
+func (l Layout) Certs() string              { return certs.CertsDir(l.Dir) } // package certs' folder
 func (l Layout) Run() string                { return filepath.Join(l.Dir, "run") }
 func (l Layout) Cache() string              { return filepath.Join(l.Dir, "cache") }
 func (l Layout) Staging() string            { return filepath.Join(l.Dir, "staging") }

@@ -50,14 +50,25 @@ type UpOptions struct {
 }
 
 // Up runs the current release as one supervised process tree until ctx is
-// canceled: the certificates, the bundled PostgreSQL (as the service user,
-// data in DIR/data), the mirror (providers, modules and images over HTTPS),
-// the control plane (package controlplane: coderd with telemetry and update
-// checks off, every workspace connection relayed) and its built-in
-// provisioners running the bundled terraform against the bundled providers.
+// canceled. It starts, in this order (the steps of [upRun.steps]):
 //
-// They start as the steps of [upRun.steps], each waiting for the one before
-// to be ready; a step that fails stops what the steps before it started,
+//  1. the egress guard: the product's clients reach only the appliance's
+//     own names and egress-allow;
+//  2. the certificates in DIR/certs (the appliance CA and a serving
+//     certificate for every name);
+//  3. the supervision tree the restartable components run in;
+//  4. the bundled PostgreSQL (as the service user, data in DIR/data), or
+//     nothing when postgres-url names an external server;
+//  5. the mirror (providers, modules and images over HTTPS);
+//  6. the container runtimes' trust in the mirror's registry;
+//  7. workspace launch through the launcher, as the owners' accounts;
+//  8. the control plane (package controlplane: coderd with telemetry and
+//     update checks off, every workspace connection relayed) and its
+//     built-in provisioners running the bundled terraform against the
+//     bundled providers;
+//  9. systemd's watchdog, fed while /healthz passes.
+//
+// Each step waits for the one before to be ready; a step that fails stops what the steps before it started,
 // in reverse, and Up returns its error naming the step. PostgreSQL and the
 // mirror are supervised (supervise.go): restarted when they crash or hang,
 // and Up returns an error naming one that keeps failing, so that systemd
@@ -95,10 +106,10 @@ func Up(ctx context.Context, opts UpOptions) (err error) {
 	serving := u.cfg.accessURL()
 	if u.cfg.IsProxy() {
 		u.log.Info("the workspace proxy is ready: registered with the primary", "url", serving, "primary", u.cfg.PrimaryAccessURL,
-			"ca_file", filepath.Join(certs.CertsDir(u.dir), "ca.pem"))
+			"ca_file", filepath.Join(u.l.Certs(), certs.CAFile))
 	} else {
 		serving = u.srv.AccessURL().String()
-		caFile := filepath.Join(certs.CertsDir(u.dir), "ca.pem")
+		caFile := filepath.Join(u.l.Certs(), certs.CAFile)
 		if u.issued.CA == nil {
 			caFile = u.agentCA // a site certificate: its CA is among the imported ones
 		}
@@ -420,7 +431,7 @@ func (u *upRun) startControlPlane(ctx context.Context) error {
 		AdvertiseHost: cfg.AdvertisedHost(cfg.TLSAddress),
 		TLS: controlplane.TLSConfig{
 			Enable: true, Address: cfg.TLSAddress,
-			CertFile: filepath.Join(certs.CertsDir(u.dir), "server.pem"), KeyFile: filepath.Join(certs.CertsDir(u.dir), "server-key.pem"),
+			CertFile: filepath.Join(u.l.Certs(), certs.ServerFile), KeyFile: filepath.Join(u.l.Certs(), certs.ServerKeyFile),
 			StrictTransportSecurity: 365 * 24 * 3600,
 		},
 		ConfigDir: l.Data(), CacheDir: l.Cache(),
@@ -603,8 +614,8 @@ func dedupe(in []string) []string {
 // scripts carry so workspaces trust the appliance.
 func writeAgentCA(l Layout) (string, error) {
 	var pem []byte
-	files := []string{filepath.Join(certs.CertsDir(l.Dir), "ca.pem")}
-	imported, _ := filepath.Glob(filepath.Join(certs.CertsDir(l.Dir), "imported", "*.pem"))
+	files := []string{filepath.Join(l.Certs(), certs.CAFile)}
+	imported, _ := filepath.Glob(filepath.Join(l.Certs(), certs.ImportedDir, "*.pem"))
 	files = append(files, imported...)
 	for _, f := range files {
 		b, err := os.ReadFile(f)

@@ -14,7 +14,8 @@ import (
 	"time"
 )
 
-// File names inside CertsDir.
+// File names inside CertsDir. They are this package's: other packages join
+// them to CertsDir rather than spell them again.
 const (
 	TrustFile     = "trust.pem"
 	ImportedDir   = "imported"

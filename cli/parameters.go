@@ -18,6 +18,7 @@ import (
 	"github.com/spf13/pflag"
 	"go.yaml.in/yaml/v3"
 
+	"airgapcoder/coderd/parameters"
 	"airgapcoder/codersdk"
 )
 
@@ -198,7 +199,7 @@ func (pl parameterPlan) resolve(ask *prompter) ([]codersdk.WorkspaceBuildParamet
 	}
 	var out []codersdk.WorkspaceBuildParameter
 	var missing []string
-	for _, p := range sortedParameters(pl.params) {
+	for _, p := range parameters.Sorted(pl.params) {
 		value, ok, err := pl.resolveOne(p, ask)
 		if err != nil {
 			return nil, err
@@ -253,7 +254,7 @@ func (pl parameterPlan) resolveOne(p codersdk.TemplateVersionParameter, ask *pro
 	def, fromFlag := pl.values.defaults[p.Name]
 	if !fromFlag {
 		def = p.DefaultValue
-		if hasPrev && validOption(p, prev) {
+		if hasPrev && parameters.ValidateOptions(p, prev) == nil {
 			def = prev
 		}
 	}
@@ -290,14 +291,14 @@ func (pl parameterPlan) needsAnswer(p codersdk.TemplateVersionParameter) bool {
 	if pl.previousDeclared != nil {
 		isNew = !pl.previousDeclared[p.Name]
 	}
-	return isNew || (p.Required && !hasPrev) || (hasPrev && !validOption(p, prev)) || (pl.alwaysPrompt && p.Mutable)
+	return isNew || (p.Required && !hasPrev) || (hasPrev && parameters.ValidateOptions(p, prev) != nil) || (pl.alwaysPrompt && p.Mutable)
 }
 
 // checkNames refuses values for parameters the version does not declare,
 // and --parameter for ephemeral ones (as Coder's CLI does).
 func (pl parameterPlan) checkNames(declared map[string]codersdk.TemplateVersionParameter) error {
 	names := make([]string, 0, len(pl.params))
-	for _, p := range sortedParameters(pl.params) {
+	for _, p := range parameters.Sorted(pl.params) {
 		names = append(names, p.Name)
 	}
 	known := "it declares no parameters"
@@ -316,39 +317,6 @@ func (pl parameterPlan) checkNames(declared map[string]codersdk.TemplateVersionP
 		}
 	}
 	return nil
-}
-
-// sortedParameters orders parameters as forms and prompts show them: by
-// Order, then by name.
-func sortedParameters(params []codersdk.TemplateVersionParameter) []codersdk.TemplateVersionParameter {
-	out := slices.Clone(params)
-	slices.SortStableFunc(out, func(a, b codersdk.TemplateVersionParameter) int {
-		if a.Order != b.Order {
-			return int(a.Order - b.Order)
-		}
-		return strings.Compare(a.Name, b.Name)
-	})
-	return out
-}
-
-// validOption reports whether value is allowed by p's options (always, when
-// p has none).
-func validOption(p codersdk.TemplateVersionParameter, value string) bool {
-	if len(p.Options) == 0 {
-		return true
-	}
-	values := []string{value}
-	if p.Type == codersdk.ParameterTypeListString {
-		if err := json.Unmarshal([]byte(value), &values); err != nil {
-			return false
-		}
-	}
-	for _, v := range values {
-		if !slices.ContainsFunc(p.Options, func(o codersdk.TemplateVersionParameterOption) bool { return o.Value == v }) {
-			return false
-		}
-	}
-	return true
 }
 
 // interactive returns a prompter on the command's stdin and stdout when

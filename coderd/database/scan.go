@@ -12,40 +12,63 @@ import (
 // every selected column needs a field with its name (a `db:"column"` tag)
 // and every field a column, or the scan fails. A query and its struct
 // cannot drift apart unnoticed: the first test that runs the query fails.
-// Nested values (a workspace's latest build, a build's job) are selected
-// under prefixed aliases into flat row structs that embed the parts; the
-// parts of a join whose tables share column names (an API key and its
-// user) can instead be selected with prefixed and mapped one by one
-// through splitRow. A query of a single value scans it directly: it has no
-// column to confuse.
+//
+// A row of several structs (a workspace with its latest build and that
+// build's job, an API key with its user) has one shape: each nested part
+// is selected with prefixed ("b.id", "j.id"), splitRow divides the row by
+// prefix, and each part is mapped onto the part's own struct, the one its
+// table's other queries use, with collectOneBy or collectAllBy. A column
+// of no part still fails the scan: the unprefixed rest is mapped too. A
+// query of a single value scans it directly: it has no column to confuse.
 
 // collectOne maps the first row of a query onto T by column name. It takes
 // Query's results as they come, so that a call reads
 // collectOne[T](db.q().Query(...)). No row is ErrNotFound; driver errors
 // go through mapErr.
 func collectOne[T any](rows pgx.Rows, err error) (T, error) {
-	if err != nil {
-		var zero T
-		return zero, mapErr(err)
-	}
-	v, err := pgx.CollectOneRow(rows, pgx.RowToStructByName[T])
-	return v, mapErr(err)
+	return collectOneBy(rows, err, pgx.RowToStructByName[T])
 }
 
 // collectAll maps every row of a query onto T by column name; an empty
 // result is an empty, non-nil slice.
 func collectAll[T any](rows pgx.Rows, err error) ([]T, error) {
+	return collectAllBy(rows, err, pgx.RowToStructByName[T])
+}
+
+// collectOneBy is collectOne for a row that to maps (a row of several
+// structs, divided with splitRow).
+func collectOneBy[T any](rows pgx.Rows, err error, to pgx.RowToFunc[T]) (T, error) {
+	if err != nil {
+		var zero T
+		return zero, mapErr(err)
+	}
+	v, err := pgx.CollectOneRow(rows, to)
+	return v, mapErr(err)
+}
+
+// collectAllBy is collectAll for rows that to maps.
+func collectAllBy[T any](rows pgx.Rows, err error, to pgx.RowToFunc[T]) ([]T, error) {
 	if err != nil {
 		return nil, mapErr(err)
 	}
-	list, err := pgx.CollectRows(rows, pgx.RowToStructByName[T])
+	list, err := pgx.CollectRows(rows, to)
 	return list, mapErr(err)
+}
+
+// columnList splits a comma-separated column list (which may run over
+// several lines).
+func columnList(columns string) []string {
+	cols := strings.Split(columns, ",")
+	for i, c := range cols {
+		cols[i] = strings.TrimSpace(c)
+	}
+	return cols
 }
 
 // qualified prefixes each of a comma-separated column list with table
 // ("u.id, u.email"); the columns keep their names in the result.
 func qualified(table, columns string) string {
-	cols := strings.Split(columns, ", ")
+	cols := columnList(columns)
 	for i, c := range cols {
 		cols[i] = table + "." + c
 	}
@@ -57,28 +80,38 @@ func qualified(table, columns string) string {
 // tables of a join that share names stay apart; splitRow takes them out
 // again.
 func prefixed(table, columns string) string {
-	cols := strings.Split(columns, ", ")
+	cols := columnList(columns)
 	for i, c := range cols {
 		cols[i] = fmt.Sprintf(`%s.%s AS "%s.%s"`, table, c, table, c)
 	}
 	return strings.Join(cols, ", ")
 }
 
-// splitRow divides a row by column name: part shows the columns named
-// prefix+name under name, rest the others, each to be mapped by name onto
-// its own struct (pgx.RowToStructByName). Both read the same row.
-func splitRow(row pgx.CollectableRow, prefix string) (part, rest pgx.CollectableRow) {
-	p := &subRow{row: row}
-	r := &subRow{row: row}
-	for i, fd := range row.FieldDescriptions() {
-		if name, ok := strings.CutPrefix(fd.Name, prefix); ok {
-			fd.Name = name
-			p.index, p.fields = append(p.index, i), append(p.fields, fd)
-		} else {
-			r.index, r.fields = append(r.index, i), append(r.fields, fd)
-		}
+// splitRow divides a row by column name: parts[i] shows the columns named
+// prefixes[i]+name under name, and the last part the columns of none of
+// the prefixes, each part to be mapped by name onto its own struct
+// (pgx.RowToStructByName). All read the same row; a column goes to the
+// first prefix it has.
+func splitRow(row pgx.CollectableRow, prefixes ...string) []pgx.CollectableRow {
+	parts := make([]*subRow, len(prefixes)+1)
+	for i := range parts {
+		parts[i] = &subRow{row: row}
 	}
-	return p, r
+	for i, fd := range row.FieldDescriptions() {
+		p := parts[len(prefixes)]
+		for j, prefix := range prefixes {
+			if name, ok := strings.CutPrefix(fd.Name, prefix); ok {
+				p, fd.Name = parts[j], name
+				break
+			}
+		}
+		p.index, p.fields = append(p.index, i), append(p.fields, fd)
+	}
+	out := make([]pgx.CollectableRow, len(parts))
+	for i, p := range parts {
+		out[i] = p
+	}
+	return out
 }
 
 // subRow is some of a row's columns (splitRow).

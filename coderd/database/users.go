@@ -186,9 +186,6 @@ func (db *DB) APIKeyWithUser(ctx context.Context, id string) (k APIKey, u User, 
 	// have an id and a created_at.
 	rows, err := db.q().Query(ctx, `SELECT `+qualified("k", apiKeyColumns)+`, `+prefixed("u", userColumns)+`, u.deleted AS "u.deleted"
 		FROM api_keys k JOIN users u ON u.id = k.user_id WHERE k.id = $1`, id)
-	if err != nil {
-		return k, u, false, mapErr(err)
-	}
 	type userRow struct {
 		User
 		Deleted bool `db:"deleted"`
@@ -197,17 +194,17 @@ func (db *DB) APIKeyWithUser(ctx context.Context, id string) (k APIKey, u User, 
 		key  APIKey
 		user userRow
 	}
-	r, err := pgx.CollectOneRow(rows, func(row pgx.CollectableRow) (keyUser, error) {
-		userCols, keyCols := splitRow(row, "u.")
+	r, err := collectOneBy(rows, err, func(row pgx.CollectableRow) (keyUser, error) {
+		parts := splitRow(row, "u.")
 		var r keyUser
 		var err error
-		if r.key, err = pgx.RowToStructByName[APIKey](keyCols); err != nil {
+		if r.user, err = pgx.RowToStructByName[userRow](parts[0]); err != nil {
 			return r, err
 		}
-		r.user, err = pgx.RowToStructByName[userRow](userCols)
+		r.key, err = pgx.RowToStructByName[APIKey](parts[1])
 		return r, err
 	})
-	return r.key, r.user.User, r.user.Deleted, mapErr(err)
+	return r.key, r.user.User, r.user.Deleted, err
 }
 
 // APIKeysByUser lists a user's keys of one login type.

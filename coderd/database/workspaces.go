@@ -29,118 +29,83 @@ type Workspace struct {
 
 // WorkspaceBuild is a row of workspace_builds joined with its job.
 type WorkspaceBuild struct {
-	ID                  string
-	WorkspaceID         string
-	TemplateVersionID   string
-	TemplateVersionName string
-	BuildNumber         int32
-	Transition          string
-	InitiatorID         string
-	InitiatorName       string
-	Reason              string
-	RichParameterValues []byte // JSON array of codersdk.WorkspaceBuildParameter
-	CreatedAt           time.Time
-	UpdatedAt           time.Time
-	Job                 ProvisionerJob
-}
-
-// buildColumns select a build (table alias b) with its version (tv),
-// initiator (iu) and job (j), each column under the name of its field in
-// buildRow.
-const buildColumns = `b.id AS build_id, b.workspace_id AS build_workspace_id, b.template_version_id AS build_template_version_id,
-	tv.name AS build_template_version_name, b.build_number AS build_number, b.transition AS build_transition,
-	b.initiator_id AS build_initiator_id, iu.username AS build_initiator_name, b.reason AS build_reason,
-	b.rich_parameter_values AS build_rich_parameter_values, b.created_at AS build_created_at, b.updated_at AS build_updated_at,
-	j.id AS job_id, j.created_at AS job_created_at, j.updated_at AS job_updated_at, j.started_at AS job_started_at,
-	j.completed_at AS job_completed_at, j.canceled_at AS job_canceled_at, j.error AS job_error, j.error_code AS job_error_code,
-	j.organization_id AS job_organization_id, j.initiator_id AS job_initiator_id, j.type AS job_type, j.input AS job_input,
-	j.tags AS job_tags, j.file_id AS job_file_id, j.worker_id AS job_worker_id`
-
-// buildFields is a WorkspaceBuild (but its job) under buildColumns' names;
-// it converts to a WorkspaceBuild, so the two cannot drift apart.
-type buildFields struct {
-	ID                  string         `db:"build_id"`
-	WorkspaceID         string         `db:"build_workspace_id"`
-	TemplateVersionID   string         `db:"build_template_version_id"`
-	TemplateVersionName string         `db:"build_template_version_name"`
-	BuildNumber         int32          `db:"build_number"`
-	Transition          string         `db:"build_transition"`
-	InitiatorID         string         `db:"build_initiator_id"`
-	InitiatorName       string         `db:"build_initiator_name"`
-	Reason              string         `db:"build_reason"`
-	RichParameterValues []byte         `db:"build_rich_parameter_values"`
-	CreatedAt           time.Time      `db:"build_created_at"`
-	UpdatedAt           time.Time      `db:"build_updated_at"`
+	ID                  string `db:"id"`
+	WorkspaceID         string `db:"workspace_id"`
+	TemplateVersionID   string `db:"template_version_id"`
+	TemplateVersionName string `db:"template_version_name"`
+	BuildNumber         int32  `db:"build_number"`
+	Transition          string `db:"transition"`
+	InitiatorID         string `db:"initiator_id"`
+	InitiatorName       string `db:"initiator_name"`
+	Reason              string `db:"reason"`
+	// RichParameterValues is a JSON array of
+	// codersdk.WorkspaceBuildParameter.
+	RichParameterValues []byte         `db:"rich_parameter_values"`
+	CreatedAt           time.Time      `db:"created_at"`
+	UpdatedAt           time.Time      `db:"updated_at"`
 	Job                 ProvisionerJob `db:"-"`
 }
 
-// jobFields is a ProvisionerJob under buildColumns' names; it converts to
-// a ProvisionerJob.
-type jobFields struct {
-	ID             string            `db:"job_id"`
-	CreatedAt      time.Time         `db:"job_created_at"`
-	UpdatedAt      time.Time         `db:"job_updated_at"`
-	StartedAt      *time.Time        `db:"job_started_at"`
-	CompletedAt    *time.Time        `db:"job_completed_at"`
-	CanceledAt     *time.Time        `db:"job_canceled_at"`
-	Error          string            `db:"job_error"`
-	ErrorCode      string            `db:"job_error_code"`
-	OrganizationID string            `db:"job_organization_id"`
-	InitiatorID    string            `db:"job_initiator_id"`
-	Type           string            `db:"job_type"`
-	Input          JobInput          `db:"job_input"`
-	Tags           map[string]string `db:"job_tags"`
-	FileID         string            `db:"job_file_id"`
-	WorkerID       *string           `db:"job_worker_id"`
-}
+// buildColumns select a build (table alias b) with its version's name (tv),
+// its initiator's (iu) and its job (j): the build's columns as "b.column",
+// the job's as "j.column" (prefixed), for rowToBuild to split.
+var buildColumns = prefixed("b", `id, workspace_id, template_version_id, build_number, transition, initiator_id, reason,
+	rich_parameter_values, created_at, updated_at`) + `, tv.name AS "b.template_version_name", iu.username AS "b.initiator_name", ` +
+	prefixed("j", jobColumns)
 
-// buildRow is a row of buildColumns.
-type buildRow struct {
-	buildFields
-	jobFields
-}
-
-// build assembles the build with its job.
-func (r buildRow) build() WorkspaceBuild {
-	b := WorkspaceBuild(r.buildFields)
-	b.Job = ProvisionerJob(r.jobFields)
-	return b
+// rowToBuild maps the "b." and "j." columns of a row of buildColumns onto
+// a build with its job; rest are the row's other columns.
+func rowToBuild(row pgx.CollectableRow) (b WorkspaceBuild, rest pgx.CollectableRow, err error) {
+	parts := splitRow(row, "b.", "j.")
+	if b, err = pgx.RowToStructByName[WorkspaceBuild](parts[0]); err != nil {
+		return b, nil, err
+	}
+	b.Job, err = pgx.RowToStructByName[ProvisionerJob](parts[1])
+	return b, parts[2], err
 }
 
 const buildJoins = ` JOIN template_versions tv ON tv.id = b.template_version_id
 	JOIN users iu ON iu.id = b.initiator_id
 	JOIN provisioner_jobs j ON j.id = b.job_id`
 
-const workspaceSelect = `SELECT w.id, w.organization_id, w.owner_id, u.username AS owner_name, w.template_id, t.name AS template_name,
+var workspaceSelect = `SELECT w.id, w.organization_id, w.owner_id, u.username AS owner_name, w.template_id, t.name AS template_name,
 		t.active_version_id AS template_active_version_id, w.name, w.created_at, w.updated_at, w.deleted, ` + buildColumns + `
 	FROM workspaces w
 	JOIN users u ON u.id = w.owner_id
 	JOIN templates t ON t.id = w.template_id
 	JOIN LATERAL (SELECT * FROM workspace_builds WHERE workspace_id = w.id ORDER BY build_number DESC LIMIT 1) b ON true` + buildJoins
 
-// workspaceRow is a row of workspaceSelect.
-type workspaceRow struct {
-	Workspace
-	buildRow
+// rowToWorkspace maps a row of workspaceSelect: the workspace's own
+// columns, and its latest build's.
+func rowToWorkspace(row pgx.CollectableRow) (Workspace, error) {
+	b, rest, err := rowToBuild(row)
+	if err != nil {
+		return Workspace{}, err
+	}
+	w, err := pgx.RowToStructByName[Workspace](rest)
+	w.LatestBuild = b
+	return w, err
 }
 
-// workspace assembles the workspace with its latest build.
-func (r workspaceRow) workspace() Workspace {
-	w := r.Workspace
-	w.LatestBuild = r.build()
-	return w
+// rowToBuildOnly maps a row of buildSelect. Its columns are all the
+// build's and the job's: any other has no field and fails the scan.
+func rowToBuildOnly(row pgx.CollectableRow) (WorkspaceBuild, error) {
+	b, rest, err := rowToBuild(row)
+	if err != nil {
+		return b, err
+	}
+	_, err = pgx.RowToStructByName[struct{}](rest)
+	return b, err
 }
 
 // oneWorkspace is collectOne for workspaceSelect.
 func oneWorkspace(rows pgx.Rows, err error) (Workspace, error) {
-	r, err := collectOne[workspaceRow](rows, err)
-	return r.workspace(), err
+	return collectOneBy(rows, err, rowToWorkspace)
 }
 
 // oneBuild is collectOne for buildSelect.
 func oneBuild(rows pgx.Rows, err error) (WorkspaceBuild, error) {
-	r, err := collectOne[buildRow](rows, err)
-	return r.build(), err
+	return collectOneBy(rows, err, rowToBuildOnly)
 }
 
 // InsertWorkspace creates a workspace row (its first build comes next, in the
@@ -247,13 +212,10 @@ func (db *DB) Workspaces(ctx context.Context, f WorkspaceFilter) ([]Workspace, i
 		}
 		q = workspaceSelect + ` WHERE w.id IN (` + page + `) ORDER BY u.username, w.name`
 	}
-	list, err := collectAll[workspaceRow](db.q().Query(ctx, q, args...))
+	rows, err := db.q().Query(ctx, q, args...)
+	ws, err := collectAllBy(rows, err, rowToWorkspace)
 	if err != nil {
 		return nil, 0, err
-	}
-	ws := make([]Workspace, len(list))
-	for i, r := range list {
-		ws[i] = r.workspace()
 	}
 	return ws, count, nil
 }
@@ -278,7 +240,7 @@ func (db *DB) MarkWorkspaceDeleted(ctx context.Context, id string) error {
 	return err
 }
 
-const buildSelect = `SELECT ` + buildColumns + ` FROM workspace_builds b` + buildJoins
+var buildSelect = `SELECT ` + buildColumns + ` FROM workspace_builds b` + buildJoins
 
 // WorkspaceBuildByID returns a build.
 func (db *DB) WorkspaceBuildByID(ctx context.Context, id string) (WorkspaceBuild, error) {
@@ -300,15 +262,8 @@ func (db *DB) WorkspaceBuildByJobID(ctx context.Context, jobID string) (Workspac
 
 // WorkspaceBuilds lists a workspace's builds, newest first.
 func (db *DB) WorkspaceBuilds(ctx context.Context, workspaceID string) ([]WorkspaceBuild, error) {
-	list, err := collectAll[buildRow](db.q().Query(ctx, buildSelect+` WHERE b.workspace_id = $1 ORDER BY b.build_number DESC`, workspaceID))
-	if err != nil {
-		return nil, err
-	}
-	builds := make([]WorkspaceBuild, len(list))
-	for i, r := range list {
-		builds[i] = r.build()
-	}
-	return builds, nil
+	rows, err := db.q().Query(ctx, buildSelect+` WHERE b.workspace_id = $1 ORDER BY b.build_number DESC`, workspaceID)
+	return collectAllBy(rows, err, rowToBuildOnly)
 }
 
 // WorkspaceBuildState returns the Terraform state a build left.

@@ -13,15 +13,18 @@
 // the previous build's unless ephemeral, else the default), required
 // parameters, immutable parameters and unknown names.
 //
-// It is pure: no HTTP, no database. Callers turn an Errors into their
-// error envelope.
+// It is pure: no HTTP, no database (deps_test.go keeps it so). It owns
+// the order parameters are shown in (Sort, Sorted) and the option check
+// (ValidateOptions) for coderd and the CLI alike. Callers turn an Errors
+// into their error envelope.
 package parameters
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"regexp"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -92,21 +95,25 @@ type Result struct {
 	Ephemeral []codersdk.WorkspaceBuildParameter
 }
 
-// Sort orders parameters as forms show them: by Order, then by name.
+// Sort orders parameters as forms and prompts show them: by Order, then
+// by name.
 func Sort(ps []codersdk.TemplateVersionParameter) {
-	sort.SliceStable(ps, func(i, j int) bool {
-		if ps[i].Order != ps[j].Order {
-			return ps[i].Order < ps[j].Order
-		}
-		return ps[i].Name < ps[j].Name
+	slices.SortStableFunc(ps, func(a, b codersdk.TemplateVersionParameter) int {
+		return cmp.Or(cmp.Compare(a.Order, b.Order), strings.Compare(a.Name, b.Name))
 	})
+}
+
+// Sorted returns a copy of ps in Sort's order.
+func Sorted(ps []codersdk.TemplateVersionParameter) []codersdk.TemplateVersionParameter {
+	out := slices.Clone(ps)
+	Sort(out)
+	return out
 }
 
 // Resolve picks and validates every declared parameter's value for a
 // build. A failure is an Errors naming each refused parameter.
 func Resolve(in Input) (Result, error) {
-	declared := append([]codersdk.TemplateVersionParameter(nil), in.Declared...)
-	Sort(declared)
+	declared := Sorted(in.Declared)
 	var errs Errors
 	known := map[string]bool{}
 	for _, p := range declared {
@@ -180,7 +187,7 @@ func Validate(p codersdk.TemplateVersionParameter, value string, previous *strin
 	fail := func(rule Rule, format string, args ...any) *Error {
 		return &Error{Parameter: p.Name, Rule: rule, Detail: fmt.Sprintf(format, args...)}
 	}
-	if err := validateOptions(p, value, fail); err != nil {
+	if err := ValidateOptions(p, value); err != nil {
 		return err
 	}
 	if err := validateRules(p, value, previous, fail); err != nil {
@@ -209,10 +216,15 @@ func Validate(p codersdk.TemplateVersionParameter, value string, previous *strin
 	return nil
 }
 
-// validateOptions is the first half of the provider's validValue.
-func validateOptions(p codersdk.TemplateVersionParameter, value string, fail func(Rule, string, ...any) *Error) *Error {
+// ValidateOptions checks value against p's options, the first half of the
+// provider's validValue: nil when p has no options or value is one of them
+// (for a multi-select list(string), when each element is one of them).
+func ValidateOptions(p codersdk.TemplateVersionParameter, value string) *Error {
 	if len(p.Options) == 0 {
 		return nil
+	}
+	fail := func(rule Rule, format string, args ...any) *Error {
+		return &Error{Parameter: p.Name, Rule: rule, Detail: fmt.Sprintf(format, args...)}
 	}
 	options := map[string]bool{}
 	quoted := make([]string, 0, len(p.Options))

@@ -122,3 +122,59 @@ func TestResolve(t *testing.T) {
 		t.Errorf("unknown name and missing required: got %v, want both refused", err)
 	}
 }
+
+// TestSorted: forms, prompts and builds list parameters by Order, then by
+// name, and the caller's slice keeps its order.
+func TestSorted(t *testing.T) {
+	t.Parallel()
+	in := []codersdk.TemplateVersionParameter{{Name: "b", Order: 2}, {Name: "z", Order: 1}, {Name: "a", Order: 2}, {Name: "y", Order: -1}}
+	var got []string
+	for _, p := range parameters.Sorted(in) {
+		got = append(got, p.Name)
+	}
+	if want := "y z a b"; strings.Join(got, " ") != want {
+		t.Errorf("Sorted: got %v, want %s", got, want)
+	}
+	if in[0].Name != "b" {
+		t.Errorf("Sorted changed its argument: got first %q, want b", in[0].Name)
+	}
+}
+
+// TestValidateOptions: a value is one of the options; a multi-select
+// list's elements each are, a radio list's whole value is.
+func TestValidateOptions(t *testing.T) {
+	t.Parallel()
+	opts := func(values ...string) []codersdk.TemplateVersionParameterOption {
+		var out []codersdk.TemplateVersionParameterOption
+		for _, v := range values {
+			out = append(out, codersdk.TemplateVersionParameterOption{Name: v, Value: v})
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		name  string
+		p     codersdk.TemplateVersionParameter
+		value string
+		rule  parameters.Rule // "" means valid
+	}{
+		{"no options", codersdk.TemplateVersionParameter{Type: "string"}, "anything", ""},
+		{"an option", codersdk.TemplateVersionParameter{Type: "string", Options: opts("eu", "us")}, "us", ""},
+		{"not an option", codersdk.TemplateVersionParameter{Type: "string", Options: opts("eu", "us")}, "asia", parameters.RuleOption},
+		{"multi-select elements", codersdk.TemplateVersionParameter{Type: "list(string)", FormType: "multi-select", Options: opts("git", "go")}, `["go","git"]`, ""},
+		{"multi-select element not an option", codersdk.TemplateVersionParameter{Type: "list(string)", Options: opts("git", "go")}, `["go","rust"]`, parameters.RuleOption},
+		{"multi-select not a list", codersdk.TemplateVersionParameter{Type: "list(string)", Options: opts("git", "go")}, "go", parameters.RuleType},
+		{"radio list whole", codersdk.TemplateVersionParameter{Type: "list(string)", Options: opts(`["a","b"]`, `["c"]`)}, `["a","b"]`, ""},
+		{"radio list part", codersdk.TemplateVersionParameter{Type: "list(string)", Options: opts(`["a","b"]`, `["c"]`)}, `["a"]`, parameters.RuleOption},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			err := parameters.ValidateOptions(tc.p, tc.value)
+			switch {
+			case tc.rule == "" && err != nil:
+				t.Errorf("ValidateOptions(%q): got %v, want nil", tc.value, err)
+			case tc.rule != "" && (err == nil || err.Rule != tc.rule):
+				t.Errorf("ValidateOptions(%q): got %v, want the %s rule", tc.value, err, tc.rule)
+			}
+		})
+	}
+}

@@ -61,7 +61,7 @@ func TestBrowserAppliance(t *testing.T) {
 		"#last-upgrade":  "rolled back",
 		"#last-upgrade ": "upgrade from 2026.11.2 to 2026.11.3: failed",
 		"#components":    "1.11.4",
-		"#disk":          "3.0 GiB used by the appliance, 40.0 GiB free",
+		"#disk":          "3.0 GiB used by the appliance, 40 GiB free",
 		"#certificates":  "expires soon",
 		"#providers":     "registry.terraform.io/coder/coder",
 		"#images":        "registry.acme.internal/base:1",

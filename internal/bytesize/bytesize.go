@@ -1,19 +1,18 @@
-// Package bytesize formats byte counts for people: binary units with one
-// decimal ("512 B", "1.5 KiB", "4.0 GiB"). It only formats; it never parses.
+// Package bytesize formats byte counts for people in binary (IEC) units:
+// "512 B", "1.5 KiB", "12 MiB", "4.0 GiB". Below ten of a unit it shows one
+// decimal, from ten on a whole number (go-humanize's IBytes). It adapts the
+// project's int64 sizes to humanize; it only formats, it never parses (a
+// bundle part size is parsed by bundle.ParseSize).
 package bytesize
 
-import "fmt"
+import "github.com/dustin/go-humanize"
 
-// Format returns n in binary units.
+// Format returns n in binary units, with a minus sign when n is negative.
 func Format(n int64) string {
-	const unit = 1024
-	if n < unit {
-		return fmt.Sprintf("%d B", n)
+	if n < 0 {
+		// -n overflows for math.MinInt64, but uint64 of the overflowed
+		// value is still its magnitude, 1<<63.
+		return "-" + humanize.IBytes(uint64(-n))
 	}
-	div, exp := int64(unit), 0
-	for m := n / unit; m >= unit && exp < 5; m /= unit {
-		div *= unit
-		exp++
-	}
-	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
+	return humanize.IBytes(uint64(n))
 }
