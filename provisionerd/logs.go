@@ -91,12 +91,18 @@ func (l *jobLogs) run() {
 
 // flush sends what is pending (and counts as a heartbeat).
 func (l *jobLogs) flush() {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	_ = l.send(ctx)
+}
+
+// send sends what is pending. Lines coderd did not take stay pending for
+// the next attempt (coderd may be restarting) and the error says why.
+func (l *jobLogs) send(ctx context.Context) error {
 	l.mu.Lock()
 	batch := l.pending
 	l.pending = nil
 	l.mu.Unlock()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
 	resp, err := l.d.opts.Client.UpdateJob(ctx, l.d.ID(), l.jobID, codersdk.UpdateJobRequest{Logs: batch})
 	switch {
 	case err == nil && resp.Canceled:
@@ -104,23 +110,31 @@ func (l *jobLogs) flush() {
 	case codersdk.IsStatus(err, http.StatusConflict):
 		l.onCancel("coderd no longer assigns this job to this daemon: " + err.Error())
 	case err != nil:
-		// Keep the lines for the next attempt; coderd may be restarting.
 		l.mu.Lock()
 		l.pending = append(batch, l.pending...)
 		l.mu.Unlock()
 		l.d.log.Warn("send job update", "job", l.jobID, "err", err)
+		return err
 	}
+	return nil
 }
 
-// Close stops the sender and flushes the rest.
+// Close stops the sender and sends the rest, again with backoff while
+// coderd cannot take it: the job's end is reported only after its last
+// lines, so a moment's outage at the end must not lose them.
 func (l *jobLogs) Close() {
 	close(l.done)
 	l.wg.Wait()
 	l.mu.Lock()
 	n := len(l.pending)
 	l.mu.Unlock()
-	if n > 0 {
-		l.flush()
+	if n == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), fetchFor)
+	defer cancel()
+	if err := retryTransient(ctx, l.d.log.With("job", l.jobID), "send the job's last log lines", fetchFor, l.send); err != nil {
+		l.d.log.Error("send the job's last log lines", "job", l.jobID, "lines", n, "err", err)
 	}
 }
 
