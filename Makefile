@@ -71,6 +71,7 @@ bench: deps
 	export CODER_TEST_POSTGRES_URL="$$url"; mkdir -p build; out=$(CURDIR)/build/bench.txt; : > "$$out"; \
 	run() { $(GO) test -run '^$$' -timeout 60m "$$@" | tee -a "$$out"; }; \
 	run ./bench/ -bench 'PortForwardIperf3|PortForwardAcrossReplicas|SSHCat|Load200Agents|Load5000Agents|IdleRelayedConnections|WorkspaceProxySSHRoundTrip' -benchtime 1x; \
+	run ./bench/ -bench Soak -benchtime 1x; \
 	run ./bench/ -bench PortForwardConnect -benchtime 300x; \
 	run ./bench/ -bench 'BundleBuildImages|MirrorPull|ApplianceDeltaInstall' -benchtime 3x; \
 	run ./bench/ -bench 'JobClaimLatency|ListWorkspaces10k|ProcessWorkspaceBuild|EnqueueToProvisionerStart' -benchtime 20x; \

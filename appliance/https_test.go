@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -113,6 +114,28 @@ func TestWildcardAddresses(t *testing.T) {
 			if w, ok := want[c.Name]; ok && (c.State != "ok" || c.Detail != w) {
 				t.Fatalf("status %s: %s %q, want ok %q", c.Name, c.State, c.Detail, w)
 			}
+		}
+		// coderd's open file limit: the hard limit the appliance inherits
+		// from this process, the soft limit raised to it, 3 sockets per agent.
+		var lim syscall.Rlimit
+		if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
+			t.Fatal(err)
+		}
+		if o := st.OpenFiles; o == nil || o.Error != "" || o.Soft != lim.Max || o.Hard != lim.Max || o.AgentsAtMost != lim.Max/3 {
+			t.Fatalf("status open_files: %+v, want soft and hard %d, room for %d agents", o, lim.Max, lim.Max/3)
+		}
+		if cmdline, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", st.OpenFiles.PID)); !strings.Contains(string(cmdline), "appliance\x00up") {
+			t.Errorf("status open_files: pid %d is %q, want the appliance", st.OpenFiles.PID, cmdline)
+		}
+		table, err := e.coder("appliance", "status", "--dir", e.dir)
+		row := ""
+		for _, line := range strings.Split(table, "\n") {
+			if strings.HasPrefix(line, "open files ") {
+				row = strings.Join(strings.Fields(line), " ")
+			}
+		}
+		if want := fmt.Sprintf("open files %d (hard %d) room for about %d agents (coderd, pid %d)", lim.Max, lim.Max, lim.Max/3, st.OpenFiles.PID); err != nil || row != want {
+			t.Errorf("status: %v, got the row %q, want %q in:\n%s", err, row, want, table)
 		}
 		b, _ := os.ReadFile(logPath)
 		for _, wildcard := range []string{"://0.0.0.0", "://[::]", "//0.0.0.0", "\"0.0.0.0:"} {

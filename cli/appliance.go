@@ -190,6 +190,20 @@ func (inv *invocation) applianceStatusCmd() *cobra.Command {
 				{"templates", strconv.Itoa(st.Templates), ""},
 				{"disk", bytesize.Format(st.DiskUsed) + " used", bytesize.Format(st.DiskFree) + " free"},
 			}
+			if o := st.OpenFiles; o != nil && o.Error != "" {
+				rows = append(rows, []string{"open files", "unknown", o.Error})
+			} else if o != nil {
+				limit := func(n uint64) string {
+					if n == ^uint64(0) { // unlimited
+						return "unlimited"
+					}
+					return strconv.FormatUint(n, 10)
+				}
+				rows = append(rows, []string{"open files", limit(o.Soft) + " (hard " + limit(o.Hard) + ")", fmt.Sprintf("room for about %d agents (coderd, pid %d)", o.AgentsAtMost, o.PID)})
+				if o.Warning != "" {
+					rows = append(rows, []string{"", "WARNING", o.Warning})
+				}
+			}
 			for _, c := range st.Components {
 				rows = append(rows, []string{c.Name, c.State, c.Detail})
 			}

@@ -20,7 +20,9 @@ const fdsPerAgent = 1 + codersdk.AgentSpareConns
 // already raises the soft limit when package os starts (Go 1.19 and
 // later); this makes the limit visible in the log, raises it if something
 // lowered it since, and warns when it leaves room for fewer than 1,000
-// agents.
+// agents. `coder appliance status` shows the same figures for the running
+// appliance (appliance.OpenFileLimit, read from /proc/PID/limits), with
+// the same warning.
 func raiseFileLimit(log *slog.Logger) {
 	var lim syscall.Rlimit
 	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {

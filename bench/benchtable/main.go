@@ -85,6 +85,13 @@ var rows = []row{
 	{"  the same: agents connected at the end", "", "BenchmarkLoad5000Agents", "agents-connected", false, 5000},
 	{"  after a SIGKILL and a restart: seconds until every agent is back", "", "BenchmarkLoad5000Agents", "reconnect-all-s", true, 60},
 	{"  the same: API reads refused or failed during the storm", "", "BenchmarkLoad5000Agents", "storm-api-errors", true, 0.5},
+	{"coderd soak (-soak-duration, 30m in make bench), 1,000 agents, builds, ssh: RSS growth in %", "", "BenchmarkSoak", "rss-growth-pct", true, 10},
+	{"  the same: goroutine growth in % (the benchmark also fails below -2)", "", "BenchmarkSoak", "goroutine-growth-pct", true, 2},
+	{"  the same: build log lines lost", "", "BenchmarkSoak", "build-log-lines-lost", true, 0.5},
+	{"  the same: agent log lines lost", "", "BenchmarkSoak", "agent-log-lines-lost", true, 0.5},
+	{"  the same: ssh sessions failed", "", "BenchmarkSoak", "ssh-failed", true, 0.5},
+	{"  the same: errors (API, builds, ssh)", "", "BenchmarkSoak", "errors", true, 0.5},
+	{"  the same: agents connected at the end", "", "BenchmarkSoak", "agents-connected", false, 1000},
 }
 
 func main() {
