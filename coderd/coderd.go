@@ -14,7 +14,6 @@ package coderd
 
 import (
 	"context"
-	"github.com/coder/quartz"
 	"log/slog"
 	"maps"
 	"net/http"
@@ -24,6 +23,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/coder/quartz"
 	"github.com/gin-gonic/gin"
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -91,9 +91,11 @@ type Options struct {
 	// Now is what api.now() reads (default Clock.Now). When both are
 	// set, Now gives the time and Clock drives tickers and timers.
 	Now func() time.Time
-	// Clock drives coderd's tickers and timers (the lifecycle tick, agent
-	// heartbeats); tests pass a quartz.Mock to step time. Default: the real
-	// clock.
+	// Clock drives coderd's tickers and timers (the lifecycle tick and
+	// activity bump, the audit retention and journal, stale-job checks,
+	// job acquisition long-polls, agent heartbeats), tagged "coderd" and
+	// the loop's name; tests pass a quartz.Mock to step time. Default: the
+	// real clock.
 	Clock quartz.Clock
 	// AgentHeartbeatInterval is how often coderd records that a connected
 	// agent is alive (default 10s); an agent silent for three intervals
@@ -286,19 +288,21 @@ func (api *API) Run(ctx context.Context) error {
 		api.hooks.Wait()
 	}()
 	defer api.runLifecycle(ctx)() // autostop and autostart (lifecycle.go)
+	// Agent sessions' liveness, one heartbeat for all (agentheartbeat.go).
+	defer api.runAgentHeartbeats(ctx)()
 	api.ingestAuditJournal(ctx)
 	api.recordVersion(ctx)
 	var retention <-chan time.Time
 	if api.opts.AuditRetention > 0 {
 		api.deleteOldAuditLogs(ctx)
-		rt := time.NewTicker(auditRetentionInterval)
+		rt := api.opts.Clock.NewTicker(auditRetentionInterval, "coderd", "auditRetention")
 		defer rt.Stop()
 		retention = rt.C
 	}
 	interval := max(api.opts.JobHeartbeatTimeout/4, 100*time.Millisecond)
-	t := time.NewTicker(interval)
+	t := api.opts.Clock.NewTicker(interval, "coderd", "staleJobs")
 	defer t.Stop()
-	journal := time.NewTicker(journalInterval)
+	journal := api.opts.Clock.NewTicker(journalInterval, "coderd", "auditJournal")
 	defer journal.Stop()
 	for {
 		select {

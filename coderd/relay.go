@@ -42,6 +42,17 @@ import (
 type relay struct {
 	mu       sync.Mutex
 	sessions map[string]*agentSession
+	// byToken are the same sessions by their agent's token, which
+	// authenticates the agent's spare connections (relayspares.go).
+	byToken map[string]*agentSession
+
+	// beat orders the replica's heartbeat (agentheartbeat.go), which holds
+	// it to write, after the disconnections it did not see: a session's end
+	// holds it to read while it unregisters and records the end, so that a
+	// heartbeat never marks connected an agent whose end it missed.
+	beat sync.RWMutex
+	// connects batches the records of agents' connections (agentheartbeat.go).
+	connects connectBatcher
 
 	// transports proxy dev URLs (devurls.go), one per user: a pooled
 	// connection is never reused for another user's request, so each
@@ -50,7 +61,7 @@ type relay struct {
 }
 
 func newRelay() *relay {
-	return &relay{sessions: map[string]*agentSession{}, transports: map[string]*http.Transport{}}
+	return &relay{sessions: map[string]*agentSession{}, byToken: map[string]*agentSession{}, transports: map[string]*http.Transport{}}
 }
 
 // agentSession is one agent's live connection: its own relay connection
@@ -58,6 +69,7 @@ func newRelay() *relay {
 // session is on this replica (workspaceproxyrelay.go).
 type agentSession struct {
 	agentID string // guarded by relay.mu: a new build gives the token a new row
+	token   string // the agent's token, which finds its newest row
 	// mux is the session streams to the agent are opened on: the agent's
 	// own, or the proxy's relay session.
 	mux *yamux.Session
@@ -69,6 +81,7 @@ type agentSession struct {
 	// moved, when set, tells the agent's side that a new build gave its
 	// token the row agentID (a proxy re-keys its agent).
 	moved     func(agentID string)
+	log       *slog.Logger // the session's logger, with the agent's attributes
 	connected time.Time
 	spares    spares // the agent's spare connections (relayspares.go)
 }
@@ -90,6 +103,9 @@ func (r *relay) register(agentID string, s *agentSession) *agentSession {
 	old := r.sessions[agentID]
 	s.agentID = agentID
 	r.sessions[agentID] = s
+	if s.token != "" {
+		r.byToken[s.token] = s
+	}
 	return old
 }
 
@@ -103,8 +119,14 @@ func (r *relay) move(s *agentSession, agentID string) (old *agentSession, ok boo
 	}
 	delete(r.sessions, s.agentID)
 	old = r.sessions[agentID]
+	if old != nil && r.byToken[old.token] == old {
+		delete(r.byToken, old.token)
+	}
 	s.agentID = agentID
 	r.sessions[agentID] = s
+	if s.token != "" {
+		r.byToken[s.token] = s
+	}
 	return old, true
 }
 
@@ -117,7 +139,29 @@ func (r *relay) unregister(s *agentSession) bool {
 		return false
 	}
 	delete(r.sessions, s.agentID)
+	if r.byToken[s.token] == s {
+		delete(r.byToken, s.token)
+	}
 	return true
+}
+
+// withToken returns the session of the agent with token, nil when it has
+// none on this replica.
+func (r *relay) withToken(token string) *agentSession {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.byToken[token]
+}
+
+// all returns this replica's sessions.
+func (r *relay) all() []*agentSession {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make([]*agentSession, 0, len(r.sessions))
+	for _, s := range r.sessions {
+		out = append(out, s)
+	}
+	return out
 }
 
 // idOf returns the agent id s is registered under.
@@ -176,74 +220,40 @@ func (api *API) agentConnect(c *gin.Context) error {
 // keepAgentSession makes s agent agentID's session on this replica (a
 // session it replaces is ended) and keeps it until gone is closed or coderd
 // shuts down, recording liveness: first/last_connected_at and this replica
-// while it is up (every AgentHeartbeatInterval, agentHeartbeat),
-// disconnected_at when it ends. Every change is announced on
-// database.ChannelAgentConnection. It ends s before it returns.
+// when it is up (recordAgentConnected) and then every
+// AgentHeartbeatInterval (the replica's heartbeat, agentheartbeat.go,
+// which also moves it to the row a newer build gave its token),
+// disconnected_at when it ends. The connection and its end are announced
+// on database.ChannelAgentConnection. It ends s before it returns.
 func (api *API) keepAgentSession(ctx context.Context, s *agentSession, agentID, token string, gone <-chan struct{}, log *slog.Logger) {
+	s.token, s.log = token, log
 	if old := api.relay.register(agentID, s); old != nil {
 		// The agent reconnected before the old connection was seen dead.
 		old.end()
 	}
-	if err := api.db.MarkAgentConnected(ctx, agentID, api.now(), api.ReplicaID()); err != nil {
+	if err := api.recordAgentConnected(ctx, agentID); err != nil {
 		log.Warn("record agent connection", "err", err)
-	} else if err := api.db.Notify(ctx, database.ChannelAgentConnection, agentID); err != nil {
-		log.Warn("announce agent connection", "err", err)
 	}
 	log.Info("workspace agent connected", "agents_on_replica", api.relay.connected())
 
 	reason := "connection closed"
-	t := time.NewTicker(api.opts.AgentHeartbeatInterval)
-	defer t.Stop()
-loop:
-	for {
-		select {
-		case <-gone:
-			break loop
-		case <-api.closing:
-			reason = "coderd is shutting down"
-			break loop
-		case <-t.C:
-			api.agentHeartbeat(ctx, s, token, log)
-		}
+	select {
+	case <-gone:
+	case <-api.closing:
+		reason = "coderd is shutting down"
 	}
 	s.end()
+	api.relay.beat.RLock()
 	if api.relay.unregister(s) {
 		dctx, dcancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		defer dcancel()
 		if err := api.db.MarkAgentDisconnected(dctx, api.relay.idOf(s), api.now(), api.ReplicaID()); err != nil {
 			log.Warn("record agent disconnection", "err", err)
 		}
 		_ = api.db.Notify(dctx, database.ChannelAgentConnection, api.relay.idOf(s))
+		dcancel()
 	}
+	api.relay.beat.RUnlock()
 	log.Info("workspace agent disconnected", "reason", reason, "connected_for", api.now().Sub(s.connected).Round(time.Millisecond))
-}
-
-// agentHeartbeat records that s is alive. When a newer build has given the
-// agent's token a new row, the session moves to it.
-func (api *API) agentHeartbeat(ctx context.Context, s *agentSession, token string, log *slog.Logger) {
-	cur, err := api.db.AgentByAuthToken(ctx, token)
-	if err != nil {
-		if ctx.Err() == nil {
-			log.Warn("agent heartbeat", "err", err)
-		}
-		return
-	}
-	if cur.ID != api.relay.idOf(s) {
-		old, ok := api.relay.move(s, cur.ID)
-		if !ok {
-			return
-		}
-		if old != nil && old != s {
-			old.end()
-		}
-		log.Info("workspace agent moved to a new build", "new_agent", cur.ID, "build", cur.BuildNumber)
-		if s.moved != nil {
-			s.moved(cur.ID)
-		}
-	}
-	if err := api.db.MarkAgentConnected(ctx, cur.ID, api.now(), api.ReplicaID()); err != nil && ctx.Err() == nil {
-		log.Warn("agent heartbeat", "err", err)
-	}
 }
 
 // ofRunningBuild reports whether agent a belongs to its workspace's latest

@@ -39,6 +39,9 @@ func (api *API) requireAgent() gin.HandlerFunc {
 		if token == "" {
 			return errorf(http.StatusUnauthorized, "", "Workspace agents authenticate with their token (CODER_AGENT_TOKEN) in the %s header", codersdk.SessionTokenHeader)
 		}
+		if api.spareBySession(c, token) { // relayspares.go: a spare is its session's
+			return nil
+		}
 		a, err := api.db.AgentByAuthToken(c.Request.Context(), token)
 		if errors.Is(err, database.ErrNotFound) {
 			return errorf(http.StatusUnauthorized, "", "Invalid agent token: no workspace agent has it (user session tokens are not accepted on agent endpoints)")

@@ -142,6 +142,83 @@ func (db *DB) MarkAgentConnected(ctx context.Context, id string, now time.Time, 
 	return err
 }
 
+// AgentTokenHead is the newest agent row of an agent token
+// (NewestAgentsByAuthTokens): the row an agent presenting the token is.
+type AgentTokenHead struct {
+	AuthToken   string `db:"auth_token"`
+	ID          string `db:"id"`
+	BuildNumber int32  `db:"build_number"`
+}
+
+// NewestAgentsByAuthTokens returns, keyed by token, the newest agent row
+// of each of tokens, as AgentByAuthToken finds it for one: a token no row
+// has (or that is not a UUID) is missing from the map. One query for any
+// number of tokens (a replica's heartbeat of all its agent sessions).
+func (db *DB) NewestAgentsByAuthTokens(ctx context.Context, tokens []string) (map[string]AgentTokenHead, error) {
+	out := map[string]AgentTokenHead{}
+	valid := make([]string, 0, len(tokens))
+	for _, t := range tokens {
+		if uuid.Validate(t) == nil {
+			valid = append(valid, t)
+		}
+	}
+	if len(valid) == 0 {
+		return out, nil
+	}
+	heads, err := collectAll[AgentTokenHead](db.q().Query(ctx, `SELECT DISTINCT ON (a.auth_token) a.auth_token::text AS auth_token, a.id, b.build_number
+		FROM workspace_agents a
+		JOIN workspace_resources r ON r.id = a.resource_id
+		JOIN workspace_builds b ON b.job_id = r.job_id
+		JOIN workspaces w ON w.id = b.workspace_id
+		JOIN users u ON u.id = w.owner_id
+		WHERE a.auth_token = ANY($1::uuid[])
+		ORDER BY a.auth_token, a.created_at DESC`, valid))
+	if err != nil {
+		return nil, fmt.Errorf("newest agents of %d tokens: %w", len(valid), err)
+	}
+	for _, h := range heads {
+		out[h.AuthToken] = h
+	}
+	return out, nil
+}
+
+// markAgentsConnected is MarkAgentConnected for the agents ids ($1), at
+// $2 on replica $3. It locks the rows in id order, so that two such
+// updates of overlapping agents (a heartbeat and a burst of connects)
+// wait for each other instead of deadlocking.
+const markAgentsConnected = `UPDATE workspace_agents a SET first_connected_at = coalesce(a.first_connected_at, $2),
+		last_connected_at = $2, disconnected_at = NULL, connected_replica_id = $3
+	FROM (SELECT id FROM workspace_agents WHERE id = ANY($1::uuid[]) ORDER BY id FOR UPDATE) l
+	WHERE a.id = l.id`
+
+// MarkAgentsConnected records that the agents' connections are up at now
+// (MarkAgentConnected for many, in one statement).
+func (db *DB) MarkAgentsConnected(ctx context.Context, ids []string, now time.Time, replicaID string) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	if _, err := db.q().Exec(ctx, markAgentsConnected, ids, now, nullUUID(replicaID)); err != nil {
+		return fmt.Errorf("mark %d agents connected: %w", len(ids), err)
+	}
+	return nil
+}
+
+// ConnectAgents records that the agents' connections came up at now on
+// replica replicaID and announces each agent on ChannelAgentConnection
+// (MarkAgentConnected and Notify for many, in one statement: a burst of
+// agents connecting at once costs one round trip).
+func (db *DB) ConnectAgents(ctx context.Context, ids []string, now time.Time, replicaID string) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	_, err := db.q().Exec(ctx, `WITH u AS (`+markAgentsConnected+` RETURNING a.id)
+		SELECT count(pg_notify($4, u.id::text)) FROM u`, ids, now, nullUUID(replicaID), ChannelAgentConnection)
+	if err != nil {
+		return fmt.Errorf("record %d agent connections: %w", len(ids), err)
+	}
+	return nil
+}
+
 // ChannelAgentConnection carries an agent's id when its relay connection
 // comes up or goes down on some replica, so that a replica waiting to reach
 // the agent looks again at once.

@@ -3,7 +3,9 @@ package database
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -110,7 +112,11 @@ func (p *Pubsub) Run(ctx context.Context) error {
 }
 
 func (p *Pubsub) listen(ctx context.Context) error {
-	conn, err := pgx.Connect(ctx, p.url)
+	cfg, err := listenerConfig(p.url)
+	if err != nil {
+		return err
+	}
+	conn, err := pgx.ConnectConfig(ctx, cfg)
 	if err != nil {
 		return err
 	}
@@ -137,4 +143,22 @@ func (p *Pubsub) listen(ctx context.Context) error {
 		}
 		p.publishLocal(n.Channel, n.Payload)
 	}
+}
+
+// listenerConfig is the configuration of the pubsub's own connection on
+// url, the database URL the pool (Open) is made from: the pool's own
+// parameters (pool_max_conns and the other pool_* ones pgxpool reads) are
+// left out, which pgx would otherwise send PostgreSQL as run-time
+// parameters, and PostgreSQL refuses those it does not know.
+func listenerConfig(url string) (*pgx.ConnConfig, error) {
+	cfg, err := pgx.ParseConfig(url)
+	if err != nil {
+		return nil, fmt.Errorf("parse postgres url: %w", err)
+	}
+	for k := range cfg.RuntimeParams {
+		if strings.HasPrefix(k, "pool_") {
+			delete(cfg.RuntimeParams, k)
+		}
+	}
+	return cfg, nil
 }
