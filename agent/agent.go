@@ -335,30 +335,10 @@ func (a *Agent) newBackoff() *backoff.ExponentialBackOff {
 	return b
 }
 
-// waitBackoff sleeps for b's next delay on the wall clock; false when ctx
-// ended. The spare connections (spares.go) wait with it; the agent's own
-// loops wait on Options.Clock (backoffWait).
-func waitBackoff(ctx context.Context, b backoff.BackOff) bool {
-	return waitBackoffOn(ctx, quartz.NewReal(), b, nil)
-}
-
 // backoffWait sleeps for b's next delay on the agent's clock, cut short
 // when cut is closed (nil: never); false when ctx ended.
 func (a *Agent) backoffWait(ctx context.Context, b backoff.BackOff, cut <-chan struct{}) bool {
-	return waitBackoffOn(ctx, a.opts.Clock, b, cut)
-}
-
-func waitBackoffOn(ctx context.Context, clock quartz.Clock, b backoff.BackOff, cut <-chan struct{}) bool {
-	t := clock.NewTimer(b.NextBackOff(), "agent", "backoff")
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
-	case <-cut:
-		return true
-	}
+	return sleepCtx(ctx, a.opts.Clock, b.NextBackOff(), cut, "agent", "backoff")
 }
 
 // retry calls fn until it succeeds, ctx ends or fn's error is permanent.

@@ -33,6 +33,7 @@ import (
 	"airgapcoder/coderd/coderdtest"
 	"airgapcoder/codersdk"
 	"airgapcoder/internal/syncbuf"
+	"airgapcoder/internal/testagent"
 	"airgapcoder/internal/testport"
 	"airgapcoder/internal/testwait"
 	"airgapcoder/relayconn"
@@ -49,7 +50,6 @@ type relayEnv struct {
 	appPort               int
 	app                   *httptest.Server
 	stopAgent             func()
-	agentDone             chan struct{}
 	deploymentOpts        coderdtest.Options
 	daemon                *coderdtest.Daemon
 	metrics               *prometheus.Registry // the deployment's
@@ -145,24 +145,7 @@ func (e *relayEnv) startAgent(t testing.TB, agentOpts ...func(*agent.Options)) {
 	for _, f := range agentOpts {
 		f(&opts)
 	}
-	a, err := agent.New(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		if err := a.Run(ctx); err != nil {
-			t.Errorf("agent.Run: %v", err)
-		}
-	}()
-	e.stopAgent = func() {
-		cancel()
-		<-done
-	}
-	e.agentDone = done
-	t.Cleanup(e.stopAgent)
+	e.stopAgent = testagent.Start(t, opts)
 }
 
 func (e *relayEnv) waitReady(t testing.TB, c *codersdk.Client) codersdk.WorkspaceAgent {

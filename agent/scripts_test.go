@@ -20,6 +20,7 @@ import (
 	"airgapcoder/coderd/coderdtest"
 	"airgapcoder/codersdk"
 	"airgapcoder/internal/syncbuf"
+	"airgapcoder/internal/testagent"
 	"airgapcoder/internal/testwait"
 )
 
@@ -52,27 +53,7 @@ func (e *scriptEnv) workspace(t *testing.T, name string, pa codersdk.Provisioned
 	opts.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	dir := t.TempDir()
 	opts.LogDir, opts.ScriptDataDir = filepath.Join(dir, "logs"), filepath.Join(dir, "data")
-	a, err := agent.New(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		if err := a.Run(ctx); err != nil {
-			t.Errorf("agent.Run: %v", err)
-		}
-	}()
-	stopped := false
-	stop = func() {
-		if !stopped {
-			stopped = true
-			cancel()
-			<-done
-		}
-	}
-	t.Cleanup(stop)
+	stop = testagent.Start(t, opts)
 	return agentID, stop
 }
 

@@ -43,7 +43,7 @@ func (a *Agent) keepSpare(ctx context.Context, c *codersdk.Client) {
 		}
 		if err != nil {
 			a.log.Debug("dial a spare connection to coderd", "err", err)
-			if !waitBackoff(ctx, b) {
+			if !a.backoffWait(ctx, b, nil) {
 				return
 			}
 			continue
@@ -53,7 +53,7 @@ func (a *Agent) keepSpare(ctx context.Context, c *codersdk.Client) {
 			_ = conn.Close()
 			if ctx.Err() == nil {
 				a.log.Debug("spare connection ended before use", "err", err)
-				if !waitBackoff(ctx, b) {
+				if !a.backoffWait(ctx, b, nil) {
 					return
 				}
 			}

@@ -13,7 +13,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -119,7 +118,7 @@ func benchLoad(b *testing.B, n int) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	reads := startReaders(admin)
+	reads := startReaders(b, admin)
 	var profiling sync.WaitGroup
 	profiling.Go(func() {
 		if err := srv.saveCPUProfile("builds-cpu", 20*time.Second); err != nil {
@@ -138,7 +137,7 @@ func benchLoad(b *testing.B, n int) {
 	srv.kill()
 	srv.start(b)
 	restart := time.Since(killed)
-	storm := startReaders(admin)
+	storm := startReaders(b, admin)
 	reconnectAll, back := waitAgentsConnected(b, pool, n, killed, 3*time.Minute)
 	stormLatencies, stormErrors := storm.stop()
 	b.Logf("%d of %d agents back %s after the SIGKILL (server healthy after %s)", back, n, reconnectAll.Round(time.Millisecond), restart.Round(time.Millisecond))
@@ -453,60 +452,6 @@ func runBuilds(b *testing.B, admin *codersdk.Client, template string) (time.Dura
 		}
 	}
 	return time.Since(began), failed
-}
-
-// readers are four goroutines reading the API as a dashboard would, each
-// every 20 ms, until stop.
-type readers struct {
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
-
-	mu        sync.Mutex
-	latencies []time.Duration // of the answers 200
-	errors    int             // other answers and failed requests
-}
-
-// startReaders starts the readers, as c.
-func startReaders(c *codersdk.Client) *readers {
-	ctx, cancel := context.WithCancel(context.Background())
-	r := &readers{cancel: cancel}
-	paths := []string{"/api/v2/workspaces?limit=25", "/api/v2/users/me", "/api/v2/organizations/default/templates", "/api/v2/buildinfo"}
-	for k := range 4 {
-		r.wg.Go(func() {
-			for i := 0; ctx.Err() == nil; i++ {
-				start := time.Now()
-				resp, err := c.Request(ctx, http.MethodGet, paths[(i+k)%len(paths)], nil)
-				if err != nil {
-					if ctx.Err() == nil {
-						r.mu.Lock()
-						r.errors++
-						r.mu.Unlock()
-					}
-					continue
-				}
-				_, _ = io.Copy(io.Discard, resp.Body)
-				resp.Body.Close()
-				r.mu.Lock()
-				if resp.StatusCode != http.StatusOK {
-					r.errors++ // a refusal is not a latency
-				} else {
-					r.latencies = append(r.latencies, time.Since(start))
-				}
-				r.mu.Unlock()
-				time.Sleep(20 * time.Millisecond)
-			}
-		})
-	}
-	return r
-}
-
-// stop stops the readers and returns the latencies, sorted, and the error
-// count.
-func (r *readers) stop() ([]time.Duration, int) {
-	r.cancel()
-	r.wg.Wait()
-	slices.Sort(r.latencies)
-	return r.latencies, r.errors
 }
 
 // percentileMs is the p-th percentile (0 to 1) of sorted, in milliseconds;

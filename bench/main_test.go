@@ -7,4 +7,9 @@ import (
 	"airgapcoder/coderd/coderdtest"
 )
 
-func TestMain(m *testing.M) { os.Exit(coderdtest.RunMain(m)) }
+func TestMain(m *testing.M) {
+	if os.Getenv("BENCH_READERS") == "1" { // the load benchmarks' readers (readers_test.go)
+		os.Exit(runReaders())
+	}
+	os.Exit(coderdtest.RunMain(m))
+}

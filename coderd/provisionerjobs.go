@@ -1,13 +1,17 @@
 package coderd
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"net/http"
+	"sort"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/gin-gonic/gin"
+	"golang.org/x/sync/errgroup"
 
 	"airgapcoder/coderd/database"
 	"airgapcoder/codersdk"
@@ -29,18 +33,85 @@ func (api *API) convertJob(c *gin.Context, j database.ProvisionerJob) (codersdk.
 	if j.Status() != database.JobPending {
 		return out, nil
 	}
-	ctx := c.Request.Context()
-	pos, size, err := api.db.QueuePosition(ctx, j)
-	if err != nil {
-		return out, err
+	if v, ok := c.Get(ctxJobQueue); ok {
+		return out, v.(*jobQueueView).fill(&out, j)
 	}
-	out.QueuePosition, out.QueueSize = pos, size
-	count, available, seen, err := api.db.MatchedProvisioners(ctx, j.OrganizationID, j.Tags, api.now().Add(-daemonStaleAfter))
+	g, ctx := errgroup.WithContext(c.Request.Context())
+	g.Go(func() (err error) {
+		out.QueuePosition, out.QueueSize, err = api.db.QueuePosition(ctx, j)
+		return err
+	})
+	g.Go(func() error {
+		count, available, seen, err := api.db.MatchedProvisioners(ctx, j.OrganizationID, j.Tags, api.now().Add(-daemonStaleAfter))
+		out.MatchedProvisioners = &codersdk.MatchedProvisioners{Count: count, Available: available, MostRecentlySeen: seen}
+		return err
+	})
+	return out, g.Wait()
+}
+
+// ctxJobQueue holds the jobQueueView of a request that converts many jobs
+// (a workspace list, where every pending build would otherwise cost two
+// queries of its own).
+const ctxJobQueue = "coderd.jobqueue"
+
+// jobQueueView is one request's view of the job queue: each organization's
+// queue, and the daemons that match each tag set, read once, the first
+// time a pending job needs them.
+type jobQueueView struct {
+	api *API
+	ctx context.Context
+
+	mu      sync.Mutex
+	queues  map[string]func() ([]database.PendingJob, error)         // by organization
+	matched map[string]func() (*codersdk.MatchedProvisioners, error) // by organization and tags
+}
+
+// viewJobQueue makes the rest of c's request read the job queue once
+// (convertJob).
+func (api *API) viewJobQueue(c *gin.Context) {
+	c.Set(ctxJobQueue, &jobQueueView{
+		api: api, ctx: c.Request.Context(),
+		queues:  map[string]func() ([]database.PendingJob, error){},
+		matched: map[string]func() (*codersdk.MatchedProvisioners, error){},
+	})
+}
+
+// fill sets out's queue position and size and the daemons that match it,
+// as QueuePosition and MatchedProvisioners would for the pending job j.
+func (v *jobQueueView) fill(out *codersdk.ProvisionerJob, j database.ProvisionerJob) error {
+	tags, err := json.Marshal(j.Tags) // map keys sorted: one key per tag set
 	if err != nil {
-		return out, err
+		return err
 	}
-	out.MatchedProvisioners = &codersdk.MatchedProvisioners{Count: count, Available: available, MostRecentlySeen: seen}
-	return out, nil
+	v.mu.Lock()
+	queue, ok := v.queues[j.OrganizationID]
+	if !ok {
+		queue = sync.OnceValues(func() ([]database.PendingJob, error) { return v.api.db.PendingJobs(v.ctx, j.OrganizationID) })
+		v.queues[j.OrganizationID] = queue
+	}
+	key := j.OrganizationID + " " + string(tags)
+	matched, ok := v.matched[key]
+	if !ok {
+		matched = sync.OnceValues(func() (*codersdk.MatchedProvisioners, error) {
+			count, available, seen, err := v.api.db.MatchedProvisioners(v.ctx, j.OrganizationID, j.Tags, v.api.now().Add(-daemonStaleAfter))
+			return &codersdk.MatchedProvisioners{Count: count, Available: available, MostRecentlySeen: seen}, err
+		})
+		v.matched[key] = matched
+	}
+	v.mu.Unlock()
+	pending, err := queue()
+	if err != nil {
+		return err
+	}
+	// Position counts the jobs queued before j, and j: (created_at, id) as
+	// PostgreSQL orders them (a uuid's text sorts as its bytes).
+	out.QueueSize = len(pending)
+	out.QueuePosition = sort.Search(len(pending), func(i int) bool {
+		p := pending[i]
+		return p.CreatedAt.After(j.CreatedAt) || (p.CreatedAt.Equal(j.CreatedAt) && p.ID > j.ID)
+	})
+	out.MatchedProvisioners, err = matched()
+	return err
 }
 
 func convertLog(l database.JobLog) codersdk.ProvisionerJobLog {

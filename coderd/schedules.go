@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/gin-gonic/gin"
+	"golang.org/x/sync/errgroup"
 
 	"airgapcoder/coderd/database"
 	"airgapcoder/coderd/schedule"
@@ -230,57 +231,63 @@ func (api *API) putExtendWorkspace(c *gin.Context) error {
 	return nil
 }
 
-// fillSchedules adds the schedule fields to workspaces in their API shape.
-func (api *API) fillSchedules(ctx context.Context, out []codersdk.Workspace) error {
-	ids := make([]string, len(out))
-	builds := make([]codersdk.WorkspaceBuild, len(out))
-	for i, w := range out {
-		ids[i], builds[i] = w.ID, w.LatestBuild
-	}
-	scheds, err := api.db.WorkspaceSchedules(ctx, ids)
-	if err != nil {
+// schedulesOf reads the schedule fields of workspaces ids and the
+// deadlines of their latest builds buildIDs, at once; apply sets them on
+// the workspaces in their API shape.
+func (api *API) schedulesOf(ctx context.Context, ids, buildIDs []string) (apply func(out []codersdk.Workspace), err error) {
+	var scheds map[string]database.WorkspaceSchedule
+	var deadlines func(*codersdk.WorkspaceBuild)
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() (err error) {
+		scheds, err = api.db.WorkspaceSchedules(gctx, ids)
 		return err
-	}
-	if err := api.fillDeadlines(ctx, builds); err != nil {
+	})
+	g.Go(func() (err error) {
+		deadlines, err = api.deadlinesOf(gctx, buildIDs)
 		return err
+	})
+	if err := g.Wait(); err != nil {
+		return nil, err
 	}
-	for i := range out {
-		s := scheds[out[i].ID]
-		out[i].TTLMillis, out[i].LastUsedAt = s.TTLMillis, s.LastUsedAt
-		if s.LastUsedAt.Year() <= 1 {
-			out[i].LastUsedAt = time.Time{}
+	return func(out []codersdk.Workspace) {
+		for i := range out {
+			s := scheds[out[i].ID]
+			out[i].TTLMillis, out[i].LastUsedAt = s.TTLMillis, s.LastUsedAt
+			if s.LastUsedAt.Year() <= 1 {
+				out[i].LastUsedAt = time.Time{}
+			}
+			if s.AutostartSchedule != "" {
+				out[i].AutostartSchedule = &s.AutostartSchedule
+			}
+			deadlines(&out[i].LatestBuild)
 		}
-		if s.AutostartSchedule != "" {
-			out[i].AutostartSchedule = &s.AutostartSchedule
-		}
-		out[i].LatestBuild.Deadline, out[i].LatestBuild.MaxDeadline = builds[i].Deadline, builds[i].MaxDeadline
-	}
-	return nil
+	}, nil
 }
 
-// fillDeadlines adds each build's deadline.
-func (api *API) fillDeadlines(ctx context.Context, out []codersdk.WorkspaceBuild) error {
-	ids := make([]string, len(out))
-	for i, b := range out {
-		ids[i] = b.ID
-	}
-	deadlines, err := api.db.BuildDeadlines(ctx, ids)
-	if err != nil {
+// deadlinesOf reads the deadline and max_deadline of builds buildIDs, both
+// at once; apply sets them on a build in its API shape.
+func (api *API) deadlinesOf(ctx context.Context, buildIDs []string) (apply func(*codersdk.WorkspaceBuild), err error) {
+	var deadlines, maxDeadlines map[string]time.Time
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() (err error) {
+		deadlines, err = api.db.BuildDeadlines(gctx, buildIDs)
 		return err
-	}
-	maxDeadlines, err := api.db.BuildMaxDeadlines(ctx, ids)
-	if err != nil {
+	})
+	g.Go(func() (err error) {
+		maxDeadlines, err = api.db.BuildMaxDeadlines(gctx, buildIDs)
 		return err
+	})
+	if err := g.Wait(); err != nil {
+		return nil, err
 	}
-	for i := range out {
-		if d := deadlines[out[i].ID]; !d.IsZero() {
+	return func(b *codersdk.WorkspaceBuild) {
+		if d := deadlines[b.ID]; !d.IsZero() {
 			d = d.UTC()
-			out[i].Deadline = &d
+			b.Deadline = &d
 		}
-		if d := maxDeadlines[out[i].ID]; !d.IsZero() {
+		if d := maxDeadlines[b.ID]; !d.IsZero() {
 			d = d.UTC()
-			out[i].MaxDeadline = &d
+			b.MaxDeadline = &d
 		}
-	}
-	return nil
+	}, nil
 }

@@ -164,29 +164,27 @@ func (api *API) templateMaxTTL(ctx context.Context, templateID string) (int64, e
 	return scheds[templateID].MaxTTLMillis, nil
 }
 
-// fillDormancy adds each workspace's dormant_at and deleting_at.
-func (api *API) fillDormancy(ctx context.Context, out []codersdk.Workspace) error {
-	ids := make([]string, len(out))
-	for i, w := range out {
-		ids[i] = w.ID
-	}
+// dormancyOf reads the dormant_at and deleting_at of workspaces ids; apply
+// sets them on the workspaces in their API shape.
+func (api *API) dormancyOf(ctx context.Context, ids []string) (apply func(out []codersdk.Workspace), err error) {
 	ds, err := api.db.WorkspaceDormancies(ctx, ids)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	for i := range out {
-		d, ok := ds[out[i].ID]
-		if !ok {
-			continue
+	return func(out []codersdk.Workspace) {
+		for i := range out {
+			d, ok := ds[out[i].ID]
+			if !ok {
+				continue
+			}
+			at := d.DormantAt.UTC()
+			out[i].DormantAt = &at
+			if !d.DeletingAt.IsZero() {
+				del := d.DeletingAt.UTC()
+				out[i].DeletingAt = &del
+			}
 		}
-		at := d.DormantAt.UTC()
-		out[i].DormantAt = &at
-		if !d.DeletingAt.IsZero() {
-			del := d.DeletingAt.UTC()
-			out[i].DeletingAt = &del
-		}
-	}
-	return nil
+	}, nil
 }
 
 // refuseDormant refuses to start a dormant workspace, saying how to make

@@ -1,6 +1,7 @@
 package coderd
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"github.com/gin-gonic/gin"
+	"golang.org/x/sync/errgroup"
 
 	"airgapcoder/coderd/database"
 	"airgapcoder/codersdk"
@@ -350,7 +352,7 @@ func convertApps(apps []database.App) []codersdk.WorkspaceApp {
 
 // agentLiveState loads what the agents of resources reported: runtime and
 // latest metadata results, keyed by agent id.
-func (api *API) agentLiveState(c *gin.Context, resources map[string][]database.Resource) (map[string]agentLive, error) {
+func (api *API) agentLiveState(ctx context.Context, resources map[string][]database.Resource) (map[string]agentLive, error) {
 	var ids []string
 	for _, rs := range resources {
 		for _, r := range rs {
@@ -359,13 +361,18 @@ func (api *API) agentLiveState(c *gin.Context, resources map[string][]database.R
 			}
 		}
 	}
-	ctx := c.Request.Context()
-	runtimes, err := api.db.AgentRuntimes(ctx, ids)
-	if err != nil {
-		return nil, err
-	}
-	results, err := api.db.AgentMetadataResults(ctx, ids)
-	if err != nil {
+	var runtimes map[string]database.AgentRuntime
+	var results map[string]map[string]database.AgentMetadataResult
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() (err error) {
+		runtimes, err = api.db.AgentRuntimes(gctx, ids)
+		return err
+	})
+	g.Go(func() (err error) {
+		results, err = api.db.AgentMetadataResults(gctx, ids)
+		return err
+	})
+	if err := g.Wait(); err != nil {
 		return nil, err
 	}
 	out := make(map[string]agentLive, len(ids))

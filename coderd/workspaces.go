@@ -1,6 +1,7 @@
 package coderd
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/http"
@@ -8,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/gin-gonic/gin"
+	"golang.org/x/sync/errgroup"
 
 	"airgapcoder/coderd/database"
 	"airgapcoder/codersdk"
@@ -76,12 +78,12 @@ func (api *API) convertResources(rs []database.Resource, live map[string]agentLi
 
 // resourcesOf loads the resources (with their agents' live state) of the
 // given jobs, converted, keyed by job id.
-func (api *API) resourcesOf(c *gin.Context, jobIDs []string) (func(jobID string) []codersdk.WorkspaceResource, error) {
-	resources, err := api.db.ResourcesByJobIDs(c.Request.Context(), jobIDs)
+func (api *API) resourcesOf(ctx context.Context, jobIDs []string) (func(jobID string) []codersdk.WorkspaceResource, error) {
+	resources, err := api.db.ResourcesByJobIDs(ctx, jobIDs)
 	if err != nil {
 		return nil, err
 	}
-	live, err := api.agentLiveState(c, resources)
+	live, err := api.agentLiveState(ctx, resources)
 	if err != nil {
 		return nil, err
 	}
@@ -119,11 +121,22 @@ func (api *API) convertBuild(c *gin.Context, w database.Workspace, b database.Wo
 // convertBuilds turns builds into their API shape.
 func (api *API) convertBuilds(c *gin.Context, w database.Workspace, bs []database.WorkspaceBuild) ([]codersdk.WorkspaceBuild, error) {
 	jobIDs := make([]string, len(bs))
+	buildIDs := make([]string, len(bs))
 	for i, b := range bs {
-		jobIDs[i] = b.Job.ID
+		jobIDs[i], buildIDs[i] = b.Job.ID, b.ID
 	}
-	resources, err := api.resourcesOf(c, jobIDs)
-	if err != nil {
+	var resources func(string) []codersdk.WorkspaceResource
+	var deadlines func(*codersdk.WorkspaceBuild)
+	g, gctx := errgroup.WithContext(c.Request.Context())
+	g.Go(func() (err error) {
+		resources, err = api.resourcesOf(gctx, jobIDs)
+		return err
+	})
+	g.Go(func() (err error) {
+		deadlines, err = api.deadlinesOf(gctx, buildIDs)
+		return err
+	})
+	if err := g.Wait(); err != nil {
 		return nil, err
 	}
 	out := make([]codersdk.WorkspaceBuild, 0, len(bs))
@@ -132,20 +145,43 @@ func (api *API) convertBuilds(c *gin.Context, w database.Workspace, bs []databas
 		if err != nil {
 			return nil, err
 		}
+		deadlines(&cb)
 		out = append(out, cb)
 	}
-	return out, api.fillDeadlines(c.Request.Context(), out)
+	return out, nil
 }
 
+// convertWorkspaces turns workspaces into their API shape. What it reads
+// besides them (resources and agents, dormancy, schedules and deadlines)
+// is read at once: a dashboard's list costs the longest of those round
+// trips, not their sum.
 func (api *API) convertWorkspaces(c *gin.Context, ws []database.Workspace) ([]codersdk.Workspace, error) {
+	ids := make([]string, len(ws))
 	jobIDs := make([]string, len(ws))
+	buildIDs := make([]string, len(ws))
 	for i, w := range ws {
-		jobIDs[i] = w.LatestBuild.Job.ID
+		ids[i], jobIDs[i], buildIDs[i] = w.ID, w.LatestBuild.Job.ID, w.LatestBuild.ID
 	}
-	resources, err := api.resourcesOf(c, jobIDs)
-	if err != nil {
+	var resources func(string) []codersdk.WorkspaceResource
+	var dormancy, schedules func([]codersdk.Workspace)
+	g, gctx := errgroup.WithContext(c.Request.Context())
+	g.Go(func() (err error) {
+		resources, err = api.resourcesOf(gctx, jobIDs)
+		return err
+	})
+	g.Go(func() (err error) {
+		dormancy, err = api.dormancyOf(gctx, ids) // templateschedules.go
+		return err
+	})
+	g.Go(func() (err error) {
+		schedules, err = api.schedulesOf(gctx, ids, buildIDs) // schedules.go
+		return err
+	})
+	if err := g.Wait(); err != nil {
 		return nil, err
 	}
+	// Pending builds read the job queue once for the whole list.
+	api.viewJobQueue(c)
 	out := make([]codersdk.Workspace, 0, len(ws))
 	for _, w := range ws {
 		latest, err := api.convertBuild(c, w, w.LatestBuild, resources)
@@ -159,10 +195,9 @@ func (api *API) convertWorkspaces(c *gin.Context, ws []database.Workspace) ([]co
 			LatestBuild: latest,
 		})
 	}
-	if err := api.fillDormancy(c.Request.Context(), out); err != nil { // templateschedules.go
-		return nil, err
-	}
-	return out, api.fillSchedules(c.Request.Context(), out)
+	dormancy(out)
+	schedules(out)
+	return out, nil
 }
 
 func (api *API) writeWorkspace(c *gin.Context, status int, w database.Workspace) error {

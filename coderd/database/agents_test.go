@@ -176,22 +176,7 @@ func TestAgentLivenessQueries(t *testing.T) {
 	}
 
 	// Connections: recorded as a heartbeat, and each announced.
-	ps := database.NewPubsub(s.url, slog.New(slog.DiscardHandler), database.ChannelAgentConnection)
-	announced := make(chan string, 16)
-	ps.Subscribe(database.ChannelAgentConnection, func(id string) {
-		if id != "" { // "": the listener (re)connected
-			announced <- id
-		}
-	})
-	psCtx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() { defer close(done); _ = ps.Run(psCtx) }()
-	defer func() { cancel(); <-done }()
-	select {
-	case <-ps.Ready():
-	case <-time.After(15 * time.Second):
-		t.Fatal("the pubsub did not listen within 15s")
-	}
+	announced := listen(t, s.url, database.ChannelAgentConnection)
 	connected := later.Add(time.Second)
 	if err := db.ConnectAgents(ctx, []string{oldA, agentB}, connected, ""); err != nil {
 		t.Fatal(err)

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -115,4 +116,28 @@ func ownerRows(org, user, file string) []row {
 		{`INSERT INTO users (id, email, username, hashed_password, created_at, updated_at, last_seen_at) VALUES ($1, 'alice@example.com', 'alice', '\x00', now(), now(), now())`, []any{user}},
 		{`INSERT INTO files (id, hash, created_by, mimetype, data, created_at) VALUES ($1, 'h', $2, 'application/x-tar', '\x00', now())`, []any{file, user}},
 	}
+}
+
+// listen runs a pubsub on url, subscribed to channel, until the test ends,
+// and returns the payloads it hears (not the "" of a (re)connection). It
+// returns once the pubsub listens.
+func listen(t *testing.T, url, channel string) <-chan string {
+	t.Helper()
+	ps := database.NewPubsub(url, slog.New(slog.DiscardHandler), channel)
+	heard := make(chan string, 64)
+	ps.Subscribe(channel, func(p string) {
+		if p != "" {
+			heard <- p
+		}
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = ps.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	select {
+	case <-ps.Ready():
+	case <-time.After(15 * time.Second):
+		t.Fatalf("the pubsub on %s did not listen within 15s", channel)
+	}
+	return heard
 }

@@ -230,6 +230,21 @@ func (db *DB) QueuePosition(ctx context.Context, j ProvisionerJob) (position, si
 	return q.Position, q.Size, err
 }
 
+// PendingJob is a job in its organization's queue: not started, not
+// canceled, not completed.
+type PendingJob struct {
+	ID        string    `db:"id"`
+	CreatedAt time.Time `db:"created_at"`
+}
+
+// PendingJobs returns the organization's queue, oldest first: what
+// QueuePosition counts, for every job at once.
+func (db *DB) PendingJobs(ctx context.Context, organizationID string) ([]PendingJob, error) {
+	return collectAll[PendingJob](db.q().Query(ctx, `SELECT id, created_at FROM provisioner_jobs
+		WHERE organization_id = $1 AND started_at IS NULL AND canceled_at IS NULL AND completed_at IS NULL
+		ORDER BY created_at, id`, organizationID))
+}
+
 // JobLog is a row of provisioner_job_logs.
 type JobLog struct {
 	ID        int64     `db:"id"`

@@ -2,7 +2,6 @@ package database_test
 
 import (
 	"context"
-	"log/slog"
 	"strings"
 	"testing"
 	"time"
@@ -32,22 +31,7 @@ func TestPoolParametersInURL(t *testing.T) {
 		t.Errorf("pool size: got %d, want 40 (pool_max_conns)", got)
 	}
 
-	ps := database.NewPubsub(url, slog.New(slog.DiscardHandler), database.ChannelAgentConnection)
-	heard := make(chan string, 4)
-	ps.Subscribe(database.ChannelAgentConnection, func(p string) {
-		if p != "" {
-			heard <- p
-		}
-	})
-	psCtx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() { defer close(done); _ = ps.Run(psCtx) }()
-	defer func() { cancel(); <-done }()
-	select {
-	case <-ps.Ready():
-	case <-time.After(15 * time.Second):
-		t.Fatal("the pubsub did not listen within 15s on a URL with pool parameters")
-	}
+	heard := listen(t, url, database.ChannelAgentConnection) // a URL with pool parameters
 	if err := db.Notify(ctx, database.ChannelAgentConnection, "hello"); err != nil {
 		t.Fatal(err)
 	}
