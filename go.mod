@@ -48,7 +48,7 @@ require (
 )
 
 require (
-	github.com/coder/quartz v0.3.1 // indirect
+	github.com/coder/quartz v0.3.1
 	github.com/dustin/go-humanize v1.1.0
 	github.com/go-jose/go-jose/v4 v4.1.4 // indirect
 )
