@@ -178,15 +178,21 @@ func (m *Manager) Run(ctx context.Context) error {
 
 // heartbeat refreshes this replica's row (recreating it should another
 // replica have deleted it after a long pause) and forgets long-dead ones.
+//
+// Shutting down does not cancel a heartbeat in flight: a cancelled query
+// may still commit on the server after pgx has given up on it, and so
+// after leave's delete, bringing this replica's row back to life for
+// MaxAge (an upgrade started right after it would see it). The write gets
+// MaxAge of its own instead: a heartbeat later than that is stale anyway.
 func (m *Manager) heartbeat(ctx context.Context) {
 	m.mu.Lock()
 	self := m.self
 	m.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), m.MaxAge())
+	defer cancel()
 	updated, err := m.db.UpsertReplica(ctx, self)
 	if err != nil {
-		if ctx.Err() == nil {
-			m.log.Warn("replica heartbeat", "err", err)
-		}
+		m.log.Warn("replica heartbeat", "err", err)
 		return
 	}
 	m.mu.Lock()
