@@ -3,10 +3,12 @@ package database_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 
 	"airgapcoder/coderd/database"
 )
@@ -340,5 +342,72 @@ func TestWorkspaceQueries(t *testing.T) {
 	}
 	if now := db.Now(); now.Location() != time.UTC {
 		t.Fatalf("now: got %v, want a UTC time", now)
+	}
+}
+
+// TestWorkspacePages seeds 3,000 workspaces of 100 owners, inserted in
+// another order than the list's. Pages of the list put together are the
+// whole list, by owner's username then name; and a page is read from
+// migration 000019's indexes, not by sorting every live workspace (a
+// dashboard on a large site reads the first page many times a second).
+func TestWorkspacePages(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := openQueryDB(t)
+	org, user, file := uuid.NewString(), uuid.NewString(), uuid.NewString()
+	seed(t, db.Pool(), ownerRows(org, user, file)...)
+	job, err := db.InsertJob(ctx, database.InsertJobParams{OrganizationID: org, InitiatorID: user, Type: database.JobTypeTemplateVersionImport, FileID: file})
+	must(t, "insert job", err)
+	v, err := db.InsertTemplateVersion(ctx, database.TemplateVersion{OrganizationID: org, Name: "v1", JobID: job.ID, CreatedBy: user})
+	must(t, "insert version", err)
+	tpl, err := db.InsertTemplate(ctx, database.Template{OrganizationID: org, Name: "tpl", ActiveVersionID: v.ID, CreatedBy: user})
+	must(t, "insert template", err)
+	// user000..user099 and ws00..ws29 each, in a scrambled order; a
+	// workspace's job and build share its id.
+	seed(t, db.Pool(),
+		row{`INSERT INTO users (id, email, username, hashed_password, created_at, updated_at, last_seen_at)
+			SELECT gen_random_uuid(), n || '@example.com', n, '\x00', now(), now(), now()
+			FROM generate_series(1, 100) g, LATERAL (SELECT 'user' || lpad((g * 37 % 100)::text, 3, '0') AS n) u`, nil},
+		row{`INSERT INTO workspaces (id, organization_id, owner_id, template_id, name, created_at, updated_at)
+			SELECT gen_random_uuid(), $1, u.id, $2, 'ws' || lpad((g * 7 % 30)::text, 2, '0'), now(), now()
+			FROM users u, generate_series(1, 30) g WHERE u.username LIKE 'user%'`, []any{org, tpl.ID}},
+		row{`INSERT INTO provisioner_jobs (id, created_at, updated_at, organization_id, initiator_id, type, input, tags, file_id)
+			SELECT id, now(), now(), $1, $2, $3, '{}', '{}', $4 FROM workspaces`, []any{org, user, database.JobTypeWorkspaceBuild, file}},
+		row{`INSERT INTO workspace_builds (id, workspace_id, template_version_id, build_number, transition, initiator_id, job_id, created_at, updated_at)
+			SELECT id, id, $1, 1, 'start', owner_id, id, now(), now() FROM workspaces`, []any{v.ID}},
+		row{`ANALYZE users, workspaces, provisioner_jobs, workspace_builds`, nil},
+	)
+
+	var got []string
+	var lastKey string
+	for offset := 0; ; offset += 250 {
+		page, count, err := db.Workspaces(ctx, database.WorkspaceFilter{Limit: 250, Offset: offset})
+		must(t, "workspaces page", err)
+		if count != 3000 {
+			t.Fatalf("count: got %d, want 3000", count)
+		}
+		if len(page) == 0 {
+			break
+		}
+		for _, w := range page {
+			key := w.OwnerName + "/" + w.Name
+			if key <= lastKey {
+				t.Fatalf("at %d: %s after %s, want owners by username then names", len(got), key, lastKey)
+			}
+			lastKey = key
+			got = append(got, w.ID)
+		}
+	}
+	if len(got) != 3000 || lastKey != "user099/ws29" {
+		t.Fatalf("pages put together: %d workspaces ending with %s, want 3000 ending with user099/ws29", len(got), lastKey)
+	}
+
+	q, args := database.WorkspacePageQuery(database.WorkspaceFilter{Limit: 25})
+	rows, err := db.Pool().Query(ctx, "EXPLAIN "+q, args...)
+	plan, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	must(t, "explain", err)
+	text := strings.Join(plan, "\n")
+	if !strings.Contains(text, "workspaces_owner_name_order") || strings.Contains(text, "Seq Scan on workspaces") {
+		t.Errorf("the first page of 3,000 workspaces does not come from the list's indexes:\n%s", text)
 	}
 }

@@ -190,6 +190,23 @@ func (f WorkspaceFilter) where() (string, []any) {
 	return " WHERE " + strings.Join(conds, " AND "), args
 }
 
+// page is the query of the ids of the filter's page, in the list's order,
+// given its where clause. It picks the page from workspaces and owners
+// alone: sorting the full select would look up every workspace's latest
+// build and job first (55ms for a page of 100 out of 10,000 instead of
+// 5ms). Migration 000019's indexes give the order without sorting every
+// live workspace (TestWorkspacePages).
+func (f WorkspaceFilter) page(where string) string {
+	page := `SELECT w.id FROM workspaces w JOIN users u ON u.id = w.owner_id` + where + ` ORDER BY u.username, w.name`
+	if f.Limit > 0 {
+		page += fmt.Sprintf(" LIMIT %d", f.Limit)
+	}
+	if f.Offset > 0 {
+		page += fmt.Sprintf(" OFFSET %d", f.Offset)
+	}
+	return page
+}
+
 // Workspaces lists live workspaces by owner and name, with the total count
 // that matches the filter.
 func (db *DB) Workspaces(ctx context.Context, f WorkspaceFilter) ([]Workspace, int, error) {
@@ -209,17 +226,10 @@ func (db *DB) Workspaces(ctx context.Context, f WorkspaceFilter) ([]Workspace, i
 	}
 	q := workspaceSelect + where + ` ORDER BY u.username, w.name`
 	if f.Limit > 0 || f.Offset > 0 {
-		// Pick the page from workspaces and owners alone: sorting the full
-		// select would look up every workspace's latest build and job first
-		// (55ms for a page of 100 out of 10,000 instead of 5ms).
-		page := `SELECT w.id FROM workspaces w JOIN users u ON u.id = w.owner_id` + where + ` ORDER BY u.username, w.name`
-		if f.Limit > 0 {
-			page += fmt.Sprintf(" LIMIT %d", f.Limit)
-		}
-		if f.Offset > 0 {
-			page += fmt.Sprintf(" OFFSET %d", f.Offset)
-		}
-		q = workspaceSelect + ` WHERE w.id IN (` + page + `) ORDER BY u.username, w.name`
+		// = ANY(ARRAY(…)) rather than IN (…): the page's ids are looked up
+		// by primary key, where IN would hash-join a scan of every
+		// workspace against them.
+		q = workspaceSelect + ` WHERE w.id = ANY(ARRAY(` + f.page(where) + `)) ORDER BY u.username, w.name`
 	}
 	rows, err := db.q().Query(ctx, q, args...)
 	ws, err := collectAllBy(rows, err, rowToWorkspace)
