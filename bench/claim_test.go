@@ -71,7 +71,9 @@ func benchmarkJobClaim(b *testing.B, n int) {
 		phase := time.Duration(i) * pollInterval / time.Duration(n)
 		wg.Go(func() { poll.poll(ctx, pollDB, dm, rec, phase) })
 	}
-	time.Sleep(pollInterval + settle) // every claimer is waiting
+	// Every claimer is waiting after this: a long-poll's open acquire and
+	// a poller's first tick cannot be observed from here.
+	time.Sleep(pollInterval + settle)
 
 	transitions := []codersdk.WorkspaceTransition{codersdk.WorkspaceTransitionStop, codersdk.WorkspaceTransitionStart}
 	i := 0
@@ -87,6 +89,8 @@ func benchmarkJobClaim(b *testing.B, n int) {
 		if err := poll.once(ctx, owner, tr); err != nil {
 			b.Fatal(err)
 		}
+		// The daemon that completed the job gets back into its long-poll
+		// (settle): nothing tells when its acquire is open again.
 		time.Sleep(settle)
 	}
 

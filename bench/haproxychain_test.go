@@ -12,6 +12,7 @@ import (
 	"airgapcoder/certs"
 	"airgapcoder/internal/testhaproxy"
 	"airgapcoder/internal/testport"
+	"airgapcoder/internal/testwait"
 )
 
 // haproxyChain starts three HAProxy processes in a chain in front of target
@@ -80,16 +81,12 @@ backend next
 // port; why says what to show if nothing does.
 func waitListening(b *testing.B, port int, why func() string) {
 	b.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	testwait.For(b, 10*time.Second, fmt.Sprintf("something listening on %d", port), func() (bool, string) {
 		c, err := net.Dial("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
-		if err == nil {
-			_ = c.Close()
-			return
+		if err != nil {
+			return false, fmt.Sprintf("%v\n%s", err, why())
 		}
-		if time.Now().After(deadline) {
-			b.Fatalf("nothing listens on %d: %v\n%s", port, err, why())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		_ = c.Close()
+		return true, ""
+	})
 }

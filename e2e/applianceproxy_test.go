@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"airgapcoder/codersdk"
+	"airgapcoder/internal/testwait"
 )
 
 // TestApplianceProxy is the proxy role of the appliance (docs/wsproxy.md):
@@ -225,8 +226,8 @@ func (e *env) startUp(dir, logPath string) *exec.Cmd {
 // time), failing after timeout with what it last saw.
 func (e *env) waitProxyStatus(cli []string, name string, want codersdk.ProxyHealthStatus, seenAfter time.Time, timeout time.Duration) {
 	e.t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
+	what := fmt.Sprintf("workspace proxy %s %s (last seen after %s)", name, want, seenAfter.Format(time.RFC3339Nano))
+	testwait.For(e.t, timeout, what, func() (bool, string) {
 		var proxies []codersdk.WorkspaceProxy
 		out := e.coderEnv(cli, "wsproxy", "ls", "-o", "json")
 		if err := json.Unmarshal([]byte(out), &proxies); err != nil {
@@ -234,14 +235,11 @@ func (e *env) waitProxyStatus(cli []string, name string, want codersdk.ProxyHeal
 		}
 		for _, p := range proxies {
 			if p.Name == name && p.Status.Status == want && p.LastSeenAt.After(seenAfter) {
-				return
+				return true, ""
 			}
 		}
-		if time.Now().After(deadline) {
-			e.t.Fatalf("workspace proxy %s is not %s (last seen after %s) within %s:\n%s", name, want, seenAfter.Format(time.RFC3339Nano), timeout, out)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return false, "coder wsproxy ls -o json:\n" + out
+	})
 }
 
 // processTree is pid and its descendants, parents first.

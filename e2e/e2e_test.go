@@ -25,6 +25,7 @@ import (
 	"airgapcoder/internal/connecttrace"
 	"airgapcoder/internal/syncbuf"
 	"airgapcoder/internal/testprovider"
+	"airgapcoder/internal/testwait"
 	"airgapcoder/internal/upstreamtest"
 )
 
@@ -202,7 +203,7 @@ registries:
 			// Should a step fail: the appliance first (killing strace would
 			// leave what it traces running), then strace.
 			signalAppliance(dir, up.Process.Pid, syscall.SIGTERM)
-			time.Sleep(2 * time.Second)
+			testwait.Until(2*time.Second, func() bool { return len(signalAppliance(dir, up.Process.Pid, 0)) == 0 })
 			signalAppliance(dir, up.Process.Pid, syscall.SIGKILL)
 			_ = up.Process.Kill()
 			// Rootless podman's pause process, which outlives the
@@ -266,17 +267,10 @@ registries:
 			t.Fatal(err)
 		}
 		devURL := accessURL + "/@admin/ws/ports/18080/hello.txt"
-		deadline := time.Now().Add(30 * time.Second)
-		for {
+		testwait.For(t, 30*time.Second, "curl --cacert "+devURL, func() (bool, string) {
 			out, err := e.inNetns("curl", "-sSf", "-m", "5", "--cacert", caFile, "-H", "Coder-Session-Token: "+string(token), devURL).CombinedOutput()
-			if err == nil && string(out) == "hello over https\n" {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("curl --cacert %s: %v\n%s", devURL, err, out)
-			}
-			time.Sleep(300 * time.Millisecond)
-		}
+			return err == nil && string(out) == "hello over https\n", fmt.Sprintf("%v\n%s", err, out)
+		})
 
 		// coder port-forward over HTTPS: every curl is a new connection,
 		// made on one prepared ahead, its request sent before coderd answers.
@@ -287,13 +281,9 @@ registries:
 			t.Fatal(err)
 		}
 		defer func() { _ = pf.Process.Kill(); _ = pf.Wait() }()
-		pfDeadline := time.Now().Add(30 * time.Second)
-		for !strings.Contains(pfErr.String(), "Forwarding") {
-			if time.Now().After(pfDeadline) {
-				t.Fatalf("coder port-forward did not start: %s", pfErr.String())
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
+		testwait.For(t, 30*time.Second, "coder port-forward to start", func() (bool, string) {
+			return strings.Contains(pfErr.String(), "Forwarding"), pfErr.String()
+		})
 		for i := range 5 {
 			if out := e.curl("http://127.0.0.1:18081/hello.txt"); out != "hello over https\n" {
 				t.Fatalf("curl %d through coder port-forward: %q\nport-forward: %s", i, out, pfErr.String())
@@ -440,13 +430,10 @@ registries:
 		if len(pids) != 2 {
 			t.Fatalf("appliance up processes: %v, want root's and the service user's", pids)
 		}
-		deadline := time.Now().Add(90 * time.Second)
-		for len(signalAppliance(dir, up.Process.Pid, 0)) > 0 {
-			if time.Now().After(deadline) {
-				t.Fatal("appliance did not stop within 90s")
-			}
-			time.Sleep(200 * time.Millisecond)
-		}
+		testwait.For(t, 90*time.Second, "appliance to stop", func() (bool, string) {
+			left := signalAppliance(dir, up.Process.Pid, 0)
+			return len(left) == 0, fmt.Sprintf("appliance up processes still running: %v", left)
+		})
 		_ = up.Process.Kill() // strace blocks every other signal (-o FILE: -I 3); what it traced runs on
 		_ = up.Wait()
 		b, err := os.ReadFile(trace)
@@ -470,14 +457,14 @@ registries:
 		if err := again.Start(); err != nil {
 			t.Fatal(err)
 		}
-		deadline := time.Now().Add(2 * time.Minute)
-		for !e.curlOK(accessURL+"/healthz", "--cacert", caFile) {
-			if time.Now().After(deadline) {
+		defer func() {
+			// Should the restart not become healthy: not left running.
+			if again.ProcessState == nil {
 				_ = again.Process.Kill()
-				t.Fatal("no healthy restart within 2m")
+				_ = again.Wait()
 			}
-			time.Sleep(100 * time.Millisecond)
-		}
+		}()
+		e.waitHealthy(accessURL, caFile, filepath.Join(work, "up2.log"), 2*time.Minute)
 		_ = again.Process.Signal(syscall.SIGTERM)
 		if err := again.Wait(); err != nil {
 			t.Fatalf("restarted appliance exited with %v", err)
@@ -581,14 +568,13 @@ func (e *env) buildBundle(cfg string) {
 // with the CA in caFile), failing with the end of its log after timeout.
 func (e *env) waitHealthy(url, caFile, logPath string, timeout time.Duration) {
 	e.t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !e.curlOK(url+"/healthz", "--cacert", caFile) {
-		if time.Now().After(deadline) {
-			b, _ := os.ReadFile(logPath)
-			e.t.Fatalf("appliance %s not healthy after %s:\n%s", url, timeout, tail(string(b), 40))
+	testwait.For(e.t, timeout, "appliance "+url+" healthy", func() (bool, string) {
+		if e.curlOK(url+"/healthz", "--cacert", caFile) {
+			return true, ""
 		}
-		time.Sleep(250 * time.Millisecond)
-	}
+		b, _ := os.ReadFile(logPath)
+		return false, "its log ends:\n" + tail(string(b), 40)
+	})
 }
 
 func tail(s string, n int) string {
@@ -603,10 +589,13 @@ func tail(s string, n int) string {
 // (with the CLI environment env, the admin's when empty).
 func (e *env) waitAgentReady(workspace string, env ...string) {
 	e.t.Helper()
-	deadline := time.Now().Add(2 * time.Minute)
-	for {
+	testwait.For(e.t, 2*time.Minute, workspace+": agent connected and ready", func() (bool, string) {
 		var w struct {
 			LatestBuild struct {
+				Job struct {
+					Status string `json:"status"`
+					Error  string `json:"error"`
+				} `json:"job"`
 				Resources []struct {
 					Agents []struct {
 						Status         string `json:"status"`
@@ -621,15 +610,12 @@ func (e *env) waitAgentReady(workspace string, env ...string) {
 		for _, r := range w.LatestBuild.Resources {
 			for _, a := range r.Agents {
 				if a.Status == "connected" && a.LifecycleState == "ready" {
-					return
+					return true, ""
 				}
 			}
 		}
-		if time.Now().After(deadline) {
-			e.t.Fatalf("%s: agent not connected and ready after 2m: %+v\n%s", workspace, w, e.coderEnv(env, "show", workspace))
-		}
-		time.Sleep(500 * time.Millisecond)
-	}
+		return false, fmt.Sprintf("%+v", w)
+	})
 }
 
 // podman runs podman as the appliance's service user, as its provisioners

@@ -23,6 +23,7 @@ import (
 	"airgapcoder/codersdk"
 	"airgapcoder/internal/testidp"
 	"airgapcoder/internal/testport"
+	"airgapcoder/internal/testwait"
 )
 
 // TestApplianceOIDC is single sign-on on an installed appliance, through
@@ -248,8 +249,7 @@ func (e *env) upOnHost(dir, access, logPath string) (stop func()) {
 	// The appliance CA exists once the first up has made it.
 	ca := filepath.Join(dir, "certs", "ca.pem")
 	var hc *http.Client
-	deadline := time.Now().Add(3 * time.Minute)
-	for {
+	testwait.For(e.t, 3*time.Minute, "appliance "+access+" healthy", func() (bool, string) {
 		if _, err := os.Stat(ca); hc == nil && err == nil {
 			hc = newSSOBrowser(e.t, ca)
 			hc.Timeout = 2 * time.Second
@@ -258,7 +258,7 @@ func (e *env) upOnHost(dir, access, logPath string) (stop func()) {
 			if res, err := hc.Get(access + "/healthz"); err == nil {
 				res.Body.Close()
 				if res.StatusCode == http.StatusOK {
-					return stop
+					return true, ""
 				}
 			}
 		}
@@ -269,12 +269,10 @@ func (e *env) upOnHost(dir, access, logPath string) (stop func()) {
 			e.t.Fatalf("appliance up exited (%v):\n%s", err, tail(string(b), 40))
 		default:
 		}
-		if time.Now().After(deadline) {
-			b, _ := os.ReadFile(logPath)
-			e.t.Fatalf("appliance %s not healthy after 3m:\n%s", access, tail(string(b), 40))
-		}
-		time.Sleep(250 * time.Millisecond)
-	}
+		b, _ := os.ReadFile(logPath)
+		return false, "its log ends:\n" + tail(string(b), 40)
+	})
+	return stop
 }
 
 // cli runs the coder binary on the host with CODER_CONFIG_DIR=config and

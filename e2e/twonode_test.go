@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"airgapcoder/internal/testprovider"
+	"airgapcoder/internal/testwait"
 )
 
 // TestApplianceTwoNodes is the multi-node appliance: one bundle installed
@@ -95,19 +96,19 @@ templates:
 	// one of them it crosses from node to node.
 	var holder string
 	e.step("the agent's node", func() {
-		deadline := time.Now().Add(2 * time.Minute)
-		for holder == "" {
-			out, _ := e.inNetns("runuser", "-u", "postgres", "--", "/usr/lib/postgresql/15/bin/psql", "-h", "127.0.0.1", "-p", fmt.Sprint(pgPort),
+		testwait.For(t, 2*time.Minute, "the agent connected to either node", func() (bool, string) {
+			psql := e.inNetns("runuser", "-u", "postgres", "--", "/usr/lib/postgresql/15/bin/psql", "-h", "127.0.0.1", "-p", fmt.Sprint(pgPort),
 				"-U", "postgres", "-d", "coder", "-Atc",
-				"SELECT r.relay_address FROM workspace_agents a JOIN replicas r ON r.id = a.connected_replica_id").CombinedOutput()
+				"SELECT r.relay_address FROM workspace_agents a JOIN replicas r ON r.id = a.connected_replica_id")
+			var stderr strings.Builder
+			psql.Stderr = &stderr
+			out, err := psql.Output()
+			if err != nil {
+				return false, fmt.Sprintf("psql: %v\n%s", err, stderr.String())
+			}
 			holder = strings.TrimSpace(string(out))
-			if time.Now().After(deadline) {
-				t.Fatal("the agent did not connect to either node within 2m")
-			}
-			if holder == "" {
-				time.Sleep(time.Second)
-			}
-		}
+			return holder != "", "no agent has a connected replica"
+		})
 		fmt.Printf("e2e the agent is connected to %s\n", holder)
 	})
 	for i, cli := range [][]string{one, two} {

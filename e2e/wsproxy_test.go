@@ -23,6 +23,7 @@ import (
 	"airgapcoder/internal/testbin"
 	"airgapcoder/internal/testprovider"
 	"airgapcoder/internal/testregions"
+	"airgapcoder/internal/testwait"
 )
 
 // regionDelay is the one-way delay between the two regions: a round trip
@@ -184,28 +185,23 @@ func TestWorkspaceProxyRegions(t *testing.T) {
 	step("proxy restarted: wsproxy ls shows it ok", func() {
 		d.StartProxy()
 		restarted := time.Now()
-		deadline := restarted.Add(30 * time.Second)
-		for {
+		took := testwait.For(t, 30*time.Second, "restarted proxy ok", func() (bool, string) {
 			p := regionProxyStatus(t, d)
-			if p.Status.Status == codersdk.ProxyHealthy {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("restarted proxy: status %q (%v), want ok within 30s\n%s", p.Status.Status, p.Status.Report.Errors, d.Proxy().Tail(30))
-			}
-			time.Sleep(200 * time.Millisecond)
-		}
-		logf("e2e restart -> ok in %s\n%s", time.Since(restarted).Round(time.Millisecond), d.Run("wsproxy", "ls"))
+			return p.Status.Status == codersdk.ProxyHealthy, fmt.Sprintf("status %q (%v)\n%s", p.Status.Status, p.Status.Report.Errors, d.Proxy().Tail(30))
+		})
+		logf("e2e restart -> ok in %s\n%s", took.Round(time.Millisecond), d.Run("wsproxy", "ls"))
 		// The agent, on the primary meanwhile, comes back to the proxy
 		// once the proxy's /healthz answers 200 (it asks every 5 s), and
-		// coder ssh goes through it again.
-		for !strings.Contains(d.Proxy().Output(), "workspace agent connected") {
-			if time.Since(restarted) > 30*time.Second {
-				agentLog, _ := os.ReadFile(filepath.Join(d.Dir, "workspaces", "admin", "ws", ".coder-agent.log"))
-				t.Fatalf("the agent did not come back to the restarted proxy within 30s\nagent log:\n%s\nproxy:\n%s", agentLog, d.Proxy().Tail(20))
+		// coder ssh goes through it again: within 30 s of the restart.
+		back, backCancel := context.WithDeadline(ctx, restarted.Add(30*time.Second))
+		defer backCancel()
+		testwait.ForCtx(back, t, "the agent back on the restarted proxy (30s after the restart)", func() (bool, string) {
+			if strings.Contains(d.Proxy().Output(), "workspace agent connected") {
+				return true, ""
 			}
-			time.Sleep(100 * time.Millisecond)
-		}
+			agentLog, _ := os.ReadFile(filepath.Join(d.Dir, "workspaces", "admin", "ws", ".coder-agent.log"))
+			return false, fmt.Sprintf("agent log:\n%s\nproxy:\n%s", agentLog, d.Proxy().Tail(20))
+		})
 		d.WaitAgentReady()
 		logf("e2e the agent is connected to the proxy again %s after the restart", time.Since(restarted).Round(time.Millisecond))
 		if agentLog, err := os.ReadFile(filepath.Join(d.Dir, "workspaces", "admin", "ws", ".coder-agent.log")); err == nil {
@@ -280,13 +276,9 @@ func checkRegionPortForward(t *testing.T, ctx context.Context, d *testregions.De
 		t.Fatal(err)
 	}
 	defer func() { ccancel(); _ = pf.Wait() }()
-	deadline := time.Now().Add(30 * time.Second)
-	for !strings.Contains(stderr.String(), "Forwarding") {
-		if time.Now().After(deadline) {
-			t.Fatalf("coder port-forward --proxy b did not start: %s", stderr.String())
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	testwait.For(t, 30*time.Second, "coder port-forward --proxy b to start", func() (bool, string) {
+		return strings.Contains(stderr.String(), "Forwarding"), stderr.String()
+	})
 	c, err := d.B.Dial(ctx, "tcp", fmt.Sprintf("127.0.0.1:%d", local))
 	if err != nil {
 		t.Fatalf("dial coder port-forward: %v\n%s", err, stderr.String())
@@ -356,23 +348,21 @@ func checkRegionDevURL(t *testing.T, ctx context.Context, d *testregions.Deploym
 		b, err := io.ReadAll(resp.Body)
 		return resp.StatusCode, string(b), time.Since(start), err
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		code, got, took, err := get()
+	var took time.Duration
+	testwait.For(t, 30*time.Second, "GET "+devURL+" through the proxy", func() (bool, string) {
+		code, got, rt, err := get()
 		if err == nil && code == http.StatusOK && got == body {
-			// Once more, with the proxy's authorization cached.
-			code, got, again, err := get()
-			if err != nil || code != http.StatusOK || got != body {
-				t.Fatalf("GET %s again (through the proxy): HTTP %d %v, body %q, want 200 %q", devURL, code, err, got, body)
-			}
-			fmt.Printf("e2e dev URL through the proxy: %s in %s, again in %s\n", devURL, took.Round(10*time.Microsecond), again.Round(10*time.Microsecond))
-			break
+			took = rt
+			return true, ""
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("GET %s (through the proxy): HTTP %d %v, body %q, want 200 %q\nproxy:\n%s", devURL, code, err, got, body, d.Proxy().Tail(30))
-		}
-		time.Sleep(300 * time.Millisecond)
+		return false, fmt.Sprintf("HTTP %d %v, body %q, want 200 %q\nproxy:\n%s", code, err, got, body, d.Proxy().Tail(30))
+	})
+	// Once more, with the proxy's authorization cached.
+	code, got, again, err := get()
+	if err != nil || code != http.StatusOK || got != body {
+		t.Fatalf("GET %s again (through the proxy): HTTP %d %v, body %q, want 200 %q", devURL, code, err, got, body)
 	}
+	fmt.Printf("e2e dev URL through the proxy: %s in %s, again in %s\n", devURL, took.Round(10*time.Microsecond), again.Round(10*time.Microsecond))
 }
 
 // checkRegionRevocation makes an API token, connects with it through the
@@ -412,18 +402,10 @@ func checkRegionRevocation(t *testing.T, ctx context.Context, d *testregions.Dep
 		t.Fatalf("connect through the proxy with a new API token: %v\nproxy:\n%s", err, d.Proxy().Tail(30))
 	}
 	d.Run("tokens", "remove", id)
-	revoked := time.Now()
-	for {
+	took := testwait.For(t, revocationBound+5*time.Second, fmt.Sprintf("the proxy refusing the token revoked at the primary (bound %s)", revocationBound), func() (bool, string) {
 		err := dial()
-		if codersdk.IsStatus(err, http.StatusUnauthorized) {
-			break
-		}
-		if time.Since(revoked) > revocationBound+5*time.Second {
-			t.Fatalf("the proxy still takes a token revoked %s ago (bound %s): last answer %v", time.Since(revoked).Round(time.Millisecond), revocationBound, err)
-		}
-		time.Sleep(250 * time.Millisecond)
-	}
-	took := time.Since(revoked)
+		return codersdk.IsStatus(err, http.StatusUnauthorized), fmt.Sprintf("last answer %v", err)
+	})
 	logf("e2e revoked token refused by the proxy after %s (bound %s)", took.Round(time.Millisecond), revocationBound)
 	if took > revocationBound+time.Second {
 		t.Errorf("the proxy refused the revoked token after %s, want within %s", took, revocationBound)
