@@ -77,6 +77,10 @@ var depRules = []depRule{
 		forbidden: []string{"airgapcoder"},
 	},
 	{
+		pkg: "airgapcoder/internal/appproxy", why: "the rewriting of app requests is shared by coderd and the workspace proxy: no server, no database",
+		forbidden: []string{"airgapcoder/coderd", "airgapcoder/wsproxy", "github.com/gin-gonic", "github.com/jackc/pgx"},
+	},
+	{
 		pkg: "airgapcoder/wsproxy", why: "a workspace proxy reaches the deployment only through its API and never its database",
 		forbidden: []string{"airgapcoder/coderd", "airgapcoder/postgres", "github.com/jackc/pgx"},
 	},

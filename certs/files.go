@@ -61,7 +61,7 @@ func buildTrust(dir string, opts Options, extra []*x509.Certificate) ([]byte, er
 		if err != nil {
 			return nil, fmt.Errorf("read system bundle: %w", err)
 		}
-		for _, der := range certificateBlocks(raw) {
+		for _, der := range CertificateBlocks(raw) {
 			if add(der, "") {
 				nSystem++
 			}
@@ -75,7 +75,7 @@ func buildTrust(dir string, opts Options, extra []*x509.Certificate) ([]byte, er
 	case err != nil:
 		return nil, err
 	default:
-		for _, der := range certificateBlocks(caRaw) {
+		for _, der := range CertificateBlocks(caRaw) {
 			if add(der, "appliance CA: "+describeDER(der)) {
 				nCA++
 			}
@@ -142,7 +142,7 @@ func readImported(dir string) ([]*x509.Certificate, error) {
 		if err != nil {
 			return nil, err
 		}
-		for _, der := range certificateBlocks(raw) {
+		for _, der := range CertificateBlocks(raw) {
 			c, err := x509.ParseCertificate(der)
 			if err != nil {
 				return nil, fmt.Errorf("imported CA %s: %w", n, err)
@@ -153,8 +153,9 @@ func readImported(dir string) ([]*x509.Certificate, error) {
 	return out, nil
 }
 
-// certificateBlocks returns the DER bytes of every CERTIFICATE block in raw.
-func certificateBlocks(raw []byte) [][]byte {
+// CertificateBlocks returns the DER bytes of every CERTIFICATE block in raw
+// (PEM), in their order; blocks of other types are passed over.
+func CertificateBlocks(raw []byte) [][]byte {
 	var out [][]byte
 	for rest := raw; ; {
 		var block *pem.Block

@@ -237,7 +237,7 @@ func firstCertificate(path string) *x509.Certificate {
 	if err != nil {
 		return nil
 	}
-	blocks := certificateBlocks(raw)
+	blocks := CertificateBlocks(raw)
 	if len(blocks) == 0 {
 		return nil
 	}

@@ -172,7 +172,7 @@ func TestSystemBundle(t *testing.T) {
 	if sys == "" {
 		t.Fatal("no system CA bundle on this machine (scripts/install-deps.sh installs ca-certificates)")
 	}
-	roots := certificateBlocks(readFile(t, sys))
+	roots := CertificateBlocks(readFile(t, sys))
 	dir := t.TempDir()
 	if err := Refresh(dir, Options{}); err != nil {
 		t.Fatal(err)

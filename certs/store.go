@@ -3,7 +3,6 @@ package certs
 import (
 	"crypto/tls"
 	"crypto/x509"
-	"encoding/pem"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -104,16 +103,8 @@ func Load(dir string) (*Store, error) {
 	}
 	pool := x509.NewCertPool()
 	count := 0
-	for rest := b; ; {
-		var block *pem.Block
-		block, rest = pem.Decode(rest)
-		if block == nil {
-			break
-		}
-		if block.Type != "CERTIFICATE" {
-			continue
-		}
-		c, err := x509.ParseCertificate(block.Bytes)
+	for _, der := range CertificateBlocks(b) {
+		c, err := x509.ParseCertificate(der)
 		if err != nil {
 			// Go cannot parse a few odd system roots; Go's own loader
 			// skips them too.

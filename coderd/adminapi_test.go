@@ -29,9 +29,7 @@ func newAdminFixture(t *testing.T) *adminFixture {
 	f := &adminFixture{d: coderdtest.New(t, coderdtest.Options{ProvisionerPSK: psk})}
 	f.owner, _ = f.d.CreateFirstUser(t)
 	f.alice, _ = f.d.CreateUser(t, f.owner, "alice")
-	pskClient := f.d.Client()
-	pskClient.ProvisionerPSK = psk
-	f.daemon = coderdtest.NewDaemon(t, pskClient, "admin-daemon", nil)
+	f.daemon = f.d.NewDaemon(t, "admin-daemon", nil)
 	f.tpl = coderdtest.CreateTemplate(t, f.owner, f.daemon, "tpl", coderdtest.MinimalTemplate, nil)
 	ctx := context.Background()
 	ws, err := f.alice.CreateWorkspace(ctx, codersdk.Me, codersdk.CreateWorkspaceRequest{TemplateID: f.tpl.ID, Name: "dev"})

@@ -198,9 +198,7 @@ func newRelayFixture(t *testing.T) relayFixture {
 	owner, _ := d.CreateFirstUser(t)
 	alice, _ := d.CreateUser(t, owner, "alice")
 	bob, _ := d.CreateUser(t, owner, "bob")
-	pskClient := d.Client()
-	pskClient.ProvisionerPSK = "psk"
-	daemon := coderdtest.NewDaemon(t, pskClient, "test", nil)
+	daemon := d.NewDaemon(t, "test", nil)
 	token := uuid.NewString()
 	w := coderdtest.CreateWorkspaceWithAgent(t, owner, alice, daemon, "dev", codersdk.ProvisionedAgent{Token: token, Directory: t.TempDir()})
 	agentID := coderdtest.WorkspaceAgent(t, w).ID

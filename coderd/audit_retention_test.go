@@ -189,12 +189,7 @@ func TestAuditServerVersion(t *testing.T) {
 // the audit record was inserted in it, as a crash before the commit would.
 func TestAuditTransactional(t *testing.T) {
 	ctx := context.Background()
-	const psk = "audit-psk"
-	d := coderdtest.New(t, coderdtest.Options{ProvisionerPSK: psk})
-	owner, _ := d.CreateFirstUser(t)
-	pskClient := d.Client()
-	pskClient.ProvisionerPSK = psk
-	daemon := coderdtest.NewDaemon(t, pskClient, "audit-daemon", nil)
+	d, owner, daemon := newAuditDeployment(t)
 	tpl := coderdtest.CreateTemplate(t, owner, daemon, "base", coderdtest.MinimalTemplate, nil)
 	ws, err := owner.CreateWorkspace(ctx, codersdk.Me, codersdk.CreateWorkspaceRequest{TemplateID: tpl.ID, Name: "dev"})
 	if err != nil {

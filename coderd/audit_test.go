@@ -102,16 +102,20 @@ func requireAudit(t testing.TB, logs []codersdk.AuditLog, w auditWant) codersdk.
 	return codersdk.AuditLog{}
 }
 
+// newAuditDeployment starts a deployment with its owner and a provisioner
+// daemon, for tests that drive audited actions through the API.
+func newAuditDeployment(t *testing.T) (*coderdtest.Deployment, *codersdk.Client, *coderdtest.Daemon) {
+	t.Helper()
+	d := coderdtest.New(t, coderdtest.Options{ProvisionerPSK: "audit-psk"})
+	owner, _ := d.CreateFirstUser(t)
+	return d, owner, d.NewDaemon(t, "audit-daemon", nil)
+}
+
 // TestAuditRecordsActions drives every audited action through the API, as
 // a user would, and finds its record with actor, IP and outcome.
 func TestAuditRecordsActions(t *testing.T) {
 	ctx := context.Background()
-	const psk = "audit-psk"
-	d := coderdtest.New(t, coderdtest.Options{ProvisionerPSK: psk})
-	owner, _ := d.CreateFirstUser(t)
-	pskClient := d.Client()
-	pskClient.ProvisionerPSK = psk
-	daemon := coderdtest.NewDaemon(t, pskClient, "audit-daemon", nil)
+	d, owner, daemon := newAuditDeployment(t)
 
 	// Logins that fail: a wrong password, an unknown email.
 	anon := d.Client()

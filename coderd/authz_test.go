@@ -73,9 +73,7 @@ func newAZFixture(t *testing.T) *azFixture {
 		}
 		f.clients[role], f.users[role] = d.CreateUser(t, owner, name, roles...)
 	}
-	pskClient := d.Client()
-	pskClient.ProvisionerPSK = psk
-	f.daemon = coderdtest.NewDaemon(t, pskClient, "authz-daemon", nil)
+	f.daemon = d.NewDaemon(t, "authz-daemon", nil)
 	f.template = coderdtest.CreateTemplate(t, owner, f.daemon, "authz", coderdtest.MinimalTemplate, nil)
 	up, err := owner.Upload(ctx, bytes.NewReader(coderdtest.TemplateTar(t, coderdtest.MinimalTemplate)))
 	if err != nil {

@@ -50,9 +50,7 @@ func newBIFixture(t *testing.T) *biFixture {
 	d := coderdtest.New(t, coderdtest.Options{ProvisionerPSK: biPSK, Now: clock.Now})
 	owner, _ := d.CreateFirstUser(t)
 	member, _ := d.CreateUser(t, owner, "alice")
-	psk := d.Client()
-	psk.ProvisionerPSK = biPSK
-	daemon := coderdtest.NewDaemon(t, psk, "badinput-daemon", nil)
+	daemon := d.NewDaemon(t, "badinput-daemon", nil)
 	tpl := coderdtest.CreateTemplate(t, owner, daemon, "badinput", coderdtest.MinimalTemplate, nil)
 	return &biFixture{d: d, owner: owner, member: member, daemon: daemon, template: tpl, clock: clock}
 }

@@ -19,6 +19,7 @@ import (
 	"airgapcoder/coderd/database"
 	"airgapcoder/coderd/site"
 	"airgapcoder/codersdk"
+	"airgapcoder/internal/appproxy"
 	"airgapcoder/internal/bodydeadline"
 )
 
@@ -304,35 +305,11 @@ func (api *API) proxyDevURL(c *gin.Context, d devURL, t devTarget, who string) {
 	addr := relayAddr(t.agent.ID, t.host, t.port)
 	rp := &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
-			setDevURLHeaders(pr, d.prefix)
-			pr.Out.URL.Scheme = t.scheme
-			pr.Out.URL.Host = addr
-			joined := strings.TrimSuffix(t.basePath, "/") + d.rest
-			if joined == "" {
-				joined = "/"
-			}
-			pr.Out.URL.RawPath = joined
-			pr.Out.URL.Path, _ = url.PathUnescape(joined)
-			switch {
-			case t.query != "" && pr.In.URL.RawQuery != "":
-				pr.Out.URL.RawQuery = t.query + "&" + pr.In.URL.RawQuery
-			case t.query != "":
-				pr.Out.URL.RawQuery = t.query
-			}
+			appproxy.Rewrite(pr, appproxy.Target{Scheme: t.scheme, Addr: addr, BasePath: t.basePath, Query: t.query}, d.prefix, d.rest)
 		},
-		Transport:     api.relay.devTransport(api, who),
-		FlushInterval: -1,
-		ModifyResponse: func(resp *http.Response) error {
-			// An app must not replace the visitor's coderd session.
-			cookies := resp.Header.Values("Set-Cookie")
-			resp.Header.Del("Set-Cookie")
-			for _, ck := range cookies {
-				if c, err := http.ParseSetCookie(ck); err != nil || c.Name != codersdk.SessionTokenCookie {
-					resp.Header.Add("Set-Cookie", ck)
-				}
-			}
-			return nil
-		},
+		Transport:      api.relay.devTransport(api, who),
+		FlushInterval:  -1,
+		ModifyResponse: appproxy.DropCoderCookies,
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
 			var ae *apiError
 			if !errors.As(err, &ae) {
@@ -348,42 +325,6 @@ func (api *API) proxyDevURL(c *gin.Context, d devURL, t devTarget, who string) {
 	api.log.Debug("dev URL request", "user", who, "workspace", t.agent.OwnerName+"/"+t.agent.WorkspaceName, "target", d.kind+"/"+d.target,
 		"method", r.Method, "path", d.rest)
 	rp.ServeHTTP(c.Writer, r)
-}
-
-// setDevURLHeaders sets the headers a dev URL request reaches the app with
-// (plain requests and WebSocket upgrades alike), as Coder's app proxy and
-// the reverse-proxy setups web IDEs document (code-server's nginx example:
-// proxy_set_header Host $host) do:
-//
-//   - Host stays the visitor's. Apps that compare Origin with Host (Jupyter,
-//     code-server's WebSocket check, CSRF middleware) refuse requests whose
-//     Host was rewritten to their own address. This holds for apps with an
-//     explicit url host too (docs/decisions.md).
-//   - X-Forwarded-For, -Host and -Proto say what coderd saw: the client's
-//     address, the visitor's Host, http or https. What the visitor sent in
-//     these (and Forwarded) is dropped by httputil.ReverseProxy before
-//     Rewrite runs.
-//   - X-Forwarded-Prefix is the path the app is mounted under, e.g.
-//     /@alice/dev/apps/web; none when prefix is "".
-//   - coderd's session token, in its header or its cookie, never reaches
-//     the app; the visitor's other cookies do.
-func setDevURLHeaders(pr *httputil.ProxyRequest, prefix string) {
-	pr.Out.Host = pr.In.Host
-	pr.SetXForwarded()
-	if prefix != "" {
-		pr.Out.Header.Set("X-Forwarded-Prefix", prefix)
-	} else {
-		pr.Out.Header.Del("X-Forwarded-Prefix")
-	}
-	pr.Out.Header.Del(codersdk.SessionTokenHeader)
-	if cookies := pr.In.Cookies(); len(cookies) > 0 {
-		pr.Out.Header.Del("Cookie")
-		for _, ck := range cookies {
-			if ck.Name != codersdk.SessionTokenCookie {
-				pr.Out.AddCookie(ck)
-			}
-		}
-	}
 }
 
 // relayAddr names a target inside a workspace as a transport address:

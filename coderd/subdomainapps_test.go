@@ -80,9 +80,7 @@ func TestSubdomainApps(t *testing.T) {
 	admin, _ := d.CreateFirstUser(t)
 	alice, _ := d.CreateUser(t, admin, "alice")
 	bob, _ := d.CreateUser(t, admin, "bob")
-	pskClient := d.Client()
-	pskClient.ProvisionerPSK = "psk"
-	daemon := coderdtest.NewDaemon(t, pskClient, "test", nil)
+	daemon := d.NewDaemon(t, "test", nil)
 	appURL := target.URL()
 	token := uuid.NewString()
 	w := coderdtest.CreateWorkspaceWithAgent(t, admin, alice, daemon, "dev", codersdk.ProvisionedAgent{Token: token, Directory: t.TempDir(),
@@ -334,9 +332,7 @@ func TestNoSubdomainAppsWithoutWildcard(t *testing.T) {
 	ctx := context.Background()
 	d := coderdtest.New(t, coderdtest.Options{ProvisionerPSK: "psk"})
 	admin, _ := d.CreateFirstUser(t)
-	pskClient := d.Client()
-	pskClient.ProvisionerPSK = "psk"
-	daemon := coderdtest.NewDaemon(t, pskClient, "test", nil)
+	daemon := d.NewDaemon(t, "test", nil)
 	w := coderdtest.CreateWorkspaceWithAgent(t, admin, admin, daemon, "dev", codersdk.ProvisionedAgent{Token: uuid.NewString(),
 		Apps: []codersdk.ProvisionedApp{{Slug: "web", URL: "http://localhost:8080", Subdomain: true}}})
 	apps := coderdtest.WorkspaceAgent(t, w).Apps

@@ -65,9 +65,7 @@ func TestWorkspaceProxyAuthorizeApp(t *testing.T) {
 	admin, _ := d.CreateFirstUser(t)
 	alice, aliceUser := d.CreateUser(t, admin, "alice")
 	bob, bobUser := d.CreateUser(t, admin, "bob")
-	pskClient := d.Client()
-	pskClient.ProvisionerPSK = "psk"
-	daemon := coderdtest.NewDaemon(t, pskClient, "test", nil)
+	daemon := d.NewDaemon(t, "test", nil)
 	w := coderdtest.CreateWorkspaceWithAgent(t, admin, alice, daemon, "dev", codersdk.ProvisionedAgent{Token: uuid.NewString(), Directory: t.TempDir(),
 		Apps: []codersdk.ProvisionedApp{
 			{Slug: "web", URL: "http://127.0.0.1:8080/base?x=1", Share: "owner"},

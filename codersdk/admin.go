@@ -20,8 +20,7 @@ func (c *Client) DeleteUser(ctx context.Context, user string) error {
 // first, archived ones included (?include_archived=true); without it
 // coderd leaves them out.
 func (c *Client) TemplateVersionsIncludingArchived(ctx context.Context, template string) ([]TemplateVersion, error) {
-	var vs []TemplateVersion
-	return vs, c.do(ctx, http.MethodGet, "/api/v2/templates/"+url.PathEscape(template)+"/versions?include_archived=true", nil, &vs)
+	return doJSON[[]TemplateVersion](ctx, c, http.MethodGet, "/api/v2/templates/"+url.PathEscape(template)+"/versions?include_archived=true", nil)
 }
 
 // ArchiveTemplateVersionsRequest says which unused versions of a template

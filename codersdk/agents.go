@@ -259,8 +259,7 @@ type RelayReply struct {
 
 // AgentManifest fetches the calling agent's manifest.
 func (c *Client) AgentManifest(ctx context.Context) (AgentManifest, error) {
-	var m AgentManifest
-	return m, c.do(ctx, http.MethodGet, "/api/v2/workspaceagents/me/manifest", nil, &m)
+	return doJSON[AgentManifest](ctx, c, http.MethodGet, "/api/v2/workspaceagents/me/manifest", nil)
 }
 
 // PostAgentStartup reports the calling agent's version and platform.
@@ -315,15 +314,13 @@ func (c *Client) ConnectAgentSpare(ctx context.Context) (net.Conn, error) {
 
 // WorkspaceAgent returns an agent by id.
 func (c *Client) WorkspaceAgent(ctx context.Context, id string) (WorkspaceAgent, error) {
-	var a WorkspaceAgent
-	return a, c.do(ctx, http.MethodGet, "/api/v2/workspaceagents/"+id, nil, &a)
+	return doJSON[WorkspaceAgent](ctx, c, http.MethodGet, "/api/v2/workspaceagents/"+id, nil)
 }
 
 // WorkspaceAgentLogs returns an agent's startup script output after the
 // line with id after.
 func (c *Client) WorkspaceAgentLogs(ctx context.Context, id string, after int64) ([]AgentLog, error) {
-	var logs []AgentLog
-	return logs, c.do(ctx, http.MethodGet, fmt.Sprintf("/api/v2/workspaceagents/%s/logs?after=%d", id, after), nil, &logs)
+	return doJSON[[]AgentLog](ctx, c, http.MethodGet, fmt.Sprintf("/api/v2/workspaceagents/%s/logs?after=%d", id, after), nil)
 }
 
 // DialOptions say what DialWorkspaceAgent connects to.

@@ -102,6 +102,5 @@ type ApplianceUpgrade struct {
 
 // Appliance returns the appliance's overview.
 func (c *Client) Appliance(ctx context.Context) (Appliance, error) {
-	var a Appliance
-	return a, c.do(ctx, http.MethodGet, "/api/v2/appliance", nil, &a)
+	return doJSON[Appliance](ctx, c, http.MethodGet, "/api/v2/appliance", nil)
 }

@@ -36,6 +36,5 @@ type AppHostResponse struct {
 
 // AppHost returns the deployment's wildcard app host.
 func (c *Client) AppHost(ctx context.Context) (AppHostResponse, error) {
-	var r AppHostResponse
-	return r, c.do(ctx, http.MethodGet, "/api/v2/applications/host", nil, &r, http.StatusOK)
+	return doJSON[AppHostResponse](ctx, c, http.MethodGet, "/api/v2/applications/host", nil, http.StatusOK)
 }

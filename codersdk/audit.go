@@ -133,6 +133,5 @@ type AuditLogsRequest struct {
 
 // AuditLogs lists audit records, newest first (owners only).
 func (c *Client) AuditLogs(ctx context.Context, req AuditLogsRequest) (AuditLogResponse, error) {
-	var resp AuditLogResponse
-	return resp, c.do(ctx, http.MethodGet, listPath("/api/v2/audit", req.SearchQuery, req.Limit, req.Offset), nil, &resp)
+	return doJSON[AuditLogResponse](ctx, c, http.MethodGet, listPath("/api/v2/audit", req.SearchQuery, req.Limit, req.Offset), nil)
 }

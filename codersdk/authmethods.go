@@ -36,6 +36,5 @@ type OIDCAuthMethod struct {
 
 // AuthMethods returns how users may sign in; it needs no session.
 func (c *Client) AuthMethods(ctx context.Context) (AuthMethods, error) {
-	var m AuthMethods
-	return m, c.do(ctx, http.MethodGet, "/api/v2/users/authmethods", nil, &m)
+	return doJSON[AuthMethods](ctx, c, http.MethodGet, "/api/v2/users/authmethods", nil)
 }

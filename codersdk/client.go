@@ -158,6 +158,14 @@ func (c *Client) do(ctx context.Context, method, path string, body, out any, wan
 	return nil
 }
 
+// doJSON is do for a call that answers a JSON T: it returns the decoded
+// answer with do's error.
+func doJSON[T any](ctx context.Context, c *Client, method, path string, body any, want ...int) (T, error) {
+	var out T
+	err := c.do(ctx, method, path, body, &out, want...)
+	return out, err
+}
+
 // Response is the error envelope of every failed API call.
 type Response struct {
 	Message     string            `json:"message"`
@@ -231,8 +239,7 @@ type BuildInfo struct {
 
 // BuildInfo returns the deployment's version.
 func (c *Client) BuildInfo(ctx context.Context) (BuildInfo, error) {
-	var b BuildInfo
-	return b, c.do(ctx, http.MethodGet, "/api/v2/buildinfo", nil, &b)
+	return doJSON[BuildInfo](ctx, c, http.MethodGet, "/api/v2/buildinfo", nil)
 }
 
 func decodeJSON(resp *http.Response, out any) error {

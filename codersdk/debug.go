@@ -80,8 +80,7 @@ type MemoryUse struct {
 // DebugSystem returns the answering replica's process and host figures
 // (owners only).
 func (c *Client) DebugSystem(ctx context.Context) (SystemReport, error) {
-	var r SystemReport
-	return r, c.do(ctx, http.MethodGet, "/api/v2/debug/system", nil, &r)
+	return doJSON[SystemReport](ctx, c, http.MethodGet, "/api/v2/debug/system", nil)
 }
 
 // PostgresReport is GET /api/v2/debug/postgres (owners): the deployment's
@@ -128,14 +127,12 @@ type PostgresTable struct {
 
 // DebugPostgres returns the database's settings and sizes (owners only).
 func (c *Client) DebugPostgres(ctx context.Context) (PostgresReport, error) {
-	var r PostgresReport
-	return r, c.do(ctx, http.MethodGet, "/api/v2/debug/postgres", nil, &r)
+	return doJSON[PostgresReport](ctx, c, http.MethodGet, "/api/v2/debug/postgres", nil)
 }
 
 // DebugAppliance returns the appliance's overview in full (GET
 // /api/v2/debug/appliance, owners; 404 on a plain coder server): what
 // Appliance returns, and the installed release's manifest.
 func (c *Client) DebugAppliance(ctx context.Context) (Appliance, error) {
-	var a Appliance
-	return a, c.do(ctx, http.MethodGet, "/api/v2/debug/appliance", nil, &a)
+	return doJSON[Appliance](ctx, c, http.MethodGet, "/api/v2/debug/appliance", nil)
 }

@@ -105,14 +105,12 @@ type ExternalAuthResponse struct {
 
 // ListExternalAuths lists the providers and the signed-in user's links.
 func (c *Client) ListExternalAuths(ctx context.Context) (ListUserExternalAuthResponse, error) {
-	var r ListUserExternalAuthResponse
-	return r, c.do(ctx, http.MethodGet, "/api/v2/external-auth", nil, &r)
+	return doJSON[ListUserExternalAuthResponse](ctx, c, http.MethodGet, "/api/v2/external-auth", nil)
 }
 
 // ExternalAuthByID is one provider and the signed-in user's link to it.
 func (c *Client) ExternalAuthByID(ctx context.Context, id string) (ExternalAuth, error) {
-	var r ExternalAuth
-	return r, c.do(ctx, http.MethodGet, "/api/v2/external-auth/"+url.PathEscape(id), nil, &r)
+	return doJSON[ExternalAuth](ctx, c, http.MethodGet, "/api/v2/external-auth/"+url.PathEscape(id), nil)
 }
 
 // UnlinkExternalAuth deletes the signed-in user's link to a provider.
@@ -162,6 +160,5 @@ type TemplateVersionExternalAuth struct {
 // TemplateVersionExternalAuth lists the external auth providers a template
 // version declares and whether the signed-in user has linked each.
 func (c *Client) TemplateVersionExternalAuth(ctx context.Context, versionID string) ([]TemplateVersionExternalAuth, error) {
-	var r []TemplateVersionExternalAuth
-	return r, c.do(ctx, http.MethodGet, "/api/v2/templateversions/"+url.PathEscape(versionID)+"/external-auth", nil, &r)
+	return doJSON[[]TemplateVersionExternalAuth](ctx, c, http.MethodGet, "/api/v2/templateversions/"+url.PathEscape(versionID)+"/external-auth", nil)
 }

@@ -83,32 +83,27 @@ type PatchGroupRequest struct {
 // Groups lists the organization's groups ("default" names the default
 // organization); members see only the groups they are in.
 func (c *Client) Groups(ctx context.Context, org string) ([]Group, error) {
-	var gs []Group
-	return gs, c.do(ctx, http.MethodGet, fmt.Sprintf("/api/v2/organizations/%s/groups", org), nil, &gs)
+	return doJSON[[]Group](ctx, c, http.MethodGet, fmt.Sprintf("/api/v2/organizations/%s/groups", org), nil)
 }
 
 // CreateGroup creates a group in the organization.
 func (c *Client) CreateGroup(ctx context.Context, org string, req CreateGroupRequest) (Group, error) {
-	var g Group
-	return g, c.do(ctx, http.MethodPost, fmt.Sprintf("/api/v2/organizations/%s/groups", org), req, &g, http.StatusCreated)
+	return doJSON[Group](ctx, c, http.MethodPost, fmt.Sprintf("/api/v2/organizations/%s/groups", org), req, http.StatusCreated)
 }
 
 // GroupByName returns the organization's group named name.
 func (c *Client) GroupByName(ctx context.Context, org, name string) (Group, error) {
-	var g Group
-	return g, c.do(ctx, http.MethodGet, fmt.Sprintf("/api/v2/organizations/%s/groups/%s", org, name), nil, &g)
+	return doJSON[Group](ctx, c, http.MethodGet, fmt.Sprintf("/api/v2/organizations/%s/groups/%s", org, name), nil)
 }
 
 // Group returns a group by id.
 func (c *Client) Group(ctx context.Context, id string) (Group, error) {
-	var g Group
-	return g, c.do(ctx, http.MethodGet, "/api/v2/groups/"+id, nil, &g)
+	return doJSON[Group](ctx, c, http.MethodGet, "/api/v2/groups/"+id, nil)
 }
 
 // PatchGroup changes a group and returns it as it is now.
 func (c *Client) PatchGroup(ctx context.Context, id string, req PatchGroupRequest) (Group, error) {
-	var g Group
-	return g, c.do(ctx, http.MethodPatch, "/api/v2/groups/"+id, req, &g)
+	return doJSON[Group](ctx, c, http.MethodPatch, "/api/v2/groups/"+id, req)
 }
 
 // DeleteGroup deletes a group.
@@ -159,8 +154,7 @@ type UpdateTemplateACL struct {
 
 // TemplateACL returns a template's ACL.
 func (c *Client) TemplateACL(ctx context.Context, template string) (TemplateACL, error) {
-	var acl TemplateACL
-	return acl, c.do(ctx, http.MethodGet, "/api/v2/templates/"+template+"/acl", nil, &acl)
+	return doJSON[TemplateACL](ctx, c, http.MethodGet, "/api/v2/templates/"+template+"/acl", nil)
 }
 
 // UpdateTemplateACL changes a template's ACL.

@@ -42,6 +42,5 @@ type ComponentHealth struct {
 
 // DebugHealth returns each component's health (owners only).
 func (c *Client) DebugHealth(ctx context.Context) (HealthReport, error) {
-	var r HealthReport
-	return r, c.do(ctx, http.MethodGet, "/api/v2/debug/health", nil, &r)
+	return doJSON[HealthReport](ctx, c, http.MethodGet, "/api/v2/debug/health", nil)
 }

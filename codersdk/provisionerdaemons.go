@@ -250,14 +250,12 @@ type FailJobRequest struct {
 
 // RegisterProvisionerDaemon announces a daemon and returns its record.
 func (c *Client) RegisterProvisionerDaemon(ctx context.Context, req RegisterProvisionerDaemonRequest) (ProvisionerDaemon, error) {
-	var d ProvisionerDaemon
-	return d, c.do(ctx, http.MethodPost, "/api/v2/provisionerdaemons", req, &d, http.StatusCreated, http.StatusOK)
+	return doJSON[ProvisionerDaemon](ctx, c, http.MethodPost, "/api/v2/provisionerdaemons", req, http.StatusCreated, http.StatusOK)
 }
 
 // ProvisionerDaemons lists the registered daemons.
 func (c *Client) ProvisionerDaemons(ctx context.Context) ([]ProvisionerDaemon, error) {
-	var ds []ProvisionerDaemon
-	return ds, c.do(ctx, http.MethodGet, "/api/v2/provisionerdaemons", nil, &ds)
+	return doJSON[[]ProvisionerDaemon](ctx, c, http.MethodGet, "/api/v2/provisionerdaemons", nil)
 }
 
 // AcquireJob waits up to wait for a job the daemon's tags match. It returns
@@ -281,8 +279,7 @@ func (c *Client) AcquireJob(ctx context.Context, daemonID string, wait time.Dura
 
 // UpdateJob sends a heartbeat and log lines for a job the daemon holds.
 func (c *Client) UpdateJob(ctx context.Context, daemonID, jobID string, req UpdateJobRequest) (UpdateJobResponse, error) {
-	var resp UpdateJobResponse
-	return resp, c.do(ctx, http.MethodPost, fmt.Sprintf("/api/v2/provisionerdaemons/%s/jobs/%s/update", daemonID, jobID), req, &resp)
+	return doJSON[UpdateJobResponse](ctx, c, http.MethodPost, fmt.Sprintf("/api/v2/provisionerdaemons/%s/jobs/%s/update", daemonID, jobID), req)
 }
 
 // CompleteJob ends a job successfully.

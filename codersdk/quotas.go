@@ -22,6 +22,5 @@ type WorkspaceQuota struct {
 
 // WorkspaceQuota returns a user's workspace quota (Me for the caller).
 func (c *Client) WorkspaceQuota(ctx context.Context, user string) (WorkspaceQuota, error) {
-	var q WorkspaceQuota
-	return q, c.do(ctx, http.MethodGet, fmt.Sprintf("/api/v2/workspace-quota/%s", user), nil, &q)
+	return doJSON[WorkspaceQuota](ctx, c, http.MethodGet, fmt.Sprintf("/api/v2/workspace-quota/%s", user), nil)
 }

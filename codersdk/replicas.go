@@ -23,6 +23,5 @@ type Replica struct {
 
 // Replicas lists the live replicas, oldest first.
 func (c *Client) Replicas(ctx context.Context) ([]Replica, error) {
-	var rs []Replica
-	return rs, c.do(ctx, http.MethodGet, "/api/v2/replicas", nil, &rs)
+	return doJSON[[]Replica](ctx, c, http.MethodGet, "/api/v2/replicas", nil)
 }

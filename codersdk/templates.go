@@ -190,14 +190,12 @@ type WorkspaceTagExpression struct {
 
 // CreateTemplateVersion uploads a version into the organization.
 func (c *Client) CreateTemplateVersion(ctx context.Context, org string, req CreateTemplateVersionRequest) (TemplateVersion, error) {
-	var v TemplateVersion
-	return v, c.do(ctx, http.MethodPost, fmt.Sprintf("/api/v2/organizations/%s/templateversions", org), req, &v, http.StatusCreated)
+	return doJSON[TemplateVersion](ctx, c, http.MethodPost, fmt.Sprintf("/api/v2/organizations/%s/templateversions", org), req, http.StatusCreated)
 }
 
 // TemplateVersion returns a version by id.
 func (c *Client) TemplateVersion(ctx context.Context, id string) (TemplateVersion, error) {
-	var v TemplateVersion
-	return v, c.do(ctx, http.MethodGet, "/api/v2/templateversions/"+id, nil, &v)
+	return doJSON[TemplateVersion](ctx, c, http.MethodGet, "/api/v2/templateversions/"+id, nil)
 }
 
 // TemplateVersionLogs calls fn for each log line of the version's import job
@@ -213,26 +211,22 @@ func (c *Client) CancelTemplateVersion(ctx context.Context, id string) error {
 
 // CreateTemplate creates a template in the organization.
 func (c *Client) CreateTemplate(ctx context.Context, org string, req CreateTemplateRequest) (Template, error) {
-	var t Template
-	return t, c.do(ctx, http.MethodPost, fmt.Sprintf("/api/v2/organizations/%s/templates", org), req, &t, http.StatusCreated)
+	return doJSON[Template](ctx, c, http.MethodPost, fmt.Sprintf("/api/v2/organizations/%s/templates", org), req, http.StatusCreated)
 }
 
 // Templates lists the organization's templates.
 func (c *Client) Templates(ctx context.Context, org string) ([]Template, error) {
-	var ts []Template
-	return ts, c.do(ctx, http.MethodGet, fmt.Sprintf("/api/v2/organizations/%s/templates", org), nil, &ts)
+	return doJSON[[]Template](ctx, c, http.MethodGet, fmt.Sprintf("/api/v2/organizations/%s/templates", org), nil)
 }
 
 // TemplateByName returns the organization's template named name.
 func (c *Client) TemplateByName(ctx context.Context, org, name string) (Template, error) {
-	var t Template
-	return t, c.do(ctx, http.MethodGet, fmt.Sprintf("/api/v2/organizations/%s/templates/%s", org, name), nil, &t)
+	return doJSON[Template](ctx, c, http.MethodGet, fmt.Sprintf("/api/v2/organizations/%s/templates/%s", org, name), nil)
 }
 
 // Template returns a template by id.
 func (c *Client) Template(ctx context.Context, id string) (Template, error) {
-	var t Template
-	return t, c.do(ctx, http.MethodGet, "/api/v2/templates/"+id, nil, &t)
+	return doJSON[Template](ctx, c, http.MethodGet, "/api/v2/templates/"+id, nil)
 }
 
 // UpdateActiveTemplateVersion makes version the template's active version.
@@ -242,8 +236,7 @@ func (c *Client) UpdateActiveTemplateVersion(ctx context.Context, template strin
 
 // TemplateVersionsByTemplate lists a template's versions.
 func (c *Client) TemplateVersionsByTemplate(ctx context.Context, template string) ([]TemplateVersion, error) {
-	var vs []TemplateVersion
-	return vs, c.do(ctx, http.MethodGet, "/api/v2/templates/"+template+"/versions", nil, &vs)
+	return doJSON[[]TemplateVersion](ctx, c, http.MethodGet, "/api/v2/templates/"+template+"/versions", nil)
 }
 
 // DeleteTemplate deletes a template that no workspace uses.
@@ -254,6 +247,5 @@ func (c *Client) DeleteTemplate(ctx context.Context, id string) error {
 // UpdateTemplateMeta changes a template's schedule defaults (template
 // admins).
 func (c *Client) UpdateTemplateMeta(ctx context.Context, id string, req UpdateTemplateMeta) (Template, error) {
-	var t Template
-	return t, c.do(ctx, http.MethodPatch, "/api/v2/templates/"+id, req, &t)
+	return doJSON[Template](ctx, c, http.MethodPatch, "/api/v2/templates/"+id, req)
 }

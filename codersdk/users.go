@@ -123,8 +123,7 @@ type GetUsersResponse struct {
 
 // CreateFirstUser creates the first owner.
 func (c *Client) CreateFirstUser(ctx context.Context, req CreateFirstUserRequest) (CreateFirstUserResponse, error) {
-	var resp CreateFirstUserResponse
-	return resp, c.do(ctx, http.MethodPost, "/api/v2/users/first", req, &resp, http.StatusCreated)
+	return doJSON[CreateFirstUserResponse](ctx, c, http.MethodPost, "/api/v2/users/first", req, http.StatusCreated)
 }
 
 // HasFirstUser reports whether the deployment has its first user.
@@ -145,8 +144,7 @@ func (c *Client) HasFirstUser(ctx context.Context) (bool, error) {
 
 // LoginWithPassword exchanges email and password for a session token.
 func (c *Client) LoginWithPassword(ctx context.Context, req LoginWithPasswordRequest) (LoginWithPasswordResponse, error) {
-	var resp LoginWithPasswordResponse
-	return resp, c.do(ctx, http.MethodPost, "/api/v2/users/login", req, &resp, http.StatusCreated)
+	return doJSON[LoginWithPasswordResponse](ctx, c, http.MethodPost, "/api/v2/users/login", req, http.StatusCreated)
 }
 
 // Logout ends the current session.
@@ -156,39 +154,33 @@ func (c *Client) Logout(ctx context.Context) error {
 
 // User returns a user by id, username or "me".
 func (c *Client) User(ctx context.Context, user string) (User, error) {
-	var u User
-	return u, c.do(ctx, http.MethodGet, "/api/v2/users/"+user, nil, &u)
+	return doJSON[User](ctx, c, http.MethodGet, "/api/v2/users/"+user, nil)
 }
 
 // Users lists every user.
 func (c *Client) Users(ctx context.Context) (GetUsersResponse, error) {
-	var resp GetUsersResponse
-	return resp, c.do(ctx, http.MethodGet, "/api/v2/users", nil, &resp)
+	return doJSON[GetUsersResponse](ctx, c, http.MethodGet, "/api/v2/users", nil)
 }
 
 // CreateUser creates a user.
 func (c *Client) CreateUser(ctx context.Context, req CreateUserRequest) (User, error) {
-	var u User
-	return u, c.do(ctx, http.MethodPost, "/api/v2/users", req, &u, http.StatusCreated)
+	return doJSON[User](ctx, c, http.MethodPost, "/api/v2/users", req, http.StatusCreated)
 }
 
 // UpdateUserProfile changes user's username and full name.
 func (c *Client) UpdateUserProfile(ctx context.Context, user string, req UpdateUserProfileRequest) (User, error) {
-	var u User
-	return u, c.do(ctx, http.MethodPut, fmt.Sprintf("/api/v2/users/%s/profile", user), req, &u)
+	return doJSON[User](ctx, c, http.MethodPut, fmt.Sprintf("/api/v2/users/%s/profile", user), req)
 }
 
 // GitSSHKey returns user's SSH public key, generating the key pair on
 // first use.
 func (c *Client) GitSSHKey(ctx context.Context, user string) (GitSSHKey, error) {
-	var k GitSSHKey
-	return k, c.do(ctx, http.MethodGet, fmt.Sprintf("/api/v2/users/%s/gitsshkey", user), nil, &k)
+	return doJSON[GitSSHKey](ctx, c, http.MethodGet, fmt.Sprintf("/api/v2/users/%s/gitsshkey", user), nil)
 }
 
 // UpdateUserRoles replaces the roles of user.
 func (c *Client) UpdateUserRoles(ctx context.Context, user string, roles []string) (User, error) {
-	var u User
-	return u, c.do(ctx, http.MethodPut, fmt.Sprintf("/api/v2/users/%s/roles", user), UpdateRoles{Roles: roles}, &u)
+	return doJSON[User](ctx, c, http.MethodPut, fmt.Sprintf("/api/v2/users/%s/roles", user), UpdateRoles{Roles: roles})
 }
 
 // APIKey describes a session or API token without its secret.
@@ -217,14 +209,12 @@ type GenerateAPIKeyResponse struct {
 
 // CreateToken creates an API token for user.
 func (c *Client) CreateToken(ctx context.Context, user string, req CreateTokenRequest) (GenerateAPIKeyResponse, error) {
-	var resp GenerateAPIKeyResponse
-	return resp, c.do(ctx, http.MethodPost, fmt.Sprintf("/api/v2/users/%s/keys/tokens", user), req, &resp, http.StatusCreated)
+	return doJSON[GenerateAPIKeyResponse](ctx, c, http.MethodPost, fmt.Sprintf("/api/v2/users/%s/keys/tokens", user), req, http.StatusCreated)
 }
 
 // Tokens lists user's API tokens.
 func (c *Client) Tokens(ctx context.Context, user string) ([]APIKey, error) {
-	var keys []APIKey
-	return keys, c.do(ctx, http.MethodGet, fmt.Sprintf("/api/v2/users/%s/keys/tokens", user), nil, &keys)
+	return doJSON[[]APIKey](ctx, c, http.MethodGet, fmt.Sprintf("/api/v2/users/%s/keys/tokens", user), nil)
 }
 
 // DeleteAPIKey removes one of user's keys.
@@ -248,6 +238,5 @@ type Organization struct {
 
 // Organization returns an organization by id, name or "default".
 func (c *Client) Organization(ctx context.Context, org string) (Organization, error) {
-	var o Organization
-	return o, c.do(ctx, http.MethodGet, "/api/v2/organizations/"+org, nil, &o)
+	return doJSON[Organization](ctx, c, http.MethodGet, "/api/v2/organizations/"+org, nil)
 }

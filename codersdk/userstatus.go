@@ -17,13 +17,11 @@ const (
 // SuspendUser suspends user (an id or username; owners only, not
 // themselves) and returns it as updated.
 func (c *Client) SuspendUser(ctx context.Context, user string) (User, error) {
-	var u User
-	return u, c.do(ctx, http.MethodPut, fmt.Sprintf("/api/v2/users/%s/status/suspend", user), nil, &u)
+	return doJSON[User](ctx, c, http.MethodPut, fmt.Sprintf("/api/v2/users/%s/status/suspend", user), nil)
 }
 
 // ActivateUser activates user (an id or username; owners only) and returns
 // it as updated.
 func (c *Client) ActivateUser(ctx context.Context, user string) (User, error) {
-	var u User
-	return u, c.do(ctx, http.MethodPut, fmt.Sprintf("/api/v2/users/%s/status/activate", user), nil, &u)
+	return doJSON[User](ctx, c, http.MethodPut, fmt.Sprintf("/api/v2/users/%s/status/activate", user), nil)
 }

@@ -104,20 +104,17 @@ type UpdateWorkspaceProxyResponse struct {
 
 // CreateWorkspaceProxy creates a proxy (owners).
 func (c *Client) CreateWorkspaceProxy(ctx context.Context, req CreateWorkspaceProxyRequest) (UpdateWorkspaceProxyResponse, error) {
-	var out UpdateWorkspaceProxyResponse
-	return out, c.do(ctx, http.MethodPost, "/api/v2/workspaceproxies", req, &out, http.StatusCreated)
+	return doJSON[UpdateWorkspaceProxyResponse](ctx, c, http.MethodPost, "/api/v2/workspaceproxies", req, http.StatusCreated)
 }
 
 // WorkspaceProxies lists the proxies with their status (owners).
 func (c *Client) WorkspaceProxies(ctx context.Context) ([]WorkspaceProxy, error) {
-	var out []WorkspaceProxy
-	return out, c.do(ctx, http.MethodGet, "/api/v2/workspaceproxies", nil, &out)
+	return doJSON[[]WorkspaceProxy](ctx, c, http.MethodGet, "/api/v2/workspaceproxies", nil)
 }
 
 // WorkspaceProxyByName returns a proxy by name or id (owners).
 func (c *Client) WorkspaceProxyByName(ctx context.Context, nameOrID string) (WorkspaceProxy, error) {
-	var out WorkspaceProxy
-	return out, c.do(ctx, http.MethodGet, "/api/v2/workspaceproxies/"+url.PathEscape(nameOrID), nil, &out)
+	return doJSON[WorkspaceProxy](ctx, c, http.MethodGet, "/api/v2/workspaceproxies/"+url.PathEscape(nameOrID), nil)
 }
 
 // DeleteWorkspaceProxy deletes a proxy by name or id (owners); its token

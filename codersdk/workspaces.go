@@ -228,8 +228,7 @@ const (
 
 // CreateWorkspace creates a workspace for user.
 func (c *Client) CreateWorkspace(ctx context.Context, user string, req CreateWorkspaceRequest) (Workspace, error) {
-	var w Workspace
-	return w, c.do(ctx, http.MethodPost, fmt.Sprintf("/api/v2/users/%s/workspaces", user), req, &w, http.StatusCreated)
+	return doJSON[Workspace](ctx, c, http.MethodPost, fmt.Sprintf("/api/v2/users/%s/workspaces", user), req, http.StatusCreated)
 }
 
 // WorkspaceFilter narrows GET /api/v2/workspaces.
@@ -252,38 +251,32 @@ func (c *Client) Workspaces(ctx context.Context, f WorkspaceFilter) (WorkspacesR
 	if f.Name != "" {
 		terms = append(terms, "name:"+f.Name)
 	}
-	var resp WorkspacesResponse
-	return resp, c.do(ctx, http.MethodGet, listPath("/api/v2/workspaces", strings.Join(terms, " "), f.Limit, f.Offset), nil, &resp)
+	return doJSON[WorkspacesResponse](ctx, c, http.MethodGet, listPath("/api/v2/workspaces", strings.Join(terms, " "), f.Limit, f.Offset), nil)
 }
 
 // Workspace returns a workspace by id.
 func (c *Client) Workspace(ctx context.Context, id string) (Workspace, error) {
-	var w Workspace
-	return w, c.do(ctx, http.MethodGet, "/api/v2/workspaces/"+id, nil, &w)
+	return doJSON[Workspace](ctx, c, http.MethodGet, "/api/v2/workspaces/"+id, nil)
 }
 
 // WorkspaceByOwnerAndName returns owner's workspace called name.
 func (c *Client) WorkspaceByOwnerAndName(ctx context.Context, owner, name string) (Workspace, error) {
-	var w Workspace
-	return w, c.do(ctx, http.MethodGet, fmt.Sprintf("/api/v2/users/%s/workspace/%s", owner, name), nil, &w)
+	return doJSON[Workspace](ctx, c, http.MethodGet, fmt.Sprintf("/api/v2/users/%s/workspace/%s", owner, name), nil)
 }
 
 // CreateWorkspaceBuild queues a transition.
 func (c *Client) CreateWorkspaceBuild(ctx context.Context, workspace string, req CreateWorkspaceBuildRequest) (WorkspaceBuild, error) {
-	var b WorkspaceBuild
-	return b, c.do(ctx, http.MethodPost, "/api/v2/workspaces/"+workspace+"/builds", req, &b, http.StatusCreated)
+	return doJSON[WorkspaceBuild](ctx, c, http.MethodPost, "/api/v2/workspaces/"+workspace+"/builds", req, http.StatusCreated)
 }
 
 // WorkspaceBuilds lists a workspace's builds, newest first.
 func (c *Client) WorkspaceBuilds(ctx context.Context, workspace string) ([]WorkspaceBuild, error) {
-	var bs []WorkspaceBuild
-	return bs, c.do(ctx, http.MethodGet, "/api/v2/workspaces/"+workspace+"/builds", nil, &bs)
+	return doJSON[[]WorkspaceBuild](ctx, c, http.MethodGet, "/api/v2/workspaces/"+workspace+"/builds", nil)
 }
 
 // WorkspaceBuild returns a build by id.
 func (c *Client) WorkspaceBuild(ctx context.Context, id string) (WorkspaceBuild, error) {
-	var b WorkspaceBuild
-	return b, c.do(ctx, http.MethodGet, "/api/v2/workspacebuilds/"+id, nil, &b)
+	return doJSON[WorkspaceBuild](ctx, c, http.MethodGet, "/api/v2/workspacebuilds/"+id, nil)
 }
 
 // WorkspaceBuildState returns the Terraform state a build left.

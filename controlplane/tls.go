@@ -8,6 +8,8 @@ import (
 	"os"
 	"strings"
 	"time"
+
+	"airgapcoder/certs"
 )
 
 // loadCertificate reads the HTTPS certificate (chain) and its key. Every
@@ -24,16 +26,8 @@ func loadCertificate(certFile, keyFile string, now time.Time) (tls.Certificate, 
 		return tls.Certificate{}, fmt.Errorf("read key file: %w", err)
 	}
 	var leaf *x509.Certificate
-	for rest := certPEM; ; {
-		var block *pem.Block
-		block, rest = pem.Decode(rest)
-		if block == nil {
-			break
-		}
-		if block.Type != "CERTIFICATE" {
-			continue
-		}
-		c, err := x509.ParseCertificate(block.Bytes)
+	for _, der := range certs.CertificateBlocks(certPEM) {
+		c, err := x509.ParseCertificate(der)
 		if err != nil {
 			return tls.Certificate{}, fmt.Errorf("certificate file %s: parse certificate: %w", certFile, err)
 		}

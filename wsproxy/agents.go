@@ -220,10 +220,8 @@ func (s *Server) agentConnect(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
-	nc, err := acceptRelayConn(ctx, w, r)
-	if err != nil {
-		_ = ctrl.Close()
-		s.log.Info("agent connection not accepted", "agent", agentID, "err", err)
+	nc := s.acceptOrLog(ctx, w, r, ctrl, "agent connection", "agent", agentID)
+	if nc == nil {
 		return
 	}
 	amux, err := yamux.Client(relayconn.CoalescedYamuxConn(nc), s.yamuxConfig())

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"airgapcoder/codersdk"
+	"airgapcoder/internal/appproxy"
 )
 
 // Dev URLs and apps through the proxy (codersdk/workspaceproxyapps.go),
@@ -307,38 +308,11 @@ func (a *appProxy) proxy(w http.ResponseWriter, r *http.Request, g codersdk.Prox
 	s := a.s
 	rp := &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
-			setAppHeaders(pr, prefix)
-			pr.Out.URL.Scheme = g.Scheme
-			pr.Out.URL.Host = appAddr(g)
-			joined := strings.TrimSuffix(g.BasePath, "/") + rest
-			if joined == "" {
-				joined = "/"
-			}
-			pr.Out.URL.RawPath = joined
-			pr.Out.URL.Path, _ = url.PathUnescape(joined)
-			in := pr.In.URL.RawQuery
-			switch {
-			case g.Query != "" && in != "":
-				pr.Out.URL.RawQuery = g.Query + "&" + in
-			case g.Query != "":
-				pr.Out.URL.RawQuery = g.Query
-			default:
-				pr.Out.URL.RawQuery = in
-			}
+			appproxy.Rewrite(pr, appproxy.Target{Scheme: g.Scheme, Addr: appAddr(g), BasePath: g.BasePath, Query: g.Query}, prefix, rest)
 		},
-		Transport:     a.httpTransport(),
-		FlushInterval: -1,
-		ModifyResponse: func(resp *http.Response) error {
-			// An app must not replace the visitor's session or app cookie.
-			cookies := resp.Header.Values("Set-Cookie")
-			resp.Header.Del("Set-Cookie")
-			for _, ck := range cookies {
-				if c, err := http.ParseSetCookie(ck); err != nil || !coderCookie(c.Name) {
-					resp.Header.Add("Set-Cookie", ck)
-				}
-			}
-			return nil
-		},
+		Transport:      a.httpTransport(),
+		FlushInterval:  -1,
+		ModifyResponse: appproxy.DropCoderCookies,
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
 			if r.Context().Err() != nil {
 				return
@@ -354,35 +328,6 @@ func (a *appProxy) proxy(w http.ResponseWriter, r *http.Request, g codersdk.Prox
 		"port", g.Port, "method", r.Method, "host", r.Host, "path", r.URL.Path, "remote", r.RemoteAddr)
 	ctx := context.WithValue(r.Context(), appDialKey{}, appDial{grant: g, remote: r.RemoteAddr})
 	rp.ServeHTTP(w, r.WithContext(ctx))
-}
-
-// coderCookie reports the cookies that are the deployment's, not the app's.
-func coderCookie(name string) bool {
-	return name == codersdk.SessionTokenCookie || name == codersdk.SubdomainAppSessionTokenCookie
-}
-
-// setAppHeaders sets the headers a request reaches the app with, as the
-// primary's setDevURLHeaders does: the visitor's Host; X-Forwarded-For,
-// -Host and -Proto as the proxy saw them (what the visitor sent in these
-// is dropped by httputil.ReverseProxy); X-Forwarded-Prefix for a path
-// app; no session token (header or cookie) and no app cookie.
-func setAppHeaders(pr *httputil.ProxyRequest, prefix string) {
-	pr.Out.Host = pr.In.Host
-	pr.SetXForwarded()
-	if prefix != "" {
-		pr.Out.Header.Set("X-Forwarded-Prefix", prefix)
-	} else {
-		pr.Out.Header.Del("X-Forwarded-Prefix")
-	}
-	pr.Out.Header.Del(codersdk.SessionTokenHeader)
-	if cookies := pr.In.Cookies(); len(cookies) > 0 {
-		pr.Out.Header.Del("Cookie")
-		for _, ck := range cookies {
-			if !coderCookie(ck.Name) {
-				pr.Out.AddCookie(ck)
-			}
-		}
-	}
 }
 
 // httpTransport is the transport of app requests, whose dials open relay

@@ -175,10 +175,8 @@ func (s *Server) userConnect(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
-	nc, err := acceptRelayConn(ctx, w, r)
-	if err != nil {
-		_ = conn.Close()
-		s.log.Info("relay connection not accepted", "agent", rec.AgentID, "remote", remote, "err", err)
+	nc := s.acceptOrLog(ctx, w, r, conn, "relay connection", "agent", rec.AgentID, "remote", remote)
+	if nc == nil {
 		return
 	}
 	s.relayUserConn(ctx, nc, conn, rec)
@@ -199,9 +197,8 @@ func (s *Server) preparedConnect(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
-	nc, err := acceptRelayConn(ctx, w, r)
-	if err != nil {
-		s.log.Info("prepared relay connection not accepted", "agent", agentID, "remote", remote, "err", err)
+	nc := s.acceptOrLog(ctx, w, r, nil, "prepared relay connection", "agent", agentID, "remote", remote)
+	if nc == nil {
 		return
 	}
 	s.closeOnStop(ctx, nc)

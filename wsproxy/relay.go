@@ -138,6 +138,22 @@ func acceptRelayConn(ctx context.Context, w http.ResponseWriter, r *http.Request
 	return websocket.NetConn(ctx, ws, websocket.MessageBinary), nil
 }
 
+// acceptOrLog takes over a relay request's connection (acceptRelayConn).
+// When it cannot (the client has had its answer), it closes opened, what
+// the handler had opened for the connection (nil for nothing), logs
+// "<what> not accepted" with args, and returns nil.
+func (s *Server) acceptOrLog(ctx context.Context, w http.ResponseWriter, r *http.Request, opened net.Conn, what string, args ...any) net.Conn {
+	nc, err := acceptRelayConn(ctx, w, r)
+	if err != nil {
+		if opened != nil {
+			_ = opened.Close()
+		}
+		s.log.Info(what+" not accepted", append(args, "err", err)...)
+		return nil
+	}
+	return nc
+}
+
 // yamuxConfig tunes the proxy's yamux sessions (to the primary and to
 // agents) as coderd tunes its own: keepalive, an 8 MiB stream window.
 func (s *Server) yamuxConfig() *yamux.Config {
