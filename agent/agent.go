@@ -516,14 +516,23 @@ func (a *Agent) serveConnection(ctx context.Context, c *codersdk.Client, changed
 // connections to end (SSH sessions, web terminals and TCP forwards are
 // closed by then); one that does not is logged, not waited for forever.
 func (a *Agent) waitStreams(limit time.Duration) {
+	if !waitGroupWithin(&a.streams, limit) {
+		a.log.Warn("user connections still open at shutdown", "waited", limit)
+	}
+}
+
+// waitGroupWithin waits for wg for up to limit and reports whether it
+// finished. The goroutine it waits in ends when wg does.
+func waitGroupWithin(wg *sync.WaitGroup, limit time.Duration) bool {
 	done := make(chan struct{})
 	go func() {
-		a.streams.Wait()
+		wg.Wait()
 		close(done)
 	}()
 	select {
 	case <-done:
+		return true
 	case <-time.After(limit):
-		a.log.Warn("user connections still open at shutdown", "waited", limit)
+		return false
 	}
 }

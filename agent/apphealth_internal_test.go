@@ -7,7 +7,6 @@ import (
 	"net"
 	"net/http"
 	"net/url"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -18,31 +17,17 @@ import (
 // fakeHealthPoster records app health posts; the first failures calls fail
 // as a restarting coderd would.
 type fakeHealthPoster struct {
-	mu       sync.Mutex
-	failures int
-	posts    []map[string]string
-	changed  chan struct{}
+	posts *recorder[map[string]string]
 }
 
 func (p *fakeHealthPoster) PostWorkspaceAppHealth(_ context.Context, req codersdk.PostWorkspaceAppHealthsRequest) error {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.failures > 0 {
-		p.failures--
-		return &codersdk.Error{StatusCode: http.StatusServiceUnavailable, Response: codersdk.Response{Message: "coderd is restarting"}}
-	}
-	p.posts = append(p.posts, maps.Clone(req.Healths))
-	close(p.changed)
-	p.changed = make(chan struct{})
-	return nil
+	return p.posts.post(maps.Clone(req.Healths))
 }
 
-// latest folds the posts into each app's last reported health.
-func (p *fakeHealthPoster) latest() map[string]string {
-	p.mu.Lock()
-	defer p.mu.Unlock()
+// latest folds posts into each app's last reported health.
+func latest(posts []map[string]string) map[string]string {
 	out := map[string]string{}
-	for _, post := range p.posts {
+	for _, post := range posts {
 		maps.Copy(out, post)
 	}
 	return out
@@ -51,23 +36,7 @@ func (p *fakeHealthPoster) latest() map[string]string {
 // waitFor waits until cond holds for the latest healths.
 func (p *fakeHealthPoster) waitFor(t *testing.T, timeout time.Duration, what string, cond func(map[string]string) bool) {
 	t.Helper()
-	deadline := time.NewTimer(timeout)
-	defer deadline.Stop()
-	for {
-		p.mu.Lock()
-		changed := p.changed
-		p.mu.Unlock()
-		if cond(p.latest()) {
-			return
-		}
-		select {
-		case <-changed:
-		case <-deadline.C:
-			p.mu.Lock()
-			defer p.mu.Unlock()
-			t.Fatalf("not within %s: %s; posts %v", timeout, what, p.posts)
-		}
-	}
+	p.posts.waitFor(t, timeout, what, func(posts []map[string]string) bool { return cond(latest(posts)) })
 }
 
 // flakyServer is a real HTTP server on a fixed loopback address that can be
@@ -153,7 +122,7 @@ func TestAppHealthChecker(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &fakeHealthPoster{failures: 1, changed: make(chan struct{})}
+	p := &fakeHealthPoster{posts: newRecorder[map[string]string](1)}
 	c := newAppHealthChecker(appHealthConfig{log: discardLogger(), poster: p, apps: apps, retry: a.retry,
 		second: 20 * time.Millisecond, batch: 5 * time.Millisecond})
 	ctx, cancel := context.WithCancel(context.Background())
@@ -196,14 +165,12 @@ func TestAppHealthChecker(t *testing.T) {
 
 	cancel()
 	<-done
-	p.mu.Lock()
-	defer p.mu.Unlock()
 	// Only changes were sent, and never for apps without a healthcheck.
 	last := map[string]string{}
 	for _, app := range apps {
 		last[app.ID] = app.Health
 	}
-	for i, post := range p.posts {
+	for i, post := range p.posts.all() {
 		for id, h := range post {
 			if id == "plain" || id == "zero" {
 				t.Errorf("post %d: health of %s, which has no (usable) healthcheck", i, id)

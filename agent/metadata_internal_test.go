@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -16,35 +15,21 @@ import (
 
 // fakePoster records metadata batches; the first failures calls fail.
 type fakePoster struct {
-	mu       sync.Mutex
-	failures int
-	batches  [][]codersdk.AgentMetadataUpdate
-	changed  chan struct{}
+	batches *recorder[[]codersdk.AgentMetadataUpdate]
 }
 
 func newFakePoster(failures int) *fakePoster {
-	return &fakePoster{failures: failures, changed: make(chan struct{})}
+	return &fakePoster{batches: newRecorder[[]codersdk.AgentMetadataUpdate](failures)}
 }
 
 func (p *fakePoster) PostAgentMetadata(_ context.Context, req codersdk.PostAgentMetadataRequest) error {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.failures > 0 {
-		p.failures--
-		return &codersdk.Error{StatusCode: 503, Response: codersdk.Response{Message: "coderd is restarting"}}
-	}
-	p.batches = append(p.batches, req.Metadata)
-	close(p.changed)
-	p.changed = make(chan struct{})
-	return nil
+	return p.batches.post(req.Metadata)
 }
 
-// results returns every result posted for key, in order.
-func (p *fakePoster) results(key string) []codersdk.AgentMetadataResult {
-	p.mu.Lock()
-	defer p.mu.Unlock()
+// resultsOf returns every result in batches for key, in order.
+func resultsOf(batches [][]codersdk.AgentMetadataUpdate, key string) []codersdk.AgentMetadataResult {
 	var out []codersdk.AgentMetadataResult
-	for _, b := range p.batches {
+	for _, b := range batches {
 		for _, u := range b {
 			if u.Key == key {
 				out = append(out, u.Result)
@@ -54,24 +39,20 @@ func (p *fakePoster) results(key string) []codersdk.AgentMetadataResult {
 	return out
 }
 
+// results returns every result posted for key, in order.
+func (p *fakePoster) results(key string) []codersdk.AgentMetadataResult {
+	return resultsOf(p.batches.all(), key)
+}
+
 // waitFor waits until cond holds for key's results.
 func (p *fakePoster) waitFor(t *testing.T, timeout time.Duration, key string, cond func([]codersdk.AgentMetadataResult) bool) []codersdk.AgentMetadataResult {
 	t.Helper()
-	deadline := time.NewTimer(timeout)
-	defer deadline.Stop()
-	for {
-		p.mu.Lock()
-		changed := p.changed
-		p.mu.Unlock()
-		if r := p.results(key); cond(r) {
-			return r
-		}
-		select {
-		case <-changed:
-		case <-deadline.C:
-			t.Fatalf("not within %s: results of %q: %+v", timeout, key, p.results(key))
-		}
-	}
+	var results []codersdk.AgentMetadataResult
+	p.batches.waitFor(t, timeout, "results of "+key, func(batches [][]codersdk.AgentMetadataUpdate) bool {
+		results = resultsOf(batches, key)
+		return cond(results)
+	})
+	return results
 }
 
 func runCollector(t *testing.T, poster metadataPoster, descs ...codersdk.AgentMetadataDescription) (dir string, stop func()) {

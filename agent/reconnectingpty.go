@@ -344,15 +344,7 @@ func (m *ptyManager) closeAll() {
 	for _, s := range sessions {
 		s.kill()
 	}
-	done := make(chan struct{})
-	go func() {
-		m.running.Wait()
-		close(done)
-	}()
-	select {
-	case <-done:
-	case <-time.After(ptyKillGrace + time.Second):
-	}
+	waitGroupWithin(&m.running, ptyKillGrace+time.Second)
 }
 
 // ring keeps the last ptyRingSize bytes written to it.

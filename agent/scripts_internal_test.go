@@ -11,7 +11,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -24,27 +23,19 @@ import (
 
 // fakeOutput records what scripts write, as the logSender would send it.
 type fakeOutput struct {
-	mu      sync.Mutex
-	lines   []codersdk.AgentLogInput
-	changed chan struct{} // closed and replaced on every line
+	lines *recorder[codersdk.AgentLogInput]
 }
 
-func newFakeOutput() *fakeOutput { return &fakeOutput{changed: make(chan struct{})} }
+func newFakeOutput() *fakeOutput { return &fakeOutput{lines: newRecorder[codersdk.AgentLogInput](0)} }
 
 func (o *fakeOutput) add(source, level, line string) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	o.lines = append(o.lines, codersdk.AgentLogInput{Source: source, Level: level, Output: line})
-	close(o.changed)
-	o.changed = make(chan struct{})
+	o.lines.add(codersdk.AgentLogInput{Source: source, Level: level, Output: line})
 }
 
-// of returns the lines of source.
-func (o *fakeOutput) of(source string) []string {
-	o.mu.Lock()
-	defer o.mu.Unlock()
+// linesOf returns the output of source in lines.
+func linesOf(lines []codersdk.AgentLogInput, source string) []string {
 	var out []string
-	for _, l := range o.lines {
+	for _, l := range lines {
 		if l.Source == source {
 			out = append(out, l.Output)
 		}
@@ -52,31 +43,21 @@ func (o *fakeOutput) of(source string) []string {
 	return out
 }
 
-func (o *fakeOutput) all() []codersdk.AgentLogInput {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	return slices.Clone(o.lines)
-}
+// of returns the lines of source.
+func (o *fakeOutput) of(source string) []string { return linesOf(o.lines.all(), source) }
+
+func (o *fakeOutput) all() []codersdk.AgentLogInput { return o.lines.all() }
 
 // waitFor waits until cond holds for the lines of source, failing after
 // timeout.
 func (o *fakeOutput) waitFor(t *testing.T, timeout time.Duration, source string, cond func(lines []string) bool) []string {
 	t.Helper()
-	deadline := time.NewTimer(timeout)
-	defer deadline.Stop()
-	for {
-		o.mu.Lock()
-		changed := o.changed
-		o.mu.Unlock()
-		if lines := o.of(source); cond(lines) {
-			return lines
-		}
-		select {
-		case <-changed:
-		case <-deadline.C:
-			t.Fatalf("not within %s; lines of %q: %q", timeout, source, o.of(source))
-		}
-	}
+	var lines []string
+	o.lines.waitFor(t, timeout, "lines of "+source, func(all []codersdk.AgentLogInput) bool {
+		lines = linesOf(all, source)
+		return cond(lines)
+	})
+	return lines
 }
 
 func count(lines []string, s string) int {

@@ -156,29 +156,13 @@ func (c Config) primaryHosts() []string {
 func (u *upRun) proxySteps() []lifecycle.Step {
 	return []lifecycle.Step{
 		{Name: "guard egress", Run: u.guardEgress},
-		{Name: "certificates", Run: u.ensureProxyCertificates},
+		{Name: "certificates", Run: u.ensureServerCertificate}, // as the primary's, without the agents' CAs
 		{Name: "trust the primary", Run: u.trustPrimary},
 		{Name: "read the proxy token", Run: u.readProxyToken},
 		{Name: "start workspace proxy", Run: u.startProxy},
 		{Name: "serve plain HTTP redirects", Run: u.startProxyRedirect},
 		{Name: "start watchdog", Run: u.startProxyWatchdog},
 	}
-}
-
-// ensureProxyCertificates issues (or keeps) the appliance CA and a serving
-// certificate for every name of u.hosts, as the primary's, and loads
-// trust.pem.
-func (u *upRun) ensureProxyCertificates(context.Context) error {
-	issued, err := certs.EnsureServer(u.dir, u.hosts, certs.Options{})
-	if err != nil {
-		return err
-	}
-	if err := checkAdvertisedNames(issued.Server, u.cfg); err != nil {
-		return err
-	}
-	u.issued = issued
-	u.trust, err = certs.Load(u.dir)
-	return err
 }
 
 // trustPrimary builds the client that reaches the primary: it trusts
@@ -337,27 +321,9 @@ func (u *upRun) startProxyRedirect(ctx context.Context) error {
 // startProxyWatchdog feeds systemd's watchdog while the proxy's /healthz
 // passes (it is registered), when the unit asks for one.
 func (u *upRun) startProxyWatchdog(ctx context.Context) error {
-	every := watchdogInterval()
-	if every <= 0 {
-		return nil
-	}
 	client := &http.Client{Transport: localTransport(u.trust, u.cfg.AccessHost()), Timeout: 5 * time.Second}
 	local := "https://" + loopbackAddr(u.proxy.Addr().String()) + "/healthz"
-	u.stop.Go(ctx, "watchdog", func(ctx context.Context) error {
-		runWatchdog(ctx, every, func(ctx context.Context) error {
-			req, _ := http.NewRequestWithContext(ctx, http.MethodGet, local, nil)
-			resp, err := client.Do(req)
-			if err != nil {
-				return err
-			}
-			resp.Body.Close()
-			if resp.StatusCode != http.StatusOK {
-				return fmt.Errorf("workspace proxy /healthz: %s", resp.Status)
-			}
-			return nil
-		}, u.log.With("component", "watchdog"))
-		return nil
-	})
+	u.watch(ctx, func(ctx context.Context) error { return getHealthz(ctx, client, "workspace proxy /healthz", local) })
 	return nil
 }
 

@@ -257,8 +257,21 @@ func (u *upRun) guardEgress(context.Context) error {
 }
 
 // ensureCertificates issues (or keeps) the appliance CA and a serving
-// certificate for every name of u.hosts, and writes the CAs agents trust.
-func (u *upRun) ensureCertificates(context.Context) error {
+// certificate for every name of u.hosts, loads trust.pem, and writes the
+// CAs agents trust.
+func (u *upRun) ensureCertificates(ctx context.Context) error {
+	if err := u.ensureServerCertificate(ctx); err != nil {
+		return err
+	}
+	var err error
+	u.agentCA, err = writeAgentCA(u.l)
+	return err
+}
+
+// ensureServerCertificate issues (or keeps) the appliance CA and a serving
+// certificate for every name of u.hosts, and loads trust.pem: the whole of
+// a proxy's certificates step.
+func (u *upRun) ensureServerCertificate(context.Context) error {
 	issued, err := certs.EnsureServer(u.dir, u.hosts, certs.Options{})
 	if err != nil {
 		return err
@@ -266,11 +279,8 @@ func (u *upRun) ensureCertificates(context.Context) error {
 	if err := checkAdvertisedNames(issued.Server, u.cfg); err != nil {
 		return err
 	}
-	if u.trust, err = certs.Load(u.dir); err != nil {
-		return err
-	}
 	u.issued = issued
-	u.agentCA, err = writeAgentCA(u.l)
+	u.trust, err = certs.Load(u.dir)
 	return err
 }
 
@@ -401,14 +411,20 @@ func (u *upRun) prepareWorkspaces(context.Context) error {
 
 // mirrorHealth is the mirror's part of /healthz.
 func (u *upRun) mirrorHealth(ctx context.Context) error {
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, u.mirrorLocal+"/healthz", nil)
-	resp, err := u.mirrorProbe.Do(req)
+	return getHealthz(ctx, u.mirrorProbe, "mirror /healthz", u.mirrorLocal+"/healthz")
+}
+
+// getHealthz asks url, a /healthz, with client, and fails unless it
+// answers 200 OK; what names it in the error.
+func getHealthz(ctx context.Context, client *http.Client, what, url string) error {
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	resp, err := client.Do(req)
 	if err != nil {
 		return err
 	}
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("mirror /healthz: %s", resp.Status)
+		return fmt.Errorf("%s: %s", what, resp.Status)
 	}
 	return nil
 }
@@ -486,15 +502,21 @@ func (u *upRun) startControlPlane(ctx context.Context) error {
 // startWatchdog feeds systemd's watchdog while /healthz (the database, the
 // mirror) passes, when the unit asks for one.
 func (u *upRun) startWatchdog(ctx context.Context) error {
+	u.watch(ctx, func(ctx context.Context) error { return u.localClient.Healthz(ctx) })
+	return nil
+}
+
+// watch feeds systemd's watchdog while healthy answers nil, until the stop,
+// when the unit asks for a watchdog (see runWatchdog).
+func (u *upRun) watch(ctx context.Context, healthy func(context.Context) error) {
 	every := watchdogInterval()
 	if every <= 0 {
-		return nil
+		return
 	}
 	u.stop.Go(ctx, "watchdog", func(ctx context.Context) error {
-		runWatchdog(ctx, every, func(ctx context.Context) error { return u.localClient.Healthz(ctx) }, u.log.With("component", "watchdog"))
+		runWatchdog(ctx, every, healthy, u.log.With("component", "watchdog"))
 		return nil
 	})
-	return nil
 }
 
 // workspaceEnvironment is what the appliance adds to terraform's

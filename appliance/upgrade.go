@@ -234,18 +234,7 @@ func tryStart(ctx context.Context, l Layout, cfg Config, release string, timeout
 func healthy(ctx context.Context, dir string, cfg Config) error {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
-	probe := func(client *http.Client, url string) error {
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-		resp, err := client.Do(req)
-		if err != nil {
-			return err
-		}
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			return fmt.Errorf("%s: %s", url, resp.Status)
-		}
-		return nil
-	}
+	probe := func(client *http.Client, url string) error { return getHealthz(ctx, client, url, url) }
 	var err error
 	if trust, loadErr := certs.Load(dir); loadErr == nil {
 		client := &http.Client{Transport: localTransport(trust, cfg.AccessHost())}

@@ -68,8 +68,7 @@ this appliance lacks.`,
 }
 
 func (inv *invocation) applianceInstallCmd() *cobra.Command {
-	var dir, pubKey string
-	var allowUnsigned bool
+	var f installFlags
 	cmd := &cobra.Command{
 		Use:   "install BUNDLE",
 		Short: "Verify a bundle and install it as the current release of DIR",
@@ -79,30 +78,25 @@ folder is written until everything has been checked; a bad bundle leaves DIR as
 it was. BUNDLE is the .bundle file or, for a split bundle, its .part000.`,
 		Args: exactArgs(1, "BUNDLE"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if dir == "" {
-				return usageErrorf("--dir is required")
-			}
-			key, err := bundleKey(pubKey, allowUnsigned)
+			key, err := f.key()
 			if err != nil {
 				return err
 			}
-			opts := appliance.InstallOptions{Bundle: args[0], Dir: dir, PublicKey: key, AllowUnsigned: allowUnsigned, Logger: inv.logger()}
+			opts := appliance.InstallOptions{Bundle: args[0], Dir: f.dir, PublicKey: key, AllowUnsigned: f.allowUnsigned, Logger: inv.logger()}
 			res, err := appliance.Install(cmd.Context(), opts)
 			if err != nil {
 				return err
 			}
 			if res.AlreadyInstalled {
-				fmt.Fprintf(inv.stdout, "Release %s was already installed in %s; it is current.\n", res.Release, dir)
+				fmt.Fprintf(inv.stdout, "Release %s was already installed in %s; it is current.\n", res.Release, f.dir)
 			} else {
-				fmt.Fprintf(inv.stdout, "Installed release %s of %s in %s.\n", res.Release, res.Manifest.Name, dir)
+				fmt.Fprintf(inv.stdout, "Installed release %s of %s in %s.\n", res.Release, res.Manifest.Name, f.dir)
 			}
-			fmt.Fprintf(inv.stdout, "Start it with: coder appliance up --dir %s\n", dir)
+			fmt.Fprintf(inv.stdout, "Start it with: coder appliance up --dir %s\n", f.dir)
 			return nil
 		},
 	}
-	cmd.Flags().StringVar(&dir, "dir", "", "Appliance folder")
-	cmd.Flags().StringVar(&pubKey, "public-key", "", "Public key (bundle.pub) that must have signed the bundle")
-	cmd.Flags().BoolVar(&allowUnsigned, "allow-unsigned", false, "Accept a bundle without a signature")
+	f.register(cmd.Flags())
 	return cmd
 }
 
@@ -222,8 +216,8 @@ func orDash(s string) string {
 }
 
 func (inv *invocation) applianceUpgradeCmd() *cobra.Command {
-	var dir, pubKey string
-	var allowUnsigned, force bool
+	var f installFlags
+	var force bool
 	cmd := &cobra.Command{
 		Use:   "upgrade BUNDLE",
 		Short: "Install a new release, switch to it, and roll back when it does not come up healthy",
@@ -234,25 +228,20 @@ database copy and the previous release are put back and started to check they
 serve. Start the appliance again afterwards.`,
 		Args: exactArgs(1, "BUNDLE"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if dir == "" {
-				return usageErrorf("--dir is required")
-			}
-			key, err := bundleKey(pubKey, allowUnsigned)
+			key, err := f.key()
 			if err != nil {
 				return err
 			}
-			opts := appliance.UpgradeOptions{Bundle: args[0], Dir: dir, PublicKey: key, AllowUnsigned: allowUnsigned, Force: force, Logger: inv.logger()}
+			opts := appliance.UpgradeOptions{Bundle: args[0], Dir: f.dir, PublicKey: key, AllowUnsigned: f.allowUnsigned, Force: force, Logger: inv.logger()}
 			res, err := appliance.Upgrade(cmd.Context(), opts)
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(inv.stdout, "Upgraded %s from %s to %s. Start it with: coder appliance up --dir %s\n", dir, res.From, res.To, dir)
+			fmt.Fprintf(inv.stdout, "Upgraded %s from %s to %s. Start it with: coder appliance up --dir %s\n", f.dir, res.From, res.To, f.dir)
 			return nil
 		},
 	}
-	cmd.Flags().StringVar(&dir, "dir", "", "Appliance folder")
-	cmd.Flags().StringVar(&pubKey, "public-key", "", "Public key (bundle.pub) that must have signed the bundle")
-	cmd.Flags().BoolVar(&allowUnsigned, "allow-unsigned", false, "Accept a bundle without a signature")
+	f.register(cmd.Flags())
 	cmd.Flags().BoolVar(&force, "force", false, "Allow a downgrade")
 	return cmd
 }
@@ -287,6 +276,27 @@ func (inv *invocation) databaseFileCmd(use, short, done string, run func(ctx con
 	}
 	cmd.Flags().StringVar(&dir, "dir", "", "Appliance folder")
 	return cmd
+}
+
+// installFlags are the flags install and upgrade share: the appliance
+// folder and the key the bundle must be signed with.
+type installFlags struct {
+	dir, pubKey   string
+	allowUnsigned bool
+}
+
+func (f *installFlags) register(fs *pflag.FlagSet) {
+	fs.StringVar(&f.dir, "dir", "", "Appliance folder")
+	fs.StringVar(&f.pubKey, "public-key", "", "Public key (bundle.pub) that must have signed the bundle")
+	fs.BoolVar(&f.allowUnsigned, "allow-unsigned", false, "Accept a bundle without a signature")
+}
+
+// key checks that --dir is set and returns the bundle key (see bundleKey).
+func (f *installFlags) key() (ed25519.PublicKey, error) {
+	if f.dir == "" {
+		return nil, usageErrorf("--dir is required")
+	}
+	return bundleKey(f.pubKey, f.allowUnsigned)
 }
 
 // bundleKey loads --public-key, or accepts --allow-unsigned; one is required.

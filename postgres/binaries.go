@@ -343,42 +343,45 @@ func writeFile(tw *tar.Writer, p, name string, info fs.FileInfo) error {
 	return err
 }
 
-// openArchive returns a tar reader over an xz-compressed archive, with the
-// decompressor that embedded-postgres uses too.
-func openArchive(archive string) (*tar.Reader, io.Closer, error) {
+// walkArchive calls fn on each member of an xz-compressed tar archive, in
+// order, with a reader of the member's bytes, and stops at fn's first
+// error. It decompresses with the decoder that embedded-postgres uses too.
+func walkArchive(archive string, fn func(h *tar.Header, r io.Reader) error) error {
 	f, err := os.Open(archive)
 	if err != nil {
-		return nil, nil, err
+		return err
 	}
+	defer f.Close()
 	zr, err := xz.NewReader(f, 0)
 	if err != nil {
-		_ = f.Close()
-		return nil, nil, fmt.Errorf("read %s: %w", archive, err)
+		return fmt.Errorf("read %s: %w", archive, err)
 	}
-	return tar.NewReader(zr), f, nil
+	tr := tar.NewReader(zr)
+	for {
+		h, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if err := fn(h, tr); err != nil {
+			return err
+		}
+	}
 }
 
 // verifyArchive reads the whole archive and checks that it holds the
 // binaries that embedded-postgres runs.
 func verifyArchive(archive string) error {
-	tr, closer, err := openArchive(archive)
+	seen := map[string]bool{}
+	err := walkArchive(archive, func(h *tar.Header, r io.Reader) error {
+		seen[path.Clean(h.Name)] = true
+		_, err := io.Copy(io.Discard, r)
+		return err
+	})
 	if err != nil {
 		return err
-	}
-	defer closer.Close()
-	seen := map[string]bool{}
-	for {
-		h, err := tr.Next()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			return err
-		}
-		seen[path.Clean(h.Name)] = true
-		if _, err := io.Copy(io.Discard, tr); err != nil {
-			return err
-		}
 	}
 	for _, b := range requiredBinaries {
 		if !seen[b] {
@@ -456,27 +459,19 @@ func removeStaleUnpacks(binariesDir string, log *slog.Logger) {
 // outside dir. Every directory is 0755 and every file 0644 or 0755 whatever
 // the umask, so that the unprivileged PostgreSQL user can read them.
 func extract(archive, dir string) error {
-	tr, closer, err := openArchive(archive)
-	if err != nil {
-		return err
-	}
-	defer closer.Close()
 	root, err := os.OpenRoot(dir)
 	if err != nil {
 		return err
 	}
 	defer root.Close()
-	for {
-		h, err := tr.Next()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			return err
-		}
-		if err := extractMember(root, tr, h); err != nil {
+	err = walkArchive(archive, func(h *tar.Header, r io.Reader) error {
+		if err := extractMember(root, r, h); err != nil {
 			return fmt.Errorf("%s: %w", h.Name, err)
 		}
+		return nil
+	})
+	if err != nil {
+		return err
 	}
 	return filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
 		if err == nil && d.IsDir() {

@@ -53,23 +53,15 @@ func TestImportPreflightRefusesWhatTheMirrorLacks(t *testing.T) {
 	f := newFakeCoderd(t)
 	f.startDaemon(t, func(o *provisionerd.Options) { o.TerraformPath = tf })
 	res := f.run(t, importJob, map[string]string{"main.tf": upstreamtest.QuickstartTemplate})
-	msg := mustFail(t, res)
-	for _, want := range []string{
+	msg := mustFailBeforeInit(t, res,
 		"registry.terraform.io/kreuzwerker/docker", "registry.terraform.io/hashicorp/external",
 		"registry.coder.com/coder/code-server/coder ~> 1.0", "main.tf:",
 		"providers:\n  - source: registry.terraform.io/hashicorp/external\n    versions: [\"VERSION\"]",
 		"modules:\n  - source: registry.coder.com/coder/code-server/coder\n    version: \"~> 1.0\"",
 		"coder bundle build -f bundle.yaml --against inventory.json",
-	} {
-		if !strings.Contains(msg, want) {
-			t.Errorf("the refusal does not say %q:\n%s", want, msg)
-		}
-	}
+	)
 	if strings.Contains(msg, "registry.terraform.io/coder/coder") {
 		t.Errorf("the refusal names the provider the mirror holds:\n%s", msg)
-	}
-	if strings.Contains(res.LogText(), "Initializing terraform") {
-		t.Errorf("terraform init ran:\n%s", res.LogText())
 	}
 	if bad, _ := nonLoopbackConnects(t, trace); len(bad) > 0 {
 		t.Errorf("connect() beyond loopback:\n%s", strings.Join(bad, "\n"))

@@ -258,6 +258,22 @@ func mustFail(t *testing.T, res jobResult) string {
 	return res.Fail.Error
 }
 
+// mustFailBeforeInit checks that the job failed before terraform init ran,
+// with an error that says every one of want, and returns the error.
+func mustFailBeforeInit(t *testing.T, res jobResult, want ...string) string {
+	t.Helper()
+	msg := mustFail(t, res)
+	for _, w := range want {
+		if !strings.Contains(msg, w) {
+			t.Errorf("error %q does not say %q", msg, w)
+		}
+	}
+	if strings.Contains(res.LogText(), "Initializing terraform") {
+		t.Errorf("terraform init ran; want the job to fail before it:\n%s", res.LogText())
+	}
+	return msg
+}
+
 // stateOutputs decodes the outputs of a terraform state.
 func stateOutputs(t *testing.T, state []byte) map[string]json.RawMessage {
 	t.Helper()

@@ -224,16 +224,7 @@ func TestImportVariables(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			job := importJob
 			job.VariableValues = tc.values
-			res := f.run(t, job, files)
-			msg := mustFail(t, res)
-			for _, w := range tc.want {
-				if !strings.Contains(msg, w) {
-					t.Errorf("error %q does not say %q", msg, w)
-				}
-			}
-			if strings.Contains(res.LogText(), "Initializing terraform") {
-				t.Errorf("terraform ran; want the import to fail before init:\n%s", res.LogText())
-			}
+			mustFailBeforeInit(t, f.run(t, job, files), tc.want...)
 		})
 	}
 }
@@ -317,15 +308,7 @@ func TestImportRetiredProvider(t *testing.T) {
 
 data "coder_workspace" "me" {}
 `})
-	msg := mustFail(t, res)
-	for _, want := range []string{"retired provider coder.internal/appliance/coder", "main.tf:4", `source = "coder/coder"`, "docs/templates.md"} {
-		if !strings.Contains(msg, want) {
-			t.Errorf("error %q does not say %q", msg, want)
-		}
-	}
-	if strings.Contains(res.LogText(), "Initializing terraform") {
-		t.Errorf("terraform init ran:\n%s", res.LogText())
-	}
+	mustFailBeforeInit(t, res, "retired provider coder.internal/appliance/coder", "main.tf:4", `source = "coder/coder"`, "docs/templates.md")
 }
 
 // TestDownloadTemplateOutlastsServerErrors: while coderd answers 500 (its

@@ -179,14 +179,15 @@ func TestBuildReportsResources(t *testing.T) {
 		t.Fatalf("terraform_data.vm[0] agents: got %d, want 1 (dev)", len(vm.Agents))
 	}
 	dev := vm.Agents[0]
-	ids := stateIDs(t, start.State)
+	attrs := stateAttrs(t, start.State)
+	id := func(address string) string { return attrs[address]["id"] }
 	cost := int32(42)
 
 	tests := []struct {
 		name      string
 		got, want any
 	}{
-		{"agent id and token", []string{dev.ID, dev.Token}, []string{ids["coder_agent.dev"], stateAttr(t, start.State, "coder_agent.dev", "token")}},
+		{"agent id and token", []string{dev.ID, dev.Token}, []string{id("coder_agent.dev"), attrs["coder_agent.dev"]["token"]}},
 		{"agent name", dev.Name, "dev"},
 		{"agent platform", dev.OperatingSystem + "/" + dev.Architecture, "linux/amd64"},
 		{"agent dir", dev.Directory, "/home/dev"},
@@ -200,8 +201,8 @@ func TestBuildReportsResources(t *testing.T) {
 		{"agent scripts", dev.Scripts, []codersdk.AgentScript{
 			{LogSourceID: dev.ID + "-startup", DisplayName: "Startup Script", Script: "echo start", RunOnStart: true, StartBlocksLogin: true},
 			{LogSourceID: dev.ID + "-shutdown", DisplayName: "Shutdown Script", Script: "echo stop", RunOnStop: true},
-			{LogSourceID: ids["coder_script.backup"], DisplayName: "Backup", Icon: "/icon/backup.svg", Script: "backup.sh", Cron: "0 0 22 * * *", LogPath: "backup.log", TimeoutSeconds: 60},
-			{LogSourceID: ids["coder_script.dotfiles"], DisplayName: "Dotfiles", Script: "install.sh", RunOnStart: true, StartBlocksLogin: true},
+			{LogSourceID: id("coder_script.backup"), DisplayName: "Backup", Icon: "/icon/backup.svg", Script: "backup.sh", Cron: "0 0 22 * * *", LogPath: "backup.log", TimeoutSeconds: 60},
+			{LogSourceID: id("coder_script.dotfiles"), DisplayName: "Dotfiles", Script: "install.sh", RunOnStart: true, StartBlocksLogin: true},
 		}},
 		{"apps", dev.Apps, []codersdk.ProvisionedApp{
 			{Slug: "docs", URL: "https://docs.example.test", External: true, Share: "owner", OpenIn: "slim-window"},
@@ -268,8 +269,9 @@ resource "coder_env" "b" {
 	}
 }
 
-// stateIDs maps the addresses of a state's resources to their ids.
-func stateIDs(t *testing.T, state []byte) map[string]string {
+// stateAttrs maps the addresses of a state's managed single-instance
+// resources to their string attributes.
+func stateAttrs(t *testing.T, state []byte) map[string]map[string]string {
 	t.Helper()
 	var st struct {
 		Resources []struct {
@@ -282,38 +284,20 @@ func stateIDs(t *testing.T, state []byte) map[string]string {
 	if err := json.Unmarshal(state, &st); err != nil {
 		t.Fatal(err)
 	}
-	ids := map[string]string{}
+	all := map[string]map[string]string{}
 	for _, r := range st.Resources {
-		if r.Mode == "managed" && len(r.Instances) == 1 {
-			id, _ := r.Instances[0].Attributes["id"].(string)
-			ids[r.Type+"."+r.Name] = id
+		if r.Mode != "managed" || len(r.Instances) != 1 {
+			continue
 		}
-	}
-	return ids
-}
-
-// stateAttr is one string attribute of a single-instance resource.
-func stateAttr(t *testing.T, state []byte, address, attr string) string {
-	t.Helper()
-	var st struct {
-		Resources []struct {
-			Type, Name string
-			Instances  []struct {
-				Attributes map[string]any `json:"attributes"`
-			} `json:"instances"`
-		} `json:"resources"`
-	}
-	if err := json.Unmarshal(state, &st); err != nil {
-		t.Fatal(err)
-	}
-	for _, r := range st.Resources {
-		if r.Type+"."+r.Name == address && len(r.Instances) == 1 {
-			s, _ := r.Instances[0].Attributes[attr].(string)
-			return s
+		attrs := map[string]string{}
+		for k, v := range r.Instances[0].Attributes {
+			if s, ok := v.(string); ok {
+				attrs[k] = s
+			}
 		}
+		all[r.Type+"."+r.Name] = attrs
 	}
-	t.Fatalf("no %s in the state", address)
-	return ""
+	return all
 }
 
 func pretty(v any) string {

@@ -334,6 +334,18 @@ func (p *configParser) str(n *yaml.Node, field string, out *string) error {
 	return nil
 }
 
+// strMatching is str for a string that must match re; want says what it
+// must be, for the error.
+func (p *configParser) strMatching(n *yaml.Node, field string, out *string, re *regexp.Regexp, want string) error {
+	if err := p.str(n, field, out); err != nil {
+		return err
+	}
+	if !re.MatchString(*out) {
+		return p.errorf(n, field, "%q is not %s", *out, want)
+	}
+	return nil
+}
+
 func (p *configParser) list(n *yaml.Node, field string, each func(i int, v *yaml.Node, field string) error) error {
 	n = resolve(n)
 	if n.Kind != yaml.SequenceNode {
@@ -402,23 +414,11 @@ func (p *configParser) top(n *yaml.Node) error {
 		},
 		"name": func(v *yaml.Node, f string) error {
 			required[f] = true
-			if err := p.str(v, f, &cfg.Name); err != nil {
-				return err
-			}
-			if !bundleNamePattern.MatchString(cfg.Name) {
-				return p.errorf(v, f, "%q is not a bundle name (lower-case letters, digits, '.', '_', '-'; at most 63 characters)", cfg.Name)
-			}
-			return nil
+			return p.strMatching(v, f, &cfg.Name, bundleNamePattern, "a bundle name (lower-case letters, digits, '.', '_', '-'; at most 63 characters)")
 		},
 		"release": func(v *yaml.Node, f string) error {
 			required[f] = true
-			if err := p.str(v, f, &cfg.Release); err != nil {
-				return err
-			}
-			if !releasePattern.MatchString(cfg.Release) {
-				return p.errorf(v, f, "%q is not a release (letters, digits, '.', '_', '+', '-'; at most 63 characters)", cfg.Release)
-			}
-			return nil
+			return p.strMatching(v, f, &cfg.Release, releasePattern, "a release (letters, digits, '.', '_', '+', '-'; at most 63 characters)")
 		},
 		"platforms": func(v *yaml.Node, f string) error {
 			required[f] = true
@@ -598,13 +598,7 @@ func (p *configParser) postgres(n *yaml.Node, field string) error {
 	var pathNode, repoNode *yaml.Node
 	err := p.fields(n, field, map[string]func(*yaml.Node, string) error{
 		"version": func(v *yaml.Node, f string) error {
-			if err := p.str(v, f, &src.Version); err != nil {
-				return err
-			}
-			if !postgresVersion.MatchString(src.Version) {
-				return p.errorf(v, f, "%q is not a version (want MAJOR.MINOR.PATCH, such as 16.9.0)", src.Version)
-			}
-			return nil
+			return p.strMatching(v, f, &src.Version, postgresVersion, "a version (want MAJOR.MINOR.PATCH, such as 16.9.0)")
 		},
 		"path":           func(v *yaml.Node, f string) error { pathNode = resolve(v); return p.str(v, f, &src.Path) },
 		"repository_url": func(v *yaml.Node, f string) error { repoNode = resolve(v); return p.str(v, f, &src.RepositoryURL) },

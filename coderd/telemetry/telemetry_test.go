@@ -53,11 +53,7 @@ func snapshotServer(t *testing.T, statuses ...int) (*url.URL, <-chan received) {
 		}
 	}))
 	t.Cleanup(srv.Close)
-	u, err := url.Parse(srv.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return u, ch
+	return periodictest.MustParseURL(t, srv.URL), ch
 }
 
 func newReporter(t *testing.T, opts Options) *Reporter {
@@ -68,11 +64,7 @@ func newReporter(t *testing.T, opts Options) *Reporter {
 	if opts.Now == nil {
 		opts.Now = func() time.Time { return fixedNow }
 	}
-	r, err := New(opts)
-	if err != nil {
-		t.Fatalf("New: %v", err)
-	}
-	return r
+	return periodictest.MustNew(t, New, opts)
 }
 
 func next(t *testing.T, ch <-chan received) received {
@@ -220,23 +212,15 @@ func TestReportErrors(t *testing.T) {
 
 func TestRunSendsImmediatelyAndRepeats(t *testing.T) {
 	t.Parallel()
-	u, ch := snapshotServer(t)
-	// The interval is far beyond the test's lifetime: the first snapshot can
-	// only come from the immediate send.
-	r := newReporter(t, Options{URL: u, Client: http.DefaultClient, Interval: time.Hour})
-	stop := periodictest.RunInBackground(t, r.Run)
-	if got := next(t, ch); got.snap.Users != 3 {
-		t.Errorf("got users %d, want 3", got.snap.Users)
-	}
-	stop()
-
-	u, ch = snapshotServer(t)
-	r = newReporter(t, Options{URL: u, Client: http.DefaultClient, Interval: 5 * time.Millisecond})
-	stop = periodictest.RunInBackground(t, r.Run)
-	for i := range 3 {
-		if got := next(t, ch); got.snap.Workspaces != 5 {
-			t.Errorf("snapshot %d: got workspaces %d, want 5", i, got.snap.Workspaces)
+	periodictest.EachPace(t, func(t *testing.T, p periodictest.Pace) {
+		u, ch := snapshotServer(t)
+		r := newReporter(t, Options{URL: u, Client: http.DefaultClient, Interval: p.Interval})
+		stop := periodictest.RunInBackground(t, r.Run)
+		for i := range p.Rounds {
+			if got := next(t, ch); got.snap.Users != 3 || got.snap.Workspaces != 5 {
+				t.Errorf("snapshot %d: got users %d and workspaces %d, want 3 and 5", i, got.snap.Users, got.snap.Workspaces)
+			}
 		}
-	}
-	stop()
+		stop()
+	})
 }

@@ -36,11 +36,7 @@ func releaseServer(t *testing.T, status int, body string) (*url.URL, <-chan stri
 		}
 	}))
 	t.Cleanup(srv.Close)
-	u, err := url.Parse(srv.URL + "/coder/latest.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return u, ch
+	return periodictest.MustParseURL(t, srv.URL+"/coder/latest.json"), ch
 }
 
 func newChecker(t *testing.T, opts Options) *Checker {
@@ -51,11 +47,7 @@ func newChecker(t *testing.T, opts Options) *Checker {
 	if opts.Now == nil {
 		opts.Now = func() time.Time { return fixedNow }
 	}
-	c, err := New(opts)
-	if err != nil {
-		t.Fatalf("New: %v", err)
-	}
-	return c
+	return periodictest.MustNew(t, New, opts)
 }
 
 func TestNewRejectsBadOptions(t *testing.T) {
@@ -245,42 +237,29 @@ func TestLatestKeepsLastSuccess(t *testing.T) {
 
 func TestRunChecksImmediatelyAndRepeats(t *testing.T) {
 	t.Parallel()
-	tests := []struct {
-		name     string
-		interval time.Duration
-		checks   int
-	}{
-		// An interval far beyond the test's lifetime: the one check seen can
-		// only come from the immediate one.
-		{"immediately", time.Hour, 1},
-		{"repeats", 5 * time.Millisecond, 3},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			t.Parallel()
-			u, requests := releaseServer(t, http.StatusOK, `{"version":"v1.3.0"}`)
-			logs := periodictest.NewLogRecorder()
-			c := newChecker(t, Options{
-				URL:            u,
-				CurrentVersion: "v1.2.3",
-				Interval:       tt.interval,
-				Logger:         slog.New(logs),
-			})
-			stop := periodictest.RunInBackground(t, c.Run)
-
-			for i := range tt.checks {
-				if path := periodictest.Next(t, requests, fmt.Sprintf("check %d", i)); path != "/coder/latest.json" {
-					t.Errorf("check %d: got path %q, want /coder/latest.json", i, path)
-				}
-			}
-			if rec := logs.Next(t); rec.Message != "update available" {
-				t.Errorf("got log %q, want %q", rec.Message, "update available")
-			}
-
-			stop()
-			if res, ok := c.Latest(); !ok || !res.UpdateAvailable || res.Latest != "v1.3.0" {
-				t.Errorf("Latest after Run: got %+v, %t; want v1.3.0 with an update available", res, ok)
-			}
+	periodictest.EachPace(t, func(t *testing.T, p periodictest.Pace) {
+		u, requests := releaseServer(t, http.StatusOK, `{"version":"v1.3.0"}`)
+		logs := periodictest.NewLogRecorder()
+		c := newChecker(t, Options{
+			URL:            u,
+			CurrentVersion: "v1.2.3",
+			Interval:       p.Interval,
+			Logger:         slog.New(logs),
 		})
-	}
+		stop := periodictest.RunInBackground(t, c.Run)
+
+		for i := range p.Rounds {
+			if path := periodictest.Next(t, requests, fmt.Sprintf("check %d", i)); path != "/coder/latest.json" {
+				t.Errorf("check %d: got path %q, want /coder/latest.json", i, path)
+			}
+		}
+		if rec := logs.Next(t); rec.Message != "update available" {
+			t.Errorf("got log %q, want %q", rec.Message, "update available")
+		}
+
+		stop()
+		if res, ok := c.Latest(); !ok || !res.UpdateAvailable || res.Latest != "v1.3.0" {
+			t.Errorf("Latest after Run: got %+v, %t; want v1.3.0 with an update available", res, ok)
+		}
+	})
 }

@@ -39,11 +39,7 @@ func endpoint(t *testing.T, status int, body string) (*url.URL, <-chan request) 
 		}
 	}))
 	t.Cleanup(srv.Close)
-	u, err := url.Parse(srv.URL + "/feed")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return u, ch
+	return periodictest.MustParseURL(t, srv.URL+"/feed"), ch
 }
 
 func newClient(t *testing.T, opts Options) *Client {
@@ -54,11 +50,7 @@ func newClient(t *testing.T, opts Options) *Client {
 	if opts.Interval == 0 {
 		opts.Interval = time.Hour
 	}
-	c, err := New(opts)
-	if err != nil {
-		t.Fatalf("New: %v", err)
-	}
-	return c
+	return periodictest.MustNew(t, New, opts)
 }
 
 func next(t *testing.T, ch <-chan request) request {
@@ -252,32 +244,19 @@ func TestDoTimesOut(t *testing.T) {
 
 func TestRun(t *testing.T) {
 	t.Parallel()
-	tests := []struct {
-		name     string
-		interval time.Duration
-		rounds   int
-	}{
-		// An interval far beyond the test's lifetime: the one round seen
-		// can only be the immediate one.
-		{"immediately", time.Hour, 1},
-		{"repeats", 5 * time.Millisecond, 3},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			t.Parallel()
-			u, requests := endpoint(t, http.StatusOK, "")
-			c := newClient(t, Options{URL: u, Interval: tt.interval})
-			stop := periodictest.RunInBackground(t, func(ctx context.Context) error {
-				return c.Run(ctx, func(ctx context.Context) error {
-					return c.Do(ctx, http.MethodPost, []byte(`{}`), nil)
-				})
+	periodictest.EachPace(t, func(t *testing.T, p periodictest.Pace) {
+		u, requests := endpoint(t, http.StatusOK, "")
+		c := newClient(t, Options{URL: u, Interval: p.Interval})
+		stop := periodictest.RunInBackground(t, func(ctx context.Context) error {
+			return c.Run(ctx, func(ctx context.Context) error {
+				return c.Do(ctx, http.MethodPost, []byte(`{}`), nil)
 			})
-			for range tt.rounds {
-				next(t, requests)
-			}
-			stop()
 		})
-	}
+		for range p.Rounds {
+			next(t, requests)
+		}
+		stop()
+	})
 }
 
 func TestRunCancelledCallsNothing(t *testing.T) {

@@ -156,86 +156,63 @@ func TestPackDeterministic(t *testing.T) {
 	}
 }
 
-func TestPackSymlinks(t *testing.T) {
+// packBesideSecret packs files, written into a folder beside
+// ../outside/secret.txt, a file no link may bring into the tar.
+func packBesideSecret(t *testing.T, files map[string]string) (*bytes.Buffer, error) {
+	t.Helper()
+	base := t.TempDir()
+	writeTree(t, base, map[string]string{"outside/secret.txt": "secret"})
+	src := filepath.Join(base, "src")
+	writeTree(t, src, files)
+	var buf bytes.Buffer
+	err := Pack(src, &buf, 0)
+	return &buf, err
+}
+
+func TestPackFollowsSymlinksInside(t *testing.T) {
 	tests := []struct {
-		name    string
-		files   map[string]string
-		want    error  // sentinel, or nil with wantMsg for other errors
-		wantMsg string // in the error; "" means success
-		wantTar []string
+		name  string
+		files map[string]string
+		want  []string // the tar's paths
 	}{
-		{
-			name:    "file inside",
-			files:   map[string]string{"main.tf": "m", "alias.tf": "->main.tf"},
-			wantTar: []string{"alias.tf", "main.tf"},
-		},
-		{
-			name:    "folder inside",
-			files:   map[string]string{"mod/a.tf": "a", "link": "->mod"},
-			wantTar: []string{"link/", "link/a.tf", "mod/", "mod/a.tf"},
-		},
-		{
-			name:    "chain inside",
-			files:   map[string]string{"main.tf": "m", "a": "->b", "b": "->main.tf"},
-			wantTar: []string{"a", "b", "main.tf"},
-		},
-		{
-			name:    "relative outside",
-			files:   map[string]string{"main.tf": "m", "secret": "->../outside/secret.txt"},
-			want:    ErrUnsafePath,
-			wantMsg: `"secret" -> "../outside/secret.txt" leaves`,
-		},
-		{
-			name:    "absolute outside",
-			files:   map[string]string{"main.tf": "m", "passwd": "->/etc/passwd"},
-			want:    ErrUnsafePath,
-			wantMsg: `"passwd" -> "/etc/passwd" leaves`,
-		},
-		{
-			name:    "inside then outside",
-			files:   map[string]string{"main.tf": "m", "a": "->b", "b": "->../outside/secret.txt"},
-			want:    ErrUnsafePath,
-			wantMsg: `"a" -> "b" leaves`,
-		},
-		{
-			name:    "to the folder above",
-			files:   map[string]string{"main.tf": "m", "up": "->.."},
-			want:    ErrUnsafePath,
-			wantMsg: `"up" -> ".." leaves`,
-		},
-		{
-			name:    "loop",
-			files:   map[string]string{"main.tf": "m", "sub/up": "->.."},
-			wantMsg: `"sub/up": symbolic link loop`,
-		},
-		{
-			name:    "dangling",
-			files:   map[string]string{"main.tf": "m", "gone.tf": "->missing.tf"},
-			wantMsg: `"gone.tf" -> "missing.tf"`,
-		},
+		{"file", map[string]string{"main.tf": "m", "alias.tf": "->main.tf"}, []string{"alias.tf", "main.tf"}},
+		{"folder", map[string]string{"mod/a.tf": "a", "link": "->mod"}, []string{"link/", "link/a.tf", "mod/", "mod/a.tf"}},
+		{"chain", map[string]string{"main.tf": "m", "a": "->b", "b": "->main.tf"}, []string{"a", "b", "main.tf"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			base := t.TempDir()
-			writeTree(t, base, map[string]string{"outside/secret.txt": "secret"})
-			src := filepath.Join(base, "src")
-			writeTree(t, src, tc.files)
-
-			var buf bytes.Buffer
-			err := Pack(src, &buf, 0)
-			if tc.wantMsg == "" {
-				if err != nil {
-					t.Fatalf("Pack: %v", err)
-				}
-				sum, err := Validate(&buf, 0)
-				if err != nil {
-					t.Fatalf("Validate: %v", err)
-				}
-				if !slices.Equal(sum.Paths, tc.wantTar) {
-					t.Errorf("packed %q, want %q", sum.Paths, tc.wantTar)
-				}
-				return
+			buf, err := packBesideSecret(t, tc.files)
+			if err != nil {
+				t.Fatalf("Pack: %v", err)
 			}
+			sum, err := Validate(buf, 0)
+			if err != nil {
+				t.Fatalf("Validate: %v", err)
+			}
+			if !slices.Equal(sum.Paths, tc.want) {
+				t.Errorf("packed %q, want %q", sum.Paths, tc.want)
+			}
+		})
+	}
+}
+
+func TestPackRefusesSymlinks(t *testing.T) {
+	tests := []struct {
+		name    string
+		files   map[string]string
+		want    error  // the sentinel, or nil where there is none
+		wantMsg string // in the error
+	}{
+		{"relative outside", map[string]string{"main.tf": "m", "secret": "->../outside/secret.txt"}, ErrUnsafePath, `"secret" -> "../outside/secret.txt" leaves`},
+		{"absolute outside", map[string]string{"main.tf": "m", "passwd": "->/etc/passwd"}, ErrUnsafePath, `"passwd" -> "/etc/passwd" leaves`},
+		{"inside then outside", map[string]string{"main.tf": "m", "a": "->b", "b": "->../outside/secret.txt"}, ErrUnsafePath, `"a" -> "b" leaves`},
+		{"to the folder above", map[string]string{"main.tf": "m", "up": "->.."}, ErrUnsafePath, `"up" -> ".." leaves`},
+		{"loop", map[string]string{"main.tf": "m", "sub/up": "->.."}, nil, `"sub/up": symbolic link loop`},
+		{"dangling", map[string]string{"main.tf": "m", "gone.tf": "->missing.tf"}, nil, `"gone.tf" -> "missing.tf"`},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			buf, err := packBesideSecret(t, tc.files)
 			if err == nil || !strings.Contains(err.Error(), tc.wantMsg) {
 				t.Fatalf("Pack error = %v, want one containing %s", err, tc.wantMsg)
 			}

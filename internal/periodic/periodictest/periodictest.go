@@ -2,8 +2,9 @@
 // internal/periodic and of the features built on it (coderd/telemetry,
 // coderd/updatecheck): a transport that counts the requests that reach it,
 // a slog handler that hands log records to the test, a Run loop started in
-// the background and stopped with a check of what it returned, a bounded
-// receive from a channel, and the table test of the options a New refuses.
+// the background and stopped with a check of what it returned, the two
+// paces a Run test covers, a bounded receive from a channel, a New that
+// must succeed, and the table test of the options a New refuses.
 //
 // It is for tests only and must not be imported by product code.
 package periodictest
@@ -117,6 +118,44 @@ func RunInBackground(t testing.TB, run func(context.Context) error) (stop func()
 	}
 	t.Cleanup(stop)
 	return stop
+}
+
+// Pace is how fast a test runs a Run loop, and how many rounds it waits for.
+type Pace struct {
+	Interval time.Duration
+	Rounds   int
+}
+
+// EachPace runs test as a parallel subtest at each of the two paces a Run
+// test covers: "immediately", whose interval lies far beyond the test's
+// lifetime, so the one round seen can only be the immediate one; and
+// "repeats", whose interval is short enough for three rounds to come at
+// once.
+func EachPace(t *testing.T, test func(t *testing.T, p Pace)) {
+	t.Helper()
+	paces := []struct {
+		name string
+		Pace
+	}{
+		{"immediately", Pace{Interval: time.Hour, Rounds: 1}},
+		{"repeats", Pace{Interval: 5 * time.Millisecond, Rounds: 3}},
+	}
+	for _, p := range paces {
+		t.Run(p.name, func(t *testing.T) {
+			t.Parallel()
+			test(t, p.Pace)
+		})
+	}
+}
+
+// MustNew calls newFn with opts, failing the test when it returns an error.
+func MustNew[O, T any](t testing.TB, newFn func(O) (T, error), opts O) T {
+	t.Helper()
+	v, err := newFn(opts)
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	return v
 }
 
 // MustParseURL parses s, failing the test when it is not a URL.
