@@ -1,12 +1,14 @@
 package coderd
 
 import (
+	"context"
 	"crypto/subtle"
 	"errors"
 	"fmt"
 	"net/http"
 	"time"
 
+	"github.com/cenkalti/backoff/v5"
 	"github.com/gin-gonic/gin"
 	"github.com/google/uuid"
 
@@ -170,8 +172,15 @@ func (api *API) acquireJob(c *gin.Context) error {
 		if err == nil {
 			out, err := api.acquiredJob(c, job)
 			if err != nil {
-				// Hand the job back to the queue's reaper: fail it with the reason.
-				_, _ = api.db.FinishJob(ctx, job.ID, d.ID, "prepare job for the provisioner: "+err.Error(), "")
+				if database.Unavailable(err) || ctx.Err() != nil {
+					// The daemon is not handed the job: put it back in the
+					// queue once the database answers again, for this
+					// daemon's next acquire or another's.
+					api.releaseJob(job.ID, d.ID, err)
+				} else {
+					// Something about the job itself: fail it with the reason.
+					_, _ = api.db.FinishJob(ctx, job.ID, d.ID, "prepare job for the provisioner: "+err.Error(), "")
+				}
 				return err
 			}
 			api.metrics.jobsAcquired.Inc()
@@ -195,6 +204,33 @@ func (api *API) acquireJob(c *gin.Context) error {
 			return nil
 		}
 	}
+}
+
+// releaseJob puts the job daemonID acquired back in the queue, in the
+// background and again with backoff while the database does not answer
+// (it is restarting), for up to half the job heartbeat timeout: after
+// that the stale-job reaper fails the job, as it would have without this.
+func (api *API) releaseJob(jobID, daemonID string, cause error) {
+	log := api.log.With("job", jobID, "daemon", daemonID)
+	log.Warn("could not hand the acquired job to the daemon; putting it back in the queue", "err", cause)
+	api.hooks.Add(1)
+	go func() {
+		defer api.hooks.Done()
+		ctx, cancel := context.WithTimeout(api.hooksCtx, api.opts.JobHeartbeatTimeout/2)
+		defer cancel()
+		_, err := backoff.Retry(ctx, func() (struct{}, error) {
+			err := api.db.ReleaseJob(ctx, jobID, daemonID)
+			if errors.Is(err, database.ErrNotFound) {
+				return struct{}{}, backoff.Permanent(err) // ended or reaped meanwhile
+			}
+			return struct{}{}, err
+		}, backoff.WithMaxElapsedTime(0))
+		if err != nil {
+			log.Warn("put the job back in the queue", "err", err)
+			return
+		}
+		log.Info("job back in the queue")
+	}()
 }
 
 // acquiredJob gathers what a daemon needs to run job.

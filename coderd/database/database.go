@@ -10,8 +10,10 @@ import (
 	"embed"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"log/slog"
+	"net"
 	"slices"
 	"sort"
 	"strconv"
@@ -200,6 +202,23 @@ func mapErr(err error) error {
 		return fmt.Errorf("%w: %s", ErrConflict, pgErr.ConstraintName)
 	}
 	return err
+}
+
+// Unavailable reports whether err says that PostgreSQL could not be
+// reached or went away during the statement (a restart, a crash, a lost
+// connection): the same statement can succeed once it is back. An error
+// about the data or the statement itself is not.
+func Unavailable(err error) bool {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		// Class 08: connection exception; 57P01-57P03: the server is
+		// shutting down, crashed or is starting up.
+		return strings.HasPrefix(pgErr.Code, "08") || pgErr.Code == "57P01" || pgErr.Code == "57P02" || pgErr.Code == "57P03"
+	}
+	var connectErr *pgconn.ConnectError
+	var netErr net.Error
+	return errors.As(err, &connectErr) || errors.As(err, &netErr) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		pgconn.SafeToRetry(err) || pgconn.Timeout(err)
 }
 
 // Now is the database layer's clock, truncated to PostgreSQL's precision.
