@@ -12,6 +12,7 @@ type metrics struct {
 	requests     *prometheus.CounterVec
 	duration     *prometheus.HistogramVec
 	jobsAcquired prometheus.Counter
+	jobsAwaited  prometheus.Gauge
 	jobQueueWait prometheus.Histogram
 	jobsFinished *prometheus.CounterVec
 	relayConns   *prometheus.CounterVec
@@ -31,6 +32,10 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Namespace: "coderd", Subsystem: "provisionerd", Name: "jobs_acquired_total",
 			Help: "Provisioner jobs handed to daemons.",
 		}),
+		jobsAwaited: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: "coderd", Subsystem: "provisionerd", Name: "acquires_waiting",
+			Help: "Daemons waiting on this replica, in a long-poll acquire, for a job their tags match: idle capacity.",
+		}),
 		jobQueueWait: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Namespace: "coderd", Subsystem: "provisionerd", Name: "job_queue_wait_seconds",
 			Help: "Time from a job's creation to a daemon acquiring it.", Buckets: prometheus.ExponentialBuckets(0.001, 4, 10),
@@ -45,7 +50,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}, []string{"via"}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.requests, m.duration, m.jobsAcquired, m.jobQueueWait, m.jobsFinished, m.relayConns)
+		reg.MustRegister(m.requests, m.duration, m.jobsAcquired, m.jobsAwaited, m.jobQueueWait, m.jobsFinished, m.relayConns)
 	}
 	return m
 }

@@ -167,6 +167,7 @@ func (api *API) acquireJob(c *gin.Context) error {
 	if err := api.db.TouchProvisionerDaemon(ctx, d.ID); err != nil {
 		return err
 	}
+	waiting := false // counted in the acquires_waiting gauge
 	for {
 		job, err := api.db.AcquireJob(ctx, d.OrganizationID, d.ID, d.Tags)
 		if err == nil {
@@ -191,6 +192,11 @@ func (api *API) acquireJob(c *gin.Context) error {
 		}
 		if !errors.Is(err, database.ErrNotFound) {
 			return err
+		}
+		if !waiting {
+			waiting = true
+			api.metrics.jobsAwaited.Inc()
+			defer api.metrics.jobsAwaited.Dec()
 		}
 		select {
 		case <-wake:

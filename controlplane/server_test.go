@@ -119,6 +119,17 @@ func waitStatus(t *testing.T, c *codersdk.Client, workspaceID string, want coder
 // PostgreSQL: users, a template, workspaces through their transitions, the
 // job queue under concurrent claimers, wake-up latency, the heartbeat
 // deadline, and a restart that keeps everything.
+// waitAcquiresWaiting waits until the gauge of daemons waiting in a
+// long-poll acquire reads n on the metrics listener at addr.
+func waitAcquiresWaiting(t *testing.T, addr string, n int) {
+	t.Helper()
+	want := fmt.Sprintf("coderd_provisionerd_acquires_waiting %d\n", n)
+	testwait.For(t, 10*time.Second, "a daemon waiting in a long-poll acquire ("+strings.TrimSpace(want)+")", func() (bool, string) {
+		_, body := coderdtest.Do(t, http.MethodGet, "http://"+addr+"/metrics", "", nil, "")
+		return strings.Contains(string(body), want), "the gauge reads otherwise"
+	})
+}
+
 func TestServerBuiltinPostgres(t *testing.T) {
 	cfg := builtinConfig(t)
 	cfg.Prometheus = controlplane.PrometheusConfig{Enable: true, Address: freeAddr(t)}
@@ -295,7 +306,7 @@ func TestServerBuiltinPostgres(t *testing.T) {
 			}
 			got <- time.Now()
 		}()
-		time.Sleep(300 * time.Millisecond) // let the claimer find the queue empty and wait: a waiting long-poll shows nothing outside coderd
+		waitAcquiresWaiting(t, cfg.Prometheus.Address, 1) // the claimer found the queue empty and waits
 		enqueued := time.Now()
 		w, err := member.CreateWorkspace(ctx, codersdk.Me, codersdk.CreateWorkspaceRequest{TemplateID: tpl.ID, Name: "wake"})
 		if err != nil {
@@ -369,7 +380,7 @@ func TestServerBuiltinPostgres(t *testing.T) {
 		}
 		inFlight <- err
 	}()
-	time.Sleep(300 * time.Millisecond) // the long-poll reaches coderd before the signal: a waiting long-poll shows nothing outside coderd
+	waitAcquiresWaiting(t, cfg.Prometheus.Address, 1) // the long-poll is in coderd before the signal
 	if err := stop(); err != nil {
 		t.Fatalf("graceful shutdown: %v", err)
 	}
