@@ -4,10 +4,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"regexp"
 	"strconv"
 	"strings"
 
+	"airgapcoder/coderd/parameters"
 	"airgapcoder/codersdk"
 )
 
@@ -184,46 +184,12 @@ func pickOption(p codersdk.TemplateVersionParameter, answer string) (string, err
 	return "", fmt.Errorf("%q is not one of the choices: enter a number from 1 to %d", answer, len(p.Options))
 }
 
-// validateParameterValue checks a typed-in value against p's rules, as the
-// provider and coderd will, so that a person can correct it at once.
+// validateParameterValue checks a typed-in value against p's rules with
+// coderd's own check (coderd/parameters.Validate, the provider's rules and
+// words), so that a person can correct it at once.
 func validateParameterValue(p codersdk.TemplateVersionParameter, v string, previous *string) error {
-	switch p.Type {
-	case codersdk.ParameterTypeNumber:
-		n, err := strconv.ParseFloat(v, 64)
-		if err != nil {
-			return fmt.Errorf("%q is not a number", v)
-		}
-		if p.ValidationMin != nil && n < float64(*p.ValidationMin) {
-			return fmt.Errorf("value %s is less than the minimum %d", v, *p.ValidationMin)
-		}
-		if p.ValidationMax != nil && n > float64(*p.ValidationMax) {
-			return fmt.Errorf("value %s is more than the maximum %d", v, *p.ValidationMax)
-		}
-		if previous == nil {
-			return nil
-		}
-		old, err := strconv.ParseFloat(*previous, 64)
-		if err != nil {
-			return nil
-		}
-		switch {
-		case p.ValidationMonotonic == "increasing" && n < old:
-			return fmt.Errorf("value %s is less than the current %s, and this parameter may only increase", v, *previous)
-		case p.ValidationMonotonic == "decreasing" && n > old:
-			return fmt.Errorf("value %s is more than the current %s, and this parameter may only decrease", v, *previous)
-		}
-	case codersdk.ParameterTypeString, "":
-		if p.ValidationRegex == "" {
-			return nil
-		}
-		re, err := regexp.Compile(p.ValidationRegex)
-		if err != nil || re.MatchString(v) {
-			return nil // a bad pattern is coderd's to report
-		}
-		if p.ValidationError != "" {
-			return errors.New(p.ValidationError)
-		}
-		return fmt.Errorf("%q does not match %s", v, p.ValidationRegex)
+	if err := parameters.Validate(p, v, previous); err != nil {
+		return errors.New(err.Detail)
 	}
 	return nil
 }

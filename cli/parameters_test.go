@@ -156,7 +156,7 @@ func TestCreatePrompts(t *testing.T) {
 
 	term.expect("Project (project)\n  Lower-case project name;\n  fixed for the workspace's life.\nEnter a value: ")
 	term.answer("Apollo")
-	term.expect("  project must be lower-case letters, digits and dashes\nEnter a value: ")
+	term.expect(`  project must be lower-case letters, digits and dashes (value "Apollo" does not match "^[a-z][a-z0-9-]*$")` + "\nEnter a value: ")
 	term.answer("")
 	term.expect("  a value is required\nEnter a value: ")
 	term.answer("apollo")
@@ -192,7 +192,7 @@ func TestCreatePromptsNumberRules(t *testing.T) {
 	term.answer("9")
 	term.expect("  value 9 is more than the maximum 8\n")
 	term.answer("lots")
-	term.expect(`  "lots" is not a number` + "\n")
+	term.expect(`  value "lots" is not a number` + "\n")
 	term.answer("8")
 	got, err := wait()
 	if err != nil {
@@ -269,7 +269,7 @@ func TestUpdateAlwaysPrompt(t *testing.T) {
 	term.answer("Europe")
 	term.expect("Enter a number from 1 to 8 [4]: ")
 	term.answer("3")
-	term.expect("  value 3 is less than the current 4, and this parameter may only increase\n")
+	term.expect("  parameter value '3' must be equal or greater than previous value: 4\n")
 	term.answer("6")
 	term.expect("Enter true or false [false]: ")
 	term.answer("")

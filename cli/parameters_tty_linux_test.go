@@ -63,7 +63,7 @@ func TestParametersOnTerminal(t *testing.T) {
 	seen := 0
 	for _, step := range []struct{ question, answer string }{
 		{"Project (project)\n  Lower-case project name.\nEnter a value: ", "Apollo"},
-		{"  project must be lower-case letters\nEnter a value: ", "apollo"},
+		{"  project must be lower-case letters (value \"Apollo\" does not match \"^[a-z]+$\")\nEnter a value: ", "apollo"},
 		{"region\n  1) Europe (eu)\n  2) United States (us)\nChoose 1-2 [Europe]: ", "2"},
 		{"CPU cores (cpu)\nEnter a number from 1 to 8 [2]: ", ""},
 		{"tools\nEnter values separated by commas (or a JSON list) [git, make]: ", "git,go"},
