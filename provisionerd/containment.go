@@ -58,6 +58,9 @@ func (d *Daemon) serveEgressProxy() (func(), error) {
 	d.proxyURL = "http://" + ln.Addr().String()
 	d.mu.Unlock()
 	return func() {
+		// Real time, not Options.Clock: this bounds how long a stop may
+		// take (net/http waits for connections on real time), and a test's
+		// mock clock must not hold its cleanup.
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		if err := srv.Shutdown(ctx); err != nil {

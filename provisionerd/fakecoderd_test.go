@@ -14,10 +14,13 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/coder/quartz"
 
 	"airgapcoder/coderd/coderdtest"
 	"airgapcoder/codersdk"
@@ -47,8 +50,32 @@ type fakeCoderd struct {
 	results  map[string]chan jobResult
 	binaries map[string][]byte
 	// fileErrors is how many template downloads answer 500 before the
-	// file is served, as coderd does while its database restarts.
-	fileErrors int
+	// file is served, as coderd does while its database restarts;
+	// registerErrors and acquireErrors the same for registrations and
+	// acquisitions.
+	fileErrors, registerErrors, acquireErrors int
+	// holdFiles makes template downloads wait until the daemon gives up
+	// the request: a job that stays in its first stage, sending nothing.
+	holdFiles bool
+	// heartbeatTimeout is the job heartbeat timeout registration answers
+	// (zero: none said).
+	heartbeatTimeout time.Duration
+	// now stamps what the fake records (default time.Now): a test on a
+	// mock clock passes the clock's.
+	now func() time.Time
+
+	// What the daemon asked: registrations, acquisitions and downloads
+	// (answered or not), and every job update in order.
+	registers, acquires, downloads int
+	updates                        []jobUpdate
+}
+
+// jobUpdate is one UpdateJob the fake received: when (by f.now), for which
+// job and the lines it carried (none: a heartbeat).
+type jobUpdate struct {
+	At    time.Time
+	Job   string
+	Lines []string
 }
 
 // jobResult is how a job ended: exactly one of Complete and Fail is set.
@@ -76,9 +103,32 @@ func newFakeCoderd(t *testing.T) *fakeCoderd {
 	mux := http.NewServeMux()
 	const daemon = "/api/v2/provisionerdaemons/{daemon}"
 	mux.HandleFunc("POST /api/v2/provisionerdaemons", func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, http.StatusCreated, codersdk.ProvisionerDaemon{ID: "daemon-1"})
+		f.mu.Lock()
+		f.registers++
+		failing := f.registerErrors > 0
+		if failing {
+			f.registerErrors--
+		}
+		hb := f.heartbeatTimeout
+		f.mu.Unlock()
+		if failing {
+			writeDatabaseGone(w)
+			return
+		}
+		writeJSON(w, http.StatusCreated, codersdk.ProvisionerDaemon{ID: "daemon-1", JobHeartbeatTimeoutMillis: hb.Milliseconds()})
 	})
 	mux.HandleFunc("POST "+daemon+"/acquire", func(w http.ResponseWriter, r *http.Request) {
+		f.mu.Lock()
+		f.acquires++
+		failing := f.acquireErrors > 0
+		if failing {
+			f.acquireErrors--
+		}
+		f.mu.Unlock()
+		if failing {
+			writeDatabaseGone(w)
+			return
+		}
 		wait, _ := time.ParseDuration(r.URL.Query().Get("wait"))
 		select {
 		case j := <-f.jobs:
@@ -95,6 +145,11 @@ func newFakeCoderd(t *testing.T) *fakeCoderd {
 		}
 		f.mu.Lock()
 		f.logs[r.PathValue("job")] = append(f.logs[r.PathValue("job")], req.Logs...)
+		u := jobUpdate{At: f.stamp(), Job: r.PathValue("job")}
+		for _, l := range req.Logs {
+			u.Lines = append(u.Lines, l.Output)
+		}
+		f.updates = append(f.updates, u)
 		f.mu.Unlock()
 		writeJSON(w, http.StatusOK, codersdk.UpdateJobResponse{})
 	})
@@ -112,14 +167,20 @@ func newFakeCoderd(t *testing.T) *fakeCoderd {
 	})
 	mux.HandleFunc("GET "+daemon+"/files/{file}", func(w http.ResponseWriter, r *http.Request) {
 		f.mu.Lock()
+		f.downloads++
 		b, ok := f.files[r.PathValue("file")]
 		failing := f.fileErrors > 0
 		if failing {
 			f.fileErrors--
 		}
+		hold := f.holdFiles
 		f.mu.Unlock()
+		if hold {
+			<-r.Context().Done()
+			return
+		}
 		if failing {
-			writeJSON(w, http.StatusInternalServerError, codersdk.Response{Message: "Internal error", Detail: "FATAL: terminating connection due to unexpected postmaster exit (SQLSTATE 57P01)"})
+			writeDatabaseGone(w)
 			return
 		}
 		if !ok {
@@ -165,6 +226,33 @@ func (f *fakeCoderd) finish(w http.ResponseWriter, job string, res jobResult) {
 	writeJSON(w, http.StatusOK, codersdk.Response{Message: "ok"})
 }
 
+// stamp is the fake's time: f.now's, else the wall clock's. f.mu is held.
+func (f *fakeCoderd) stamp() time.Time {
+	if f.now != nil {
+		return f.now()
+	}
+	return time.Now()
+}
+
+// count reads one of the fake's counters (registers, acquires, downloads).
+func (f *fakeCoderd) count(n *int) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return *n
+}
+
+// jobUpdates is what UpdateJob has received so far.
+func (f *fakeCoderd) jobUpdates() []jobUpdate {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.updates)
+}
+
+// writeDatabaseGone answers as coderd does while its database restarts.
+func writeDatabaseGone(w http.ResponseWriter) {
+	writeJSON(w, http.StatusInternalServerError, codersdk.Response{Message: "Internal error", Detail: "FATAL: terminating connection due to unexpected postmaster exit (SQLSTATE 57P01)"})
+}
+
 func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
@@ -193,12 +281,30 @@ func (f *fakeCoderd) client() *codersdk.Client {
 // daemon's own log.
 func (f *fakeCoderd) startDaemon(t *testing.T, edit func(*provisionerd.Options)) *syncbuf.Buffer {
 	t.Helper()
+	return f.start(t, provisionerd.Options{
+		TerraformPath: terraformPath(t), ProviderMirror: testprovider.Mirror(t),
+		AcquireWait: time.Second, HeartbeatInterval: 500 * time.Millisecond, CancelGrace: 5 * time.Second,
+	}, edit)
+}
+
+// startDaemonOn runs a daemon against the fake on clock, with no terraform
+// installed: its jobs fail where terraform would run, so a test of what
+// comes before needs no heavy tier. It returns the daemon's own log.
+func (f *fakeCoderd) startDaemonOn(t *testing.T, clock quartz.Clock, edit func(*provisionerd.Options)) *syncbuf.Buffer {
+	t.Helper()
+	return f.start(t, provisionerd.Options{
+		TerraformPath: filepath.Join(t.TempDir(), "terraform-not-installed"), Clock: clock,
+		AcquireWait: time.Second, HeartbeatInterval: 500 * time.Millisecond, CancelGrace: 5 * time.Second,
+	}, edit)
+}
+
+// start runs a daemon with opts, its client, name, work dir and logger set
+// here, until the test ends.
+func (f *fakeCoderd) start(t *testing.T, opts provisionerd.Options, edit func(*provisionerd.Options)) *syncbuf.Buffer {
+	t.Helper()
 	out := &syncbuf.Buffer{}
-	opts := provisionerd.Options{
-		Client: f.client(), Name: "fake", TerraformPath: terraformPath(t), ProviderMirror: testprovider.Mirror(t),
-		WorkDir: t.TempDir(), AcquireWait: time.Second, HeartbeatInterval: 500 * time.Millisecond, CancelGrace: 5 * time.Second,
-		Logger: slog.New(slog.NewTextHandler(out, &slog.HandlerOptions{Level: slog.LevelDebug})),
-	}
+	opts.Client, opts.Name, opts.WorkDir = f.client(), "fake", t.TempDir()
+	opts.Logger = slog.New(slog.NewTextHandler(out, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	if edit != nil {
 		edit(&opts)
 	}
@@ -217,27 +323,36 @@ func (f *fakeCoderd) startDaemon(t *testing.T, edit func(*provisionerd.Options))
 // With files nil, coderd has no file for the job.
 func (f *fakeCoderd) run(t *testing.T, job codersdk.AcquiredJob, files map[string]string) jobResult {
 	t.Helper()
+	id, ended := f.submit(t, job, files)
+	select {
+	case res := <-ended:
+		return res
+	case <-time.After(3 * time.Minute):
+		t.Fatalf("job %s did not end within 3 minutes", id)
+	}
+	return jobResult{}
+}
+
+// submit queues job for the daemon with the template files (nil: coderd
+// has no file for the job, the download answers 404) and returns the id
+// it gave the job and where the job's end arrives.
+func (f *fakeCoderd) submit(t *testing.T, job codersdk.AcquiredJob, files map[string]string) (string, <-chan jobResult) {
+	t.Helper()
 	f.mu.Lock()
 	n := len(f.results) + 1
 	job.JobID = fmt.Sprintf("job-%d", n)
 	job.FileID = fmt.Sprintf("file-%d", n)
 	if job.CreatedAt.IsZero() {
-		job.CreatedAt = time.Now()
+		job.CreatedAt = f.stamp()
 	}
-	if files != nil { // nil: the file is missing, the download answers 404
+	if files != nil {
 		f.files[job.FileID] = coderdtest.TemplateTar(t, files)
 	}
 	ch := make(chan jobResult, 1)
 	f.results[job.JobID] = ch
 	f.mu.Unlock()
 	f.jobs <- &job
-	select {
-	case res := <-ch:
-		return res
-	case <-time.After(3 * time.Minute):
-		t.Fatalf("job %s did not end within 3 minutes", job.JobID)
-	}
-	return jobResult{}
+	return job.JobID, ch
 }
 
 // mustComplete fails the test unless the job completed.

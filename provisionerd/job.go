@@ -25,7 +25,8 @@ import (
 func (d *Daemon) runJob(ctx context.Context, job *codersdk.AcquiredJob) {
 	log := d.log.With("job", job.JobID, "type", job.Type)
 	log.Info("job started", "workspace", job.WorkspaceName, "transition", job.Transition)
-	start := time.Now()
+	clock := d.opts.Clock
+	start := clock.Now("provisionerd", "job")
 
 	// Terraform runs under its own context: a cancel from coderd or a
 	// daemon shutdown interrupts it (SIGINT, then a kill after the grace).
@@ -47,7 +48,7 @@ func (d *Daemon) runJob(ctx context.Context, job *codersdk.AcquiredJob) {
 	logs.Close()
 
 	if err != nil {
-		log.Warn("job failed", "err", err, "took", time.Since(start))
+		log.Warn("job failed", "err", err, "took", clock.Since(start, "provisionerd", "job"))
 		if ferr := d.report(ctx, log, "failure", func(ctx context.Context) error {
 			return d.opts.Client.FailJob(ctx, d.ID(), job.JobID, codersdk.FailJobRequest{Error: err.Error(), State: result.State})
 		}); ferr != nil {
@@ -61,7 +62,7 @@ func (d *Daemon) runJob(ctx context.Context, job *codersdk.AcquiredJob) {
 		log.Error("report job completion", "err", cerr)
 		return
 	}
-	log.Info("job completed", "took", time.Since(start))
+	log.Info("job completed", "took", clock.Since(start, "provisionerd", "job"))
 }
 
 // reportFor bounds how long a job's end is offered to coderd: past its
@@ -74,9 +75,9 @@ const reportFor = 2 * time.Minute
 // job's result, its terraform state above all, must not be lost to a
 // moment's outage.
 func (d *Daemon) report(ctx context.Context, log *slog.Logger, what string, send func(context.Context) error) error {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), reportFor)
+	ctx, cancel := d.withTimeout(context.WithoutCancel(ctx), reportFor, "report")
 	defer cancel()
-	return retryTransient(ctx, log, "report job "+what, reportFor, send)
+	return d.retryTransient(ctx, log, "report job "+what, reportFor, send)
 }
 
 // fetchFor bounds how long a job waits for its template's files while
@@ -84,24 +85,48 @@ func (d *Daemon) report(ctx context.Context, log *slog.Logger, what string, send
 // job still ends with this daemon's message rather than coderd's.
 const fetchFor = 45 * time.Second
 
+// attemptFor bounds one request to coderd within retryTransient.
+const attemptFor = 30 * time.Second
+
 // retryTransient calls send until it succeeds, with backoff for up to
 // limit while coderd answers 5xx or cannot be reached (its database
 // restarting, a replica going away). A refusal (4xx: the job is no longer
-// this daemon's, the file does not exist) is not tried again.
-func retryTransient(ctx context.Context, log *slog.Logger, what string, limit time.Duration, send func(context.Context) error) error {
-	_, err := backoff.Retry(ctx, func() (struct{}, error) {
-		attempt, cancel := context.WithTimeout(ctx, 30*time.Second)
-		defer cancel()
+// this daemon's, the file does not exist) is not tried again. The waits,
+// the limit and each attempt's deadline (attemptFor) are on the daemon's
+// clock; the delays are backoff's defaults (from 0.5s, ×1.5, jittered
+// ±50%), so that daemons do not come back to a restarted coderd at once.
+// When ctx ends it returns ctx's cause.
+func (d *Daemon) retryTransient(ctx context.Context, log *slog.Logger, what string, limit time.Duration, send func(context.Context) error) error {
+	clock := d.opts.Clock
+	start := clock.Now("provisionerd", "retryBackoff")
+	b := backoff.NewExponentialBackOff()
+	for {
+		attempt, cancel := d.withTimeout(ctx, attemptFor, "attempt")
 		err := send(attempt)
+		timedOut := errors.Is(context.Cause(attempt), context.DeadlineExceeded)
+		cancel()
+		if err == nil {
+			return nil
+		}
+		if cerr := context.Cause(ctx); cerr != nil {
+			return cerr
+		}
+		if timedOut {
+			err = fmt.Errorf("no answer within %s: %w", attemptFor, err)
+		}
 		var apiErr *codersdk.Error
 		if errors.As(err, &apiErr) && apiErr.StatusCode < http.StatusInternalServerError {
-			return struct{}{}, backoff.Permanent(err)
+			return err
 		}
-		return struct{}{}, err
-	}, backoff.WithMaxElapsedTime(limit), backoff.WithNotify(func(err error, next time.Duration) {
+		next := b.NextBackOff()
+		if clock.Since(start, "provisionerd", "retryBackoff")+next > limit {
+			return err
+		}
 		log.Warn(what+"; retrying", "err", err, "in", next)
-	}))
-	return err
+		if !d.sleep(ctx, next, "retryBackoff") {
+			return context.Cause(ctx)
+		}
+	}
 }
 
 // execute prepares the work dir and runs terraform for the job.
@@ -109,7 +134,7 @@ func (d *Daemon) execute(ctx context.Context, job *codersdk.AcquiredJob, logs *j
 	var result codersdk.CompleteJobRequest
 	logs.Stage("Setting up")
 	var archive []byte
-	err := retryTransient(ctx, d.log.With("job", job.JobID), "download template", fetchFor, func(ctx context.Context) (err error) {
+	err := d.retryTransient(ctx, d.log.With("job", job.JobID), "download template", fetchFor, func(ctx context.Context) (err error) {
 		archive, err = d.opts.Client.DaemonFile(ctx, d.ID(), job.FileID)
 		return err
 	})

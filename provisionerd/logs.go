@@ -10,10 +10,11 @@ import (
 	"airgapcoder/codersdk"
 )
 
-// jobLogs buffers a job's log lines and sends them to coderd with the
-// heartbeats: at least every heartbeat interval, and within flushEvery while
-// lines flow. When coderd answers that the job was canceled, or that the
-// daemon no longer holds it, onCancel is called.
+// jobLogs buffers a job's log lines, stamped with the daemon's clock, and
+// sends them to coderd with the heartbeats: at least every heartbeat
+// interval, and within flushEvery while lines flow. When coderd answers
+// that the job was canceled, or that the daemon no longer holds it,
+// onCancel is called.
 type jobLogs struct {
 	d        *Daemon
 	jobID    string
@@ -48,7 +49,7 @@ func (l *jobLogs) add(source, level, line string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.pending = append(l.pending, codersdk.ProvisionerJobLogInput{
-		CreatedAt: time.Now().UTC(), Source: source, Level: level, Stage: l.stage, Output: line,
+		CreatedAt: l.d.opts.Clock.Now("provisionerd", "logLine").UTC(), Source: source, Level: level, Stage: l.stage, Output: line,
 	})
 }
 
@@ -67,31 +68,37 @@ func (l *jobLogs) Writer(level string) *lineWriter {
 	return &lineWriter{emit: func(s string) { l.add(codersdk.LogSourceProvisioner, level, s) }}
 }
 
+// run flushes the lines within flushEvery while they flow, and sends a
+// heartbeat (an update without lines) when nothing was sent for the
+// heartbeat interval: a timer re-armed after every update.
 func (l *jobLogs) run() {
 	defer l.wg.Done()
-	t := time.NewTicker(flushEvery)
-	defer t.Stop()
-	last := time.Now()
+	clock := l.d.opts.Clock
+	flush := clock.NewTicker(flushEvery, "provisionerd", "logFlush")
+	defer flush.Stop()
+	beat := clock.NewTimer(l.d.heartbeatInterval(), "provisionerd", "heartbeat")
+	defer beat.Stop()
 	for {
 		select {
 		case <-l.done:
 			return
-		case <-t.C:
-		}
-		l.mu.Lock()
-		n := len(l.pending)
-		l.mu.Unlock()
-		if n == 0 && time.Since(last) < l.d.heartbeatInterval() {
-			continue
+		case <-flush.C:
+			l.mu.Lock()
+			n := len(l.pending)
+			l.mu.Unlock()
+			if n == 0 {
+				continue
+			}
+		case <-beat.C:
 		}
 		l.flush()
-		last = time.Now()
+		beat.Reset(l.d.heartbeatInterval(), "provisionerd", "heartbeat")
 	}
 }
 
 // flush sends what is pending (and counts as a heartbeat).
 func (l *jobLogs) flush() {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := l.d.withTimeout(context.Background(), attemptFor, "logFlush")
 	defer cancel()
 	_ = l.send(ctx)
 }
@@ -131,9 +138,9 @@ func (l *jobLogs) Close() {
 	if n == 0 {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), fetchFor)
+	ctx, cancel := l.d.withTimeout(context.Background(), fetchFor, "closeLogs")
 	defer cancel()
-	if err := retryTransient(ctx, l.d.log.With("job", l.jobID), "send the job's last log lines", fetchFor, l.send); err != nil {
+	if err := l.d.retryTransient(ctx, l.d.log.With("job", l.jobID), "send the job's last log lines", fetchFor, l.send); err != nil {
 		l.d.log.Error("send the job's last log lines", "job", l.jobID, "lines", n, "err", err)
 	}
 }

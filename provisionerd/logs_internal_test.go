@@ -1,6 +1,7 @@
 package provisionerd
 
 import (
+	"context"
 	"encoding/json"
 	"io"
 	"log/slog"
@@ -9,6 +10,9 @@ import (
 	"net/url"
 	"sync"
 	"testing"
+	"time"
+
+	"github.com/coder/quartz"
 
 	"airgapcoder/codersdk"
 )
@@ -42,14 +46,34 @@ func TestJobLogsCloseOutlastsServerErrors(t *testing.T) {
 	}))
 	defer srv.Close()
 	u, _ := url.Parse(srv.URL)
-	d := &Daemon{id: "daemon-1", log: slog.New(slog.NewTextHandler(io.Discard, nil)), opts: Options{Client: codersdk.New(u)}}
+	clock := quartz.NewMock(t)
+	retry := clock.Trap().NewTimer("provisionerd", "retryBackoff")
+	defer retry.Close()
+	d := &Daemon{id: "daemon-1", log: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		opts: Options{Client: codersdk.New(u), Clock: clock, HeartbeatInterval: 5 * time.Second}}
 
 	logs := newJobLogs(d, "job-1", func(reason string) { t.Errorf("canceled: %s", reason) })
 	want := []string{"line 1", "line 2", "line 3"}
 	for _, line := range want {
 		logs.Info(line)
 	}
-	logs.Close() // before the first tick: the lines go in Close's sends
+	// The clock stays before the first flush: the lines go in Close's
+	// sends, the first two answered 500, each followed by a backoff wait
+	// that passes only when the clock is moved on by it.
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	closed := make(chan struct{})
+	go func() { defer close(closed); logs.Close() }()
+	for range 2 {
+		call := retry.MustWait(ctx)
+		call.MustRelease(ctx)
+		clock.Advance(call.Duration).MustWait(ctx)
+	}
+	select {
+	case <-closed:
+	case <-ctx.Done():
+		t.Fatal("Close did not return after the second wait")
+	}
 
 	mu.Lock()
 	defer mu.Unlock()

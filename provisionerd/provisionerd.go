@@ -73,6 +73,16 @@
 // the variables (parameters reach the provider only through the
 // environment), applies, and reports the state and the resources read from
 // it (see state.go); the state goes back to coderd even when apply fails.
+//
+// # Time
+//
+// The daemon's own waits (the backoff between attempts to reach coderd,
+// heartbeats, log flushes, its requests' deadlines) and the times it
+// reports (log lines) are on Options.Clock, so that tests step a
+// quartz.Mock instead of sleeping. Terraform and what it runs keep the
+// operating system's time, CancelGrace included; so do the egress proxy's
+// shutdown and the mirror client's request timeout, which bound network
+// I/O rather than pace the daemon.
 package provisionerd
 
 import (
@@ -87,6 +97,7 @@ import (
 	"time"
 
 	"github.com/cenkalti/backoff/v5"
+	"github.com/coder/quartz"
 
 	"airgapcoder/codersdk"
 	"airgapcoder/internal/egress"
@@ -153,7 +164,16 @@ type Options struct {
 	// CancelGrace is how long terraform gets after SIGINT before it is
 	// killed (default 60s).
 	CancelGrace time.Duration
-	Logger      *slog.Logger
+	// Clock drives the daemon's waits and times: the backoff between
+	// attempts to register, to acquire and to reach coderd during a job,
+	// the log flush ticker and the heartbeat timer, the deadlines of its
+	// requests to coderd, the times on log lines and a job's duration
+	// (tagged "provisionerd" and "registerBackoff", "acquireBackoff",
+	// "retryBackoff", "logFlush", "heartbeat", "deadline"); tests pass a
+	// quartz.Mock to step time. Default: the real clock. (Terraform's own
+	// time, CancelGrace included, is the operating system's.)
+	Clock  quartz.Clock
+	Logger *slog.Logger
 }
 
 // Daemon is one provisioner: it runs one job at a time.
@@ -204,6 +224,9 @@ func New(opts Options) (*Daemon, error) {
 	}
 	if strings.TrimSuffix(opts.AgentFallbackURL, "/") == strings.TrimSuffix(opts.AccessURL, "/") {
 		opts.AgentFallbackURL = ""
+	}
+	if opts.Clock == nil {
+		opts.Clock = quartz.NewReal()
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
@@ -299,17 +322,8 @@ func (d *Daemon) Run(ctx context.Context) error {
 	defer stopProxy()
 	acquire := newBackoff()
 	for ctx.Err() == nil {
-		if d.ID() == "" {
-			_, err := backoff.Retry(ctx, func() (struct{}, error) { return struct{}{}, d.Register(ctx) },
-				backoff.WithBackOff(newBackoff()),
-				backoff.WithMaxElapsedTime(0), // until ctx ends
-				backoff.WithNotify(func(err error, in time.Duration) {
-					d.log.Warn("register failed; retrying", "err", err, "in", in)
-				}),
-			)
-			if err != nil {
-				return nil // with no time limit, only the end of ctx stops Retry
-			}
+		if d.ID() == "" && !d.registerUntil(ctx) {
+			return nil
 		}
 		job, err := d.opts.Client.AcquireJob(ctx, d.ID(), d.opts.AcquireWait)
 		if err != nil {
@@ -323,7 +337,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 			}
 			in := acquire.NextBackOff()
 			d.log.Warn("acquire job failed; retrying", "err", err, "in", in)
-			sleep(ctx, in)
+			d.sleep(ctx, in, "acquireBackoff")
 			continue
 		}
 		acquire.Reset()
@@ -335,6 +349,26 @@ func (d *Daemon) Run(ctx context.Context) error {
 	return nil
 }
 
+// registerUntil registers, again with backoff while coderd refuses or
+// cannot be reached, until it succeeds (true) or ctx ends (false).
+func (d *Daemon) registerUntil(ctx context.Context) bool {
+	b := newBackoff()
+	for {
+		err := d.Register(ctx)
+		if err == nil {
+			return true
+		}
+		if ctx.Err() != nil {
+			return false
+		}
+		in := b.NextBackOff()
+		d.log.Warn("register failed; retrying", "err", err, "in", in)
+		if !d.sleep(ctx, in, "registerBackoff") {
+			return false
+		}
+	}
+}
+
 // newBackoff is the delay between attempts to reach coderd: doubling from
 // 1s to 30s.
 func newBackoff() *backoff.ExponentialBackOff {
@@ -343,9 +377,27 @@ func newBackoff() *backoff.ExponentialBackOff {
 	return b
 }
 
-func sleep(ctx context.Context, d time.Duration) {
+// sleep waits dur on the daemon's clock (a timer tagged "provisionerd"
+// and what); false when ctx ended first.
+func (d *Daemon) sleep(ctx context.Context, dur time.Duration, what string) bool {
+	t := d.opts.Clock.NewTimer(dur, "provisionerd", what)
+	defer t.Stop()
 	select {
 	case <-ctx.Done():
-	case <-time.After(d):
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
+// withTimeout is context.WithTimeout on the daemon's clock (an AfterFunc
+// tagged "provisionerd", "deadline" and what): ctx ends when the clock
+// has moved on by timeout, its cause then context.DeadlineExceeded.
+func (d *Daemon) withTimeout(ctx context.Context, timeout time.Duration, what string) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancelCause(ctx)
+	t := d.opts.Clock.AfterFunc(timeout, func() { cancel(context.DeadlineExceeded) }, "provisionerd", "deadline", what)
+	return ctx, func() {
+		t.Stop()
+		cancel(context.Canceled)
 	}
 }
