@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"airgapcoder/codersdk"
+	"airgapcoder/internal/testrun"
 )
 
 // fakeHealthPoster records app health posts; the first failures calls fail
@@ -125,19 +126,9 @@ func TestAppHealthChecker(t *testing.T) {
 	p := &fakeHealthPoster{posts: newRecorder[map[string]string](1)}
 	c := newAppHealthChecker(appHealthConfig{log: discardLogger(), poster: p, apps: apps, retry: a.retry,
 		second: 20 * time.Millisecond, batch: 5 * time.Millisecond})
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
+	stop := testrun.Background(t, "app health checker", func(ctx context.Context) error {
 		c.run(ctx)
-	}()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case <-done:
-		case <-time.After(10 * time.Second):
-			t.Error("the checker did not stop within 10s of its context ending")
-		}
+		return nil
 	})
 
 	healthy, unhealthy := codersdk.WorkspaceAppHealthHealthy, codersdk.WorkspaceAppHealthUnhealthy
@@ -163,8 +154,7 @@ func TestAppHealthChecker(t *testing.T) {
 		t.Errorf("web became unhealthy after %d failed checks, want at least %d", n, threshold)
 	}
 
-	cancel()
-	<-done
+	stop()
 	// Only changes were sent, and never for apps without a healthcheck.
 	last := map[string]string{}
 	for _, app := range apps {

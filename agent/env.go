@@ -134,14 +134,10 @@ func (a *Agent) userCommand(command string, extra ...string) *exec.Cmd {
 // loginShell returns the current user's shell from /etc/passwd, else $SHELL,
 // else /bin/sh.
 func loginShell() string {
-	uid := strconv.Itoa(os.Getuid())
-	if b, err := os.ReadFile("/etc/passwd"); err == nil {
-		for _, line := range strings.Split(string(b), "\n") {
-			f := strings.Split(line, ":")
-			if len(f) >= 7 && f[2] == uid && f[6] != "" {
-				if _, err := os.Stat(f[6]); err == nil {
-					return f[6]
-				}
+	for _, f := range passwdEntries() {
+		if len(f) >= 7 && f[6] != "" {
+			if _, err := os.Stat(f[6]); err == nil {
+				return f[6]
 			}
 		}
 	}
@@ -151,15 +147,29 @@ func loginShell() string {
 	return "/bin/sh"
 }
 
+// currentUsername returns the current user's name from /etc/passwd, else
+// $USER.
 func currentUsername() string {
-	uid := strconv.Itoa(os.Getuid())
-	if b, err := os.ReadFile("/etc/passwd"); err == nil {
-		for _, line := range strings.Split(string(b), "\n") {
-			f := strings.Split(line, ":")
-			if len(f) >= 3 && f[2] == uid {
-				return f[0]
-			}
-		}
+	if e := passwdEntries(); len(e) > 0 {
+		return e[0][0]
 	}
 	return os.Getenv("USER")
+}
+
+// passwdEntries returns the /etc/passwd lines of the current uid, in file
+// order, split into their colon-separated fields (none when the file
+// cannot be read).
+func passwdEntries() [][]string {
+	b, err := os.ReadFile("/etc/passwd")
+	if err != nil {
+		return nil
+	}
+	uid := strconv.Itoa(os.Getuid())
+	var out [][]string
+	for _, line := range strings.Split(string(b), "\n") {
+		if f := strings.Split(line, ":"); len(f) >= 3 && f[2] == uid {
+			out = append(out, f)
+		}
+	}
+	return out
 }

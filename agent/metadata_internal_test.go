@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"airgapcoder/codersdk"
+	"airgapcoder/internal/testrun"
 	"airgapcoder/internal/testtier"
 )
 
@@ -60,17 +61,10 @@ func runCollector(t *testing.T, poster metadataPoster, descs ...codersdk.AgentMe
 	dir = t.TempDir()
 	c := newMetadataCollector(discardLogger(), poster, execEnv{shell: "/bin/sh", dir: dir, env: append(os.Environ(), "FROM_MANIFEST=yes")},
 		descs, 100*time.Millisecond)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
+	stop = testrun.Background(t, "metadata collector", func(ctx context.Context) error {
 		c.run(ctx)
-	}()
-	stop = func() {
-		cancel()
-		<-done
-	}
-	t.Cleanup(stop)
+		return nil
+	})
 	return dir, stop
 }
 

@@ -1,7 +1,6 @@
 package agent
 
 import (
-	"context"
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
@@ -14,6 +13,7 @@ import (
 	"time"
 
 	"airgapcoder/codersdk"
+	"airgapcoder/internal/testrun"
 	"airgapcoder/internal/testtier"
 )
 
@@ -130,25 +130,7 @@ func runAgent(t *testing.T, c *codersdk.Client, opts Options) (stop func()) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- a.Run(ctx) }()
-	var once sync.Once
-	stop = func() {
-		once.Do(func() {
-			cancel()
-			select {
-			case err := <-done:
-				if err != nil {
-					t.Errorf("Run: %v", err)
-				}
-			case <-time.After(30 * time.Second):
-				t.Fatal("Run did not return within 30s of its context ending")
-			}
-		})
-	}
-	t.Cleanup(stop)
-	return stop
+	return testrun.Background(t, "agent", a.Run)
 }
 
 func TestAgentStartOutcomes(t *testing.T) {

@@ -15,6 +15,7 @@ import (
 	"golang.org/x/crypto/ssh"
 
 	"airgapcoder/codersdk"
+	"airgapcoder/internal/testrun"
 )
 
 // sshAgent is an agent that has its manifest and script runner, with an SSH
@@ -206,14 +207,8 @@ func TestSSHShowsMOTD(t *testing.T) {
 // test ends, and waits for them then: a script still writing into the
 // test's folders would fail its removal.
 func startScripts(t *testing.T, s *sshAgent) {
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
+	testrun.Start(t, "start scripts", func(ctx context.Context) error {
 		_ = s.scripts.start(ctx)
-	}()
-	t.Cleanup(func() {
-		cancel()
-		<-done
-	})
+		return nil
+	}, nil)
 }

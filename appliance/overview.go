@@ -137,17 +137,9 @@ func certificatePEMs(dir string) map[string]string {
 		if err != nil {
 			continue
 		}
-		for {
-			var block *pem.Block
-			block, raw = pem.Decode(raw)
-			if block == nil {
-				break
-			}
-			if block.Type != "CERTIFICATE" {
-				continue
-			}
-			sum := sha256.Sum256(block.Bytes)
-			out[hex.EncodeToString(sum[:])] = string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: block.Bytes}))
+		for _, der := range certs.CertificateBlocks(raw) {
+			sum := sha256.Sum256(der)
+			out[hex.EncodeToString(sum[:])] = string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}))
 		}
 	}
 	return out

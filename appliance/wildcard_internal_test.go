@@ -1,13 +1,7 @@
 package appliance
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/x509"
-	"crypto/x509/pkix"
-	"math/big"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -16,6 +10,7 @@ import (
 
 	"airgapcoder/certs"
 	"airgapcoder/internal/egress"
+	"airgapcoder/internal/testpki"
 )
 
 // TestConfigWildcardAccessURL: wildcard-access-url is read from
@@ -85,26 +80,5 @@ func TestWildcardCertificate(t *testing.T) {
 
 func siteCertificate(t *testing.T, names ...string) *x509.Certificate {
 	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "site"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour)}
-	for _, n := range names {
-		if ip := net.ParseIP(n); ip != nil {
-			tmpl.IPAddresses = append(tmpl.IPAddresses, ip)
-		} else {
-			tmpl.DNSNames = append(tmpl.DNSNames, n)
-		}
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := x509.ParseCertificate(der)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c
+	return testpki.SelfSigned(t, time.Now().Add(-time.Hour), time.Now().Add(time.Hour), names...).Leaf
 }

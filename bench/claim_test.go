@@ -39,12 +39,7 @@ func BenchmarkJobClaimLatency(b *testing.B) {
 }
 
 func benchmarkJobClaim(b *testing.B, n int) {
-	d := coderdtest.New(b, coderdtest.Options{ProvisionerPSK: benchPSK})
-	owner, _ := d.CreateFirstUser(b)
-	owner.HTTPClient = loopbackClient
-	psk := d.Client()
-	psk.ProvisionerPSK = benchPSK
-	psk.HTTPClient = loopbackClient
+	d, owner, _, psk := newPSKDeployment(b)
 	notify := newClaimSide(b, owner, psk, "notify")
 	poll := newClaimSide(b, owner, psk, "poll")
 

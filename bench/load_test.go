@@ -80,32 +80,10 @@ var loadProfiles = flag.String("load-profiles", "", "folder to save the load ben
 // table shows how far it got.
 func benchLoad(b *testing.B, n int) {
 	ctx := context.Background()
-	dir := b.TempDir()
-	dbURL := coderdtest.NewDatabase(b)
-	srv := newLoadServer(b, dir, dbURL)
-	srv.start(b)
-	u := srv.url
+	f := newLoadFleet(b, n)
+	srv, admin, pool, dir, u := f.srv, f.admin, f.pool, f.dir, f.srv.url
 
-	anon := codersdk.New(u)
-	if _, err := anon.CreateFirstUser(ctx, codersdk.CreateFirstUserRequest{Email: "admin@example.com", Username: "admin", Password: coderdtest.FirstUserPassword}); err != nil {
-		b.Fatal(err)
-	}
-	login, err := anon.LoginWithPassword(ctx, codersdk.LoginWithPasswordRequest{Email: "admin@example.com", Password: coderdtest.FirstUserPassword})
-	if err != nil {
-		b.Fatal(err)
-	}
-	admin := codersdk.New(u)
-	admin.SessionToken = login.SessionToken
-	admin.HTTPClient = loopbackClient
-
-	pool, err := pgxpool.New(ctx, dbURL)
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(pool.Close)
-	tokens := seedAgentWorkspaces(b, admin, pool, n, dir)
-
-	began := startAgents(b, u, tokens, dir)
+	began := startAgents(b, u, f.tokens, dir)
 	connectLimit := max(2*time.Minute, time.Duration(n)*60*time.Millisecond)
 	connectAll, got := waitAgentsConnected(b, pool, n, began, connectLimit)
 	b.Logf("%d of %d agents connected in %s", got, n, connectAll.Round(time.Millisecond))
@@ -216,6 +194,53 @@ type loadServer struct {
 	pprof string // the server's --pprof-address
 	log   *os.File
 	cmd   *exec.Cmd
+}
+
+// loadFleet is benchLoad's server, started on a fresh database, with its
+// owner and seeded agent workspaces whose agents are not started yet.
+type loadFleet struct {
+	srv    *loadServer
+	admin  *codersdk.Client
+	pool   *pgxpool.Pool // on the server's database
+	dir    string        // the server's and the agents' folder
+	tokens []string      // the seeded agents' tokens
+}
+
+// newLoadFleet starts benchLoad's server on a fresh database, creates its
+// first user and seeds n agent workspaces.
+func newLoadFleet(b *testing.B, n int) loadFleet {
+	b.Helper()
+	dir := b.TempDir()
+	dbURL := coderdtest.NewDatabase(b)
+	srv := newLoadServer(b, dir, dbURL)
+	srv.start(b)
+	admin := firstUser(b, srv.url)
+	pool, err := pgxpool.New(context.Background(), dbURL)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(pool.Close)
+	return loadFleet{srv: srv, admin: admin, pool: pool, dir: dir, tokens: seedAgentWorkspaces(b, admin, pool, n, dir)}
+}
+
+// firstUser creates the server's first user and returns a client logged
+// in as them.
+func firstUser(b *testing.B, u *url.URL) *codersdk.Client {
+	b.Helper()
+	ctx := context.Background()
+	anon := codersdk.New(u)
+	req := codersdk.CreateFirstUserRequest{Email: "admin@example.com", Username: "admin", Password: coderdtest.FirstUserPassword}
+	if _, err := anon.CreateFirstUser(ctx, req); err != nil {
+		b.Fatal(err)
+	}
+	login, err := anon.LoginWithPassword(ctx, codersdk.LoginWithPasswordRequest{Email: req.Email, Password: req.Password})
+	if err != nil {
+		b.Fatal(err)
+	}
+	admin := codersdk.New(anon.URL)
+	admin.SessionToken = login.SessionToken
+	admin.HTTPClient = loopbackClient
+	return admin
 }
 
 // newLoadServer prepares the server's command line.

@@ -40,17 +40,26 @@ type fleet struct {
 	fileID string
 }
 
+// newPSKDeployment starts a deployment that accepts benchPSK and creates
+// its owner: it returns the owner's client and a client that holds the
+// PSK (for provisioner daemons), both over loopbackClient.
+func newPSKDeployment(tb testing.TB) (d *coderdtest.Deployment, owner *codersdk.Client, first codersdk.CreateFirstUserResponse, psk *codersdk.Client) {
+	tb.Helper()
+	d = coderdtest.New(tb, coderdtest.Options{ProvisionerPSK: benchPSK})
+	owner, first = d.CreateFirstUser(tb)
+	owner.HTTPClient = loopbackClient
+	psk = d.Client()
+	psk.ProvisionerPSK = benchPSK
+	psk.HTTPClient = loopbackClient
+	return d, owner, first, psk
+}
+
 // newFleet starts a deployment, creates the owner and imports a template
 // through the API with a hand-driven provisioner daemon.
 func newFleet(tb testing.TB) fleet {
 	tb.Helper()
 	ctx := context.Background()
-	d := coderdtest.New(tb, coderdtest.Options{ProvisionerPSK: benchPSK})
-	owner, first := d.CreateFirstUser(tb)
-	owner.HTTPClient = loopbackClient
-	psk := d.Client()
-	psk.ProvisionerPSK = benchPSK
-	psk.HTTPClient = loopbackClient
+	d, owner, first, psk := newPSKDeployment(tb)
 	daemon := coderdtest.NewDaemon(tb, psk, "seed", nil)
 	tpl := coderdtest.CreateTemplate(tb, owner, daemon, "fleet", coderdtest.MinimalTemplate, nil)
 	v, err := d.DB.TemplateVersionByID(ctx, tpl.ActiveVersionID)

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -17,8 +16,6 @@ import (
 	"sync"
 	"testing"
 	"time"
-
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"airgapcoder/coderd/coderdtest"
 	"airgapcoder/codersdk"
@@ -138,11 +135,8 @@ func BenchmarkSoak(b *testing.B) {
 
 // soakFleet is the server, its owner and the seeded agents, all connected.
 type soakFleet struct {
-	srv   *loadServer
-	admin *codersdk.Client
-	pool  *pgxpool.Pool
-	dir   string
-	env   []string // the CLI's environment, logged in as the owner
+	loadFleet
+	env []string // the CLI's environment, logged in as the owner
 }
 
 // startSoakFleet starts benchLoad's server with soakAgents seeded
@@ -151,55 +145,25 @@ type soakFleet struct {
 func startSoakFleet(b *testing.B, lines int) *soakFleet {
 	b.Helper()
 	ctx := context.Background()
-	dir := b.TempDir()
-	dbURL := coderdtest.NewDatabase(b)
-	srv := newLoadServer(b, dir, dbURL)
-	srv.start(b)
-	admin := firstUser(b, srv.url)
-	pool, err := pgxpool.New(ctx, dbURL)
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(pool.Close)
-	tokens := seedAgentWorkspaces(b, admin, pool, soakAgents, dir)
+	f := newLoadFleet(b, soakAgents)
 	// Each agent its own log source (so its own script folder and log file).
 	script := fmt.Sprintf(`i=1; while [ $i -le %[1]d ]; do echo "soak-agent-line $i"; if [ $i -gt %[2]d ] && [ $i -lt %[1]d ]; then sleep %[3]d; fi; i=$((i+1)); done`,
 		lines, soakBurstLines, int(soakAgentLineEvery.Seconds()))
-	_, err = pool.Exec(ctx, `UPDATE workspace_agents SET scripts = jsonb_build_array(jsonb_build_object(
+	_, err := f.pool.Exec(ctx, `UPDATE workspace_agents SET scripts = jsonb_build_array(jsonb_build_object(
 		'log_source_id', gen_random_uuid()::text, 'display_name', $1::text, 'script', $2::text,
 		'run_on_start', true, 'run_on_stop', false, 'start_blocks_login', false, 'timeout_seconds', 0))
 		WHERE lifecycle_state = 'created'`, codersdk.ScriptStartupDisplayName, script)
 	if err != nil {
 		b.Fatalf("give the agents a startup script: %v", err)
 	}
-	began := startAgents(b, srv.url, tokens, dir)
-	took, got := waitAgentsConnected(b, pool, soakAgents, began, 3*time.Minute)
+	began := startAgents(b, f.srv.url, f.tokens, f.dir)
+	took, got := waitAgentsConnected(b, f.pool, soakAgents, began, 3*time.Minute)
 	if got < soakAgents {
 		b.Fatalf("%d of %d agents connected within %s", got, soakAgents, took)
 	}
 	b.Logf("%d agents connected in %s", got, took.Round(time.Millisecond))
-	env := []string{"PATH=" + os.Getenv("PATH"), "HOME=" + dir, "CODER_URL=" + srv.url.String(), "CODER_SESSION_TOKEN=" + admin.SessionToken}
-	return &soakFleet{srv: srv, admin: admin, pool: pool, dir: dir, env: env}
-}
-
-// firstUser creates the server's first user and returns a client logged
-// in as them.
-func firstUser(b *testing.B, u *url.URL) *codersdk.Client {
-	b.Helper()
-	ctx := context.Background()
-	anon := codersdk.New(u)
-	req := codersdk.CreateFirstUserRequest{Email: "admin@example.com", Username: "admin", Password: coderdtest.FirstUserPassword}
-	if _, err := anon.CreateFirstUser(ctx, req); err != nil {
-		b.Fatal(err)
-	}
-	login, err := anon.LoginWithPassword(ctx, codersdk.LoginWithPasswordRequest{Email: req.Email, Password: req.Password})
-	if err != nil {
-		b.Fatal(err)
-	}
-	admin := codersdk.New(anon.URL)
-	admin.SessionToken = login.SessionToken
-	admin.HTTPClient = loopbackClient
-	return admin
+	env := []string{"PATH=" + os.Getenv("PATH"), "HOME=" + f.dir, "CODER_URL=" + f.srv.url.String(), "CODER_SESSION_TOKEN=" + f.admin.SessionToken}
+	return &soakFleet{loadFleet: f, env: env}
 }
 
 // agentLinesLost waits (up to 3 minutes) until every agent's startup

@@ -131,10 +131,20 @@ func listPath(path, q string, limit, offset int) string {
 	return path + "?" + v.Encode()
 }
 
-// do sends a request, checks the status and decodes a JSON answer into out
-// (when out is non-nil).
+// do sends a request, checks the status (200 OK when want is empty) and
+// decodes a JSON answer into out (when out is non-nil).
 func (c *Client) do(ctx context.Context, method, path string, body, out any, want ...int) error {
-	resp, err := c.Request(ctx, method, path, body)
+	return c.doWithHeader(ctx, method, path, body, out, nil, want...)
+}
+
+// doWithHeader is do with header, when not nil, applied to the request
+// before it is sent.
+func (c *Client) doWithHeader(ctx context.Context, method, path string, body, out any, header func(*http.Request), want ...int) error {
+	var headers []func(*http.Request)
+	if header != nil {
+		headers = append(headers, header)
+	}
+	resp, err := c.Request(ctx, method, path, body, headers...)
 	if err != nil {
 		return err
 	}
@@ -249,7 +259,17 @@ func decodeJSON(resp *http.Response, out any) error {
 	return nil
 }
 
-func readAll(resp *http.Response) ([]byte, error) {
+// getBytes GETs path and returns the whole answer, which must be 200 OK:
+// the calls that answer a file or a blob rather than JSON.
+func (c *Client) getBytes(ctx context.Context, path string) ([]byte, error) {
+	resp, err := c.Request(ctx, http.MethodGet, path, nil)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, ReadBodyAsError(resp)
+	}
 	b, err := io.ReadAll(resp.Body)
 	if err != nil {
 		return nil, fmt.Errorf("read %s response: %w", resp.Request.URL.Path, err)

@@ -2,8 +2,6 @@ package codersdk
 
 import (
 	"context"
-	"fmt"
-	"io"
 	"net/http"
 	"time"
 )
@@ -19,19 +17,7 @@ import (
 // none). Each line is one record, already redacted (package
 // internal/logring).
 func (c *Client) DebugLogs(ctx context.Context) ([]byte, error) {
-	resp, err := c.Request(ctx, http.MethodGet, "/api/v2/debug/logs", nil)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return nil, ReadBodyAsError(resp)
-	}
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return nil, fmt.Errorf("read the recent logs: %w", err)
-	}
-	return b, nil
+	return c.getBytes(ctx, "/api/v2/debug/logs")
 }
 
 // SystemReport is GET /api/v2/debug/system (owners): the replica that

@@ -294,13 +294,5 @@ func (c *Client) FailJob(ctx context.Context, daemonID, jobID string, req FailJo
 
 // DaemonFile downloads the template tar of a job the daemon holds.
 func (c *Client) DaemonFile(ctx context.Context, daemonID, fileID string) ([]byte, error) {
-	resp, err := c.Request(ctx, http.MethodGet, fmt.Sprintf("/api/v2/provisionerdaemons/%s/files/%s", daemonID, fileID), nil)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return nil, ReadBodyAsError(resp)
-	}
-	return readAll(resp)
+	return c.getBytes(ctx, fmt.Sprintf("/api/v2/provisionerdaemons/%s/files/%s", daemonID, fileID))
 }

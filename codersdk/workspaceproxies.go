@@ -2,8 +2,6 @@ package codersdk
 
 import (
 	"context"
-	"encoding/json"
-	"fmt"
 	"net/http"
 	"net/url"
 	"time"
@@ -187,24 +185,12 @@ type ProxyClient struct {
 	Token string
 }
 
+// call POSTs body to path as the proxy and decodes a JSON answer into out
+// (when out is non-nil), which must come with the status want.
 func (c *ProxyClient) call(ctx context.Context, path string, body, out any, want int) error {
-	resp, err := c.Client.Request(ctx, http.MethodPost, path, body, func(r *http.Request) {
+	return c.Client.doWithHeader(ctx, http.MethodPost, path, body, out, func(r *http.Request) {
 		r.Header.Set(ExternalProxyAuthTokenHeader, c.Token)
-	})
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != want {
-		return ReadBodyAsError(resp)
-	}
-	if out == nil {
-		return nil
-	}
-	if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
-		return fmt.Errorf("decode POST %s response: %w", path, err)
-	}
-	return nil
+	}, want)
 }
 
 // RegisterWorkspaceProxy registers the proxy, or heartbeats.

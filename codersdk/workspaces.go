@@ -281,15 +281,7 @@ func (c *Client) WorkspaceBuild(ctx context.Context, id string) (WorkspaceBuild,
 
 // WorkspaceBuildState returns the Terraform state a build left.
 func (c *Client) WorkspaceBuildState(ctx context.Context, id string) ([]byte, error) {
-	resp, err := c.Request(ctx, http.MethodGet, "/api/v2/workspacebuilds/"+id+"/state", nil)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return nil, ReadBodyAsError(resp)
-	}
-	return readAll(resp)
+	return c.getBytes(ctx, "/api/v2/workspacebuilds/"+id+"/state")
 }
 
 // WorkspaceBuildLogs calls fn for each log line of the build after the given

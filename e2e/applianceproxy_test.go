@@ -194,18 +194,10 @@ func (e *env) installWith(dir, conf, bundleFile string) {
 // when the test ends unless it exited before.
 func (e *env) startUp(dir, logPath string) *exec.Cmd {
 	e.t.Helper()
-	logf, err := os.Create(logPath)
-	if err != nil {
-		e.t.Fatal(err)
-	}
 	// nsenter enters the namespace and execs coder: up's pid is coder's.
 	up := e.inNetns(e.bin, "appliance", "up", "--dir", dir)
-	up.Stdout, up.Stderr = logf, logf
-	if err := up.Start(); err != nil {
-		e.t.Fatal(err)
-	}
+	e.startLogged(up, logPath)
 	e.t.Cleanup(func() {
-		defer logf.Close()
 		if up.ProcessState != nil {
 			return
 		}

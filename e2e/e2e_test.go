@@ -92,6 +92,22 @@ func (e *env) inNetns(args ...string) *exec.Cmd {
 	return cmd
 }
 
+// startLogged starts cmd with its standard output and error in a new file
+// at logPath. The file is handed to the process as it is (no copying
+// goroutine), so this process's copy is closed at once.
+func (e *env) startLogged(cmd *exec.Cmd, logPath string) {
+	e.t.Helper()
+	logf, err := os.Create(logPath)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	defer logf.Close()
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if err := cmd.Start(); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
 func (e *env) coder(args ...string) string {
 	e.t.Helper()
 	out, err := e.inNetns(append([]string{e.bin}, args...)...).CombinedOutput()
@@ -191,14 +207,7 @@ registries:
 	e.step("appliance up (to healthy)", func() {
 		// -q, not -qq: the trace records each process's exit status.
 		up = e.inNetns("strace", "-f", "-q", "-e", "trace=connect", "-o", trace, e.bin, "appliance", "up", "--dir", dir)
-		logf, err := os.Create(filepath.Join(work, "up.log"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		up.Stdout, up.Stderr = logf, logf
-		if err := up.Start(); err != nil {
-			t.Fatal(err)
-		}
+		e.startLogged(up, filepath.Join(work, "up.log"))
 		t.Cleanup(func() {
 			// Should a step fail: the appliance first (killing strace would
 			// leave what it traces running), then strace.
@@ -449,14 +458,7 @@ registries:
 
 	e.step("appliance warm restart (to healthy)", func() {
 		again := e.inNetns(e.bin, "appliance", "up", "--dir", dir)
-		logf, err := os.Create(filepath.Join(work, "up2.log"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		again.Stdout, again.Stderr = logf, logf
-		if err := again.Start(); err != nil {
-			t.Fatal(err)
-		}
+		e.startLogged(again, filepath.Join(work, "up2.log"))
 		defer func() {
 			// Should the restart not become healthy: not left running.
 			if again.ProcessState == nil {

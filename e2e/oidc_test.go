@@ -215,17 +215,10 @@ disable-password-auth: true
 // ends.
 func (e *env) upOnHost(dir, access, logPath string) (stop func()) {
 	e.t.Helper()
-	logf, err := os.Create(logPath)
-	if err != nil {
-		e.t.Fatal(err)
-	}
 	up := exec.Command(e.bin, "appliance", "up", "--dir", dir)
-	up.Stdout, up.Stderr = logf, logf
-	if err := up.Start(); err != nil {
-		e.t.Fatal(err)
-	}
+	e.startLogged(up, logPath)
 	exited := make(chan error, 1)
-	go func() { exited <- up.Wait(); logf.Close() }()
+	go func() { exited <- up.Wait() }()
 	stopped := false
 	stop = func() {
 		if stopped {

@@ -89,7 +89,13 @@ func ParseImageRef(s string) (ImageRef, error) {
 
 // String returns the normalised reference.
 func (r ImageRef) String() string {
-	s := r.Host + "/" + r.Path
+	return r.Host + "/" + r.Path + r.tagAndDigest()
+}
+
+// tagAndDigest is what follows the repository in a reference: ":TAG",
+// "@DIGEST", both, or nothing.
+func (r ImageRef) tagAndDigest() string {
+	s := ""
 	if r.Tag != "" {
 		s += ":" + r.Tag
 	}

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -21,13 +20,7 @@ func TestModuleRegistry(t *testing.T) {
 	mods := filepath.Join(dir, ModulesDir)
 	write := func(rel, content string) {
 		t.Helper()
-		p := filepath.Join(mods, filepath.FromSlash(rel))
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
-			t.Fatal(err)
-		}
+		writeFile(t, mods, rel, content)
 	}
 	write("registry.acme.corp/acme/base/coder/1.0.0.tar.gz", "package 1.0.0")
 	write("registry.acme.corp/acme/base/coder/1.2.0.tar.gz", "package 1.2.0")

@@ -16,14 +16,7 @@ import (
 // "127.0.0.1:8443", or "registry.corp/prefix" after push-images) serves r:
 // REGISTRY/HOST/PATH:TAG (or @DIGEST), the host's ":port" written "_port".
 func ServedRef(registry string, r ImageRef) string {
-	s := strings.TrimSuffix(registry, "/") + "/" + r.Repository()
-	if r.Tag != "" {
-		s += ":" + r.Tag
-	}
-	if r.Digest != "" {
-		s += "@" + r.Digest
-	}
-	return s
+	return strings.TrimSuffix(registry, "/") + "/" + r.Repository() + r.tagAndDigest()
 }
 
 // RewriteImageRefs rewrites, in every *.tf file under dir (in place, folders

@@ -10,7 +10,9 @@ import (
 
 const testDigest = "sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
 
-func writeTF(t *testing.T, dir, rel, content string) string {
+// writeFile writes content at the slash-separated path rel under dir,
+// making its folders, and returns its path.
+func writeFile(t *testing.T, dir, rel, content string) string {
 	t.Helper()
 	p := filepath.Join(dir, filepath.FromSlash(rel))
 	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
@@ -24,11 +26,7 @@ func writeTF(t *testing.T, dir, rel, content string) string {
 
 func readString(t *testing.T, p string) string {
 	t.Helper()
-	b, err := os.ReadFile(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return string(b)
+	return string(readFile(t, p))
 }
 
 func TestRewriteImageRefsTable(t *testing.T) {
@@ -60,7 +58,7 @@ func TestRewriteImageRefsTable(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			dir := t.TempDir()
-			p := writeTF(t, dir, "main.tf", "resource \"docker_container\" \"w\" {\n  image = \""+tt.literal+"\"\n}\n")
+			p := writeFile(t, dir, "main.tf", "resource \"docker_container\" \"w\" {\n  image = \""+tt.literal+"\"\n}\n")
 			got, err := RewriteImageRefs(dir, tt.refs, tt.registry)
 			if err != nil {
 				t.Fatal(err)
@@ -106,7 +104,7 @@ EOT
 		`"${coalesce(var.y, "alpine:3.20")}"`, `"${coalesce(var.y, "R/docker.io/library/alpine:3.20")}"`,
 		`["alpine:3.20", `, `["R/docker.io/library/alpine:3.20", `,
 	).Replace(src)
-	p := writeTF(t, dir, "main.tf", src)
+	p := writeFile(t, dir, "main.tf", src)
 	got, err := RewriteImageRefs(dir, []string{"alpine:3.20"}, "R")
 	if err != nil {
 		t.Fatal(err)
@@ -121,12 +119,12 @@ EOT
 
 func TestRewriteImageRefsTreeAndUntouched(t *testing.T) {
 	dir := t.TempDir()
-	a := writeTF(t, dir, "main.tf", "resource \"x\" \"a\" {\n  image = \"alpine:3.20\"\n  other = \"ghcr.io/coder/envbuilder:1.0.0\"\n}\n")
-	b := writeTF(t, dir, "modules/ws/nested/ws.tf", "resource \"x\" \"b\" { image = \"ghcr.io/coder/envbuilder:1.0.0\" }\n")
+	a := writeFile(t, dir, "main.tf", "resource \"x\" \"a\" {\n  image = \"alpine:3.20\"\n  other = \"ghcr.io/coder/envbuilder:1.0.0\"\n}\n")
+	b := writeFile(t, dir, "modules/ws/nested/ws.tf", "resource \"x\" \"b\" { image = \"ghcr.io/coder/envbuilder:1.0.0\" }\n")
 	untouchedSrc := "# no images here\nresource \"x\" \"c\" {\n  image = var.image   # \"alpine:3.20\"\n}\n"
-	c := writeTF(t, dir, "modules/none.tf", untouchedSrc)
-	notTF := writeTF(t, dir, "README.md", "image = \"alpine:3.20\"\n")
-	cached := writeTF(t, dir, ".terraform/modules/m/main.tf", "x = \"alpine:3.20\"\n")
+	c := writeFile(t, dir, "modules/none.tf", untouchedSrc)
+	notTF := writeFile(t, dir, "README.md", "image = \"alpine:3.20\"\n")
+	cached := writeFile(t, dir, ".terraform/modules/m/main.tf", "x = \"alpine:3.20\"\n")
 	old := mustModTime(t, c)
 
 	got, err := RewriteImageRefs(dir, []string{"docker.io/library/alpine:3.20", "ghcr.io/coder/envbuilder:1.0.0"}, "127.0.0.1:8443")
@@ -168,7 +166,7 @@ func TestRewriteImageRefsErrors(t *testing.T) {
 	if _, err := RewriteImageRefs(dir, []string{"Not A Ref"}, "r"); err == nil {
 		t.Error("bad ref accepted")
 	}
-	writeTF(t, dir, "bad.tf", "x = \"unterminated\n")
+	writeFile(t, dir, "bad.tf", "x = \"unterminated\n")
 	if _, err := RewriteImageRefs(dir, []string{"alpine:3.20"}, "r"); err == nil {
 		t.Error("unlexable file accepted")
 	}

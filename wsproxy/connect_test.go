@@ -26,7 +26,7 @@ func TestUserConnectionBookkeeping(t *testing.T) {
 	logs := &syncbuf.Buffer{}
 	s, httpClient, _, _ := startProxy(t, primary, logs)
 	<-s.Ready()
-	testwait.For(t, 10*time.Second, "the relay session", testwait.Bool(func() bool { primary.mu.Lock(); defer primary.mu.Unlock(); return len(primary.sessions) > 0 }))
+	primary.waitRelaySessions(t, 1, "the relay session")
 	u, _ := url.Parse("https://" + s.Addr().String())
 	c := codersdk.New(u)
 	c.HTTPClient = httpClient

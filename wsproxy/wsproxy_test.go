@@ -2,17 +2,11 @@ package wsproxy_test
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/json"
 	"io"
 	"log/slog"
-	"math/big"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -26,6 +20,7 @@ import (
 
 	"airgapcoder/codersdk"
 	"airgapcoder/internal/syncbuf"
+	"airgapcoder/internal/testpki"
 	"airgapcoder/internal/testwait"
 	"airgapcoder/relayconn"
 	"airgapcoder/wsproxy"
@@ -165,43 +160,31 @@ func (f *fakePrimary) serveRelay(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
+// relaySessions returns the relay sessions the proxy has opened, in the
+// order it opened them.
+func (f *fakePrimary) relaySessions() []*yamux.Session {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]*yamux.Session(nil), f.sessions...)
+}
+
+// waitRelaySessions waits until the proxy has opened n relay sessions.
+func (f *fakePrimary) waitRelaySessions(t *testing.T, n int, what string) {
+	t.Helper()
+	testwait.For(t, 10*time.Second, what, testwait.Bool(func() bool { return len(f.relaySessions()) >= n }))
+}
+
 func (f *fakePrimary) state() ([]codersdk.RegisterWorkspaceProxyRequest, []string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return append([]codersdk.RegisterWorkspaceProxyRequest(nil), f.registrations...), append([]string(nil), f.deregistered...)
 }
 
-// selfSigned is a certificate for hosts valid from notBefore to notAfter.
-func selfSigned(t *testing.T, notBefore, notAfter time.Time, hosts ...string) *tls.Certificate {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: hosts[0]}, NotBefore: notBefore, NotAfter: notAfter,
-		KeyUsage: x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-		BasicConstraintsValid: true, IsCA: true,
-	}
-	for _, h := range hosts {
-		if ip := net.ParseIP(h); ip != nil {
-			tmpl.IPAddresses = append(tmpl.IPAddresses, ip)
-		} else {
-			tmpl.DNSNames = append(tmpl.DNSNames, h)
-		}
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}
-}
-
 // startProxy runs a proxy against primary on a free loopback port over
 // HTTPS and returns it, its client and Run's result.
 func startProxy(t *testing.T, primary *fakePrimary, logs io.Writer) (*wsproxy.Server, *http.Client, chan error, context.CancelFunc) {
 	t.Helper()
-	cert := selfSigned(t, time.Now().Add(-time.Hour), time.Now().Add(365*24*time.Hour), "127.0.0.1")
+	cert := testpki.SelfSigned(t, time.Now().Add(-time.Hour), time.Now().Add(365*24*time.Hour), "127.0.0.1")
 	pu, _ := url.Parse(primary.srv.URL)
 	au, _ := url.Parse("https://127.0.0.1")
 	s, err := wsproxy.New(wsproxy.Options{
@@ -261,12 +244,7 @@ func TestProxyLifecycle(t *testing.T) {
 		t.Errorf("logs: want the failed registrations logged as retried\n%s", logs)
 	}
 	base := "https://" + s.Addr().String()
-	relaySessions := func() []*yamux.Session {
-		primary.mu.Lock()
-		defer primary.mu.Unlock()
-		return append([]*yamux.Session(nil), primary.sessions...)
-	}
-	testwait.For(t, 10*time.Second, "the relay session", testwait.Bool(func() bool { return len(relaySessions()) == 1 }))
+	primary.waitRelaySessions(t, 1, "the relay session")
 
 	for _, tc := range []struct {
 		path, want string
@@ -311,7 +289,7 @@ func TestProxyLifecycle(t *testing.T) {
 	primary.mu.Lock()
 	primary.relayDown = true
 	primary.mu.Unlock()
-	_ = relaySessions()[0].Close()
+	_ = primary.relaySessions()[0].Close()
 	testwait.For(t, 10*time.Second, "/healthz 503 while the relay session is down", testwait.Bool(func() bool {
 		resp, _ := get(t, client, base+"/healthz")
 		return resp.StatusCode == http.StatusServiceUnavailable
@@ -322,7 +300,7 @@ func TestProxyLifecycle(t *testing.T) {
 	primary.mu.Lock()
 	primary.relayDown = false
 	primary.mu.Unlock()
-	testwait.For(t, 10*time.Second, "the relay session dialed again", testwait.Bool(func() bool { return len(relaySessions()) == 2 }))
+	primary.waitRelaySessions(t, 2, "the relay session dialed again")
 	testwait.For(t, 10*time.Second, "/healthz OK again", testwait.Bool(func() bool { resp, _ := get(t, client, base+"/healthz"); return resp.StatusCode == http.StatusOK }))
 
 	// It heartbeats at the interval the primary named, as one replica,
@@ -359,7 +337,7 @@ func TestProxyStopsWhenRefused(t *testing.T) {
 	logs := &syncbuf.Buffer{}
 	s, _, done, _ := startProxy(t, primary, logs)
 	<-s.Ready()
-	testwait.For(t, 10*time.Second, "the relay session", testwait.Bool(func() bool { primary.mu.Lock(); defer primary.mu.Unlock(); return len(primary.sessions) > 0 }))
+	primary.waitRelaySessions(t, 1, "the relay session")
 	primary.mu.Lock()
 	primary.refuse = "Workspace proxy eu was deleted"
 	primary.mu.Unlock()
@@ -408,15 +386,15 @@ func TestHealthReport(t *testing.T) {
 		wantError, wantWarn   string
 		wantNoErrors, wantNoW bool
 	}{
-		{name: "good", cert: selfSigned(t, now.Add(-time.Hour), now.Add(year), "eu.example", "*.apps.eu.example"),
+		{name: "good", cert: testpki.SelfSigned(t, now.Add(-time.Hour), now.Add(year), "eu.example", "*.apps.eu.example"),
 			access: "https://eu.example", wildcard: "*.apps.eu.example", wantNoErrors: true, wantNoW: true},
-		{name: "other host", cert: selfSigned(t, now.Add(-time.Hour), now.Add(year), "us.example"),
+		{name: "other host", cert: testpki.SelfSigned(t, now.Add(-time.Hour), now.Add(year), "us.example"),
 			access: "https://eu.example", wantError: "does not cover the access URL's host eu.example"},
-		{name: "expired", cert: selfSigned(t, now.Add(-2*year), now.Add(-time.Hour), "eu.example"),
+		{name: "expired", cert: testpki.SelfSigned(t, now.Add(-2*year), now.Add(-time.Hour), "eu.example"),
 			access: "https://eu.example", wantError: "expired"},
-		{name: "expiring", cert: selfSigned(t, now.Add(-time.Hour), now.Add(24*time.Hour), "eu.example"),
+		{name: "expiring", cert: testpki.SelfSigned(t, now.Add(-time.Hour), now.Add(24*time.Hour), "eu.example"),
 			access: "https://eu.example", wantWarn: "expires at", wantNoErrors: true},
-		{name: "wildcard not covered", cert: selfSigned(t, now.Add(-time.Hour), now.Add(year), "eu.example"),
+		{name: "wildcard not covered", cert: testpki.SelfSigned(t, now.Add(-time.Hour), now.Add(year), "eu.example"),
 			access: "https://eu.example", wildcard: "*.apps.eu.example", wantWarn: "wildcard", wantNoErrors: true},
 		{name: "plain http", access: "http://eu.example", wantWarn: "plain HTTP", wantNoErrors: true},
 	} {

@@ -319,23 +319,29 @@ func (b *builder) payloadPath(rel string) (string, error) {
 // stageFile copies src to the payload path rel with mode, returning the hex
 // SHA-256 of what it copied.
 func (b *builder) stageFile(src, rel string, mode fs.FileMode) (string, error) {
-	dst, err := b.payloadPath(rel)
-	if err != nil {
-		return "", err
-	}
 	in, err := os.Open(src)
 	if err != nil {
 		return "", err
 	}
 	defer in.Close()
-	h := sha256.New()
-	err = atomicfile.CreateNew(dst, mode, func(w io.Writer) error {
-		if _, err := io.Copy(io.MultiWriter(w, h), in); err != nil {
+	return b.stageWrite(rel, mode, func(w io.Writer) error {
+		if _, err := io.Copy(w, in); err != nil {
 			return fmt.Errorf("copy %s: %w", src, err)
 		}
 		return nil
 	})
+}
+
+// stageWrite creates the payload path rel with mode from what write
+// writes to w (atomicfile.CreateNew: nothing is left there if write
+// fails), returning the hex SHA-256 of it.
+func (b *builder) stageWrite(rel string, mode fs.FileMode, write func(w io.Writer) error) (string, error) {
+	dst, err := b.payloadPath(rel)
 	if err != nil {
+		return "", err
+	}
+	h := sha256.New()
+	if err := atomicfile.CreateNew(dst, mode, func(w io.Writer) error { return write(io.MultiWriter(w, h)) }); err != nil {
 		return "", err
 	}
 	return hex.EncodeToString(h.Sum(nil)), nil

@@ -15,7 +15,6 @@ import (
 	"strings"
 
 	"airgapcoder/bundle"
-	"airgapcoder/internal/atomicfile"
 	"airgapcoder/internal/buildinfo"
 	"airgapcoder/mirror"
 	"airgapcoder/postgres"
@@ -129,14 +128,9 @@ func (b *builder) stageJarArchive(jar, rel string) (string, error) {
 		return "", err
 	}
 	defer rc.Close()
-	dst, err := b.payloadPath(rel)
-	if err != nil {
-		return "", err
-	}
-	h := sha256.New()
-	err = atomicfile.CreateNew(dst, 0o644, func(w io.Writer) error {
+	return b.stageWrite(rel, 0o644, func(w io.Writer) error {
 		head := &headCapture{}
-		if _, err := io.Copy(io.MultiWriter(w, h, head), rc); err != nil {
+		if _, err := io.Copy(io.MultiWriter(w, head), rc); err != nil {
 			return fmt.Errorf("unpack %s: %w", txz.Name, err)
 		}
 		if !bytes.HasPrefix(head.b, []byte("\xfd7zXZ\x00")) {
@@ -144,10 +138,6 @@ func (b *builder) stageJarArchive(jar, rel string) (string, error) {
 		}
 		return nil
 	})
-	if err != nil {
-		return "", err
-	}
-	return hex.EncodeToString(h.Sum(nil)), nil
 }
 
 // headCapture keeps the first bytes written to it.

@@ -6,16 +6,29 @@
 // without it fails with Go's "x509: certificate signed by unknown
 // authority".
 //
+// SelfSigned makes the other kind: one certificate that signs itself, for
+// the names and the validity window a test chooses (an expired one, one
+// for another host), for tests of what a server or a check does with the
+// certificate it is handed.
+//
 // It is for tests only and holds no state: every New is a new CA.
 package testpki
 
 import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
+	"crypto/x509/pkix"
 	"errors"
 	"fmt"
+	"math/big"
+	"net"
 	"os"
 	"path/filepath"
+	"testing"
+	"time"
 
 	"airgapcoder/certs"
 )
@@ -65,3 +78,40 @@ func New(dir string) (*PKI, error) {
 
 // CertPool returns a new pool holding only the CA.
 func (p *PKI) CertPool() *x509.CertPool { return p.pool.Clone() }
+
+// SelfSigned returns a certificate for names (IP addresses or DNS names;
+// the first is also its common name), valid from notBefore to notAfter,
+// that signs itself, with its ECDSA P-256 key and its Leaf set. It is a
+// CA as well as a serving certificate, so that a client can trust it
+// alone.
+func SelfSigned(t testing.TB, notBefore, notAfter time.Time, names ...string) *tls.Certificate {
+	t.Helper()
+	if len(names) == 0 {
+		t.Fatal("testpki: SelfSigned needs at least one name")
+	}
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatalf("testpki: generate key: %v", err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: names[0]}, NotBefore: notBefore, NotAfter: notAfter,
+		KeyUsage: x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		BasicConstraintsValid: true, IsCA: true,
+	}
+	for _, n := range names {
+		if ip := net.ParseIP(n); ip != nil {
+			tmpl.IPAddresses = append(tmpl.IPAddresses, ip)
+		} else {
+			tmpl.DNSNames = append(tmpl.DNSNames, n)
+		}
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatalf("testpki: create certificate: %v", err)
+	}
+	leaf, err := x509.ParseCertificate(der)
+	if err != nil {
+		t.Fatalf("testpki: parse certificate: %v", err)
+	}
+	return &tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key, Leaf: leaf}
+}

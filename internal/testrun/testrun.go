@@ -1,9 +1,10 @@
 // Package testrun runs one of the project's components for a test the way
 // its owner would: Run(ctx) in the background, its readiness awaited, and
-// at the test's end its context cancelled and Run's return awaited and
-// checked. Components keep the project's contract (docs in STYLE.md,
-// habit 4): Run returns nil once its context ends, and a Ready channel,
-// where there is one, is closed once the component serves.
+// at the test's end (or when the test stops it) its context cancelled and
+// Run's return awaited and checked. Components keep the project's
+// contract (docs in STYLE.md, habit 4): Run returns nil once its context
+// ends, and a Ready channel, where there is one, is closed once the
+// component serves.
 //
 // It owns no component and starts nothing but the one goroutine that runs
 // Run, which t's cleanup waits for. It is for tests only.
@@ -11,6 +12,7 @@ package testrun
 
 import (
 	"context"
+	"sync"
 	"testing"
 	"time"
 )
@@ -29,20 +31,7 @@ const (
 // which component, in failure messages.
 func Start(t testing.TB, name string, run func(context.Context) error, ready <-chan struct{}) {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("%s Run: %v", name, err)
-			}
-		case <-time.After(StopTimeout):
-			t.Errorf("%s Run did not return within %v of its context ending", name, StopTimeout)
-		}
-	})
+	_, done := background(t, name, run)
 	if ready == nil {
 		return
 	}
@@ -54,4 +43,41 @@ func Start(t testing.TB, name string, run func(context.Context) error, ready <-c
 	case <-time.After(ReadyTimeout):
 		t.Fatalf("%s not ready within %v", name, ReadyTimeout)
 	}
+}
+
+// Background runs run (a component's Run) in the background, as Start
+// does without a readiness to wait for, and returns stop, which cancels
+// run's context and fails the test unless run returns nil within
+// StopTimeout: for a test that checks what the component did once it
+// stopped. t's cleanup calls stop too; calls after the first do nothing.
+func Background(t testing.TB, name string, run func(context.Context) error) (stop func()) {
+	t.Helper()
+	stop, _ = background(t, name, run)
+	return stop
+}
+
+// background starts run with a context of its own and registers stop on
+// t's cleanup; run's return arrives on done, which stop reads.
+func background(t testing.TB, name string, run func(context.Context) error) (stop func(), done chan error) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done = make(chan error, 1)
+	go func() { done <- run(ctx) }()
+	var once sync.Once
+	stop = func() {
+		t.Helper()
+		once.Do(func() {
+			t.Helper()
+			cancel()
+			select {
+			case err := <-done:
+				if err != nil {
+					t.Errorf("%s Run: %v", name, err)
+				}
+			case <-time.After(StopTimeout):
+				t.Errorf("%s Run did not return within %v of its context ending", name, StopTimeout)
+			}
+		})
+	}
+	t.Cleanup(stop)
+	return stop, done
 }

@@ -19,10 +19,13 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"airgapcoder/internal/testrun"
 )
 
-// WaitTimeout bounds every wait in this package. It only guards against a
-// hung test; no assertion depends on it.
+// WaitTimeout bounds every wait in this package but RunInBackground's
+// (testrun.StopTimeout). It only guards against a hung test; no assertion
+// depends on it.
 const WaitTimeout = 10 * time.Second
 
 // CountingTransport is an http.RoundTripper that counts the requests that
@@ -91,33 +94,12 @@ func Next[T any](t testing.TB, ch <-chan T, what string) T {
 
 // RunInBackground calls run in a goroutine with a context of its own and
 // returns stop, which cancels that context and checks that run returned
-// nil within WaitTimeout (the components' Run contract: cancellation is a
-// normal exit). stop runs again at cleanup; calls after the first do
-// nothing.
+// nil within testrun.StopTimeout (the components' Run contract:
+// cancellation is a normal exit); it is testrun.Background. stop runs
+// again at cleanup; calls after the first do nothing.
 func RunInBackground(t testing.TB, run func(context.Context) error) (stop func()) {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- run(ctx) }()
-	stopped := false
-	stop = func() {
-		t.Helper()
-		if stopped {
-			return
-		}
-		stopped = true
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("Run returned %v, want nil", err)
-			}
-		case <-time.After(WaitTimeout):
-			t.Error("Run did not return after cancel")
-		}
-	}
-	t.Cleanup(stop)
-	return stop
+	return testrun.Background(t, "periodic", run)
 }
 
 // Pace is how fast a test runs a Run loop, and how many rounds it waits for.
