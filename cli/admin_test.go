@@ -48,8 +48,8 @@ func newAdminCLI(t *testing.T, opts coderdtest.Options) *adminCLI {
 	pskClient := a.d.Client()
 	pskClient.ProvisionerPSK = psk
 	a.daemon = coderdtest.NewDaemon(t, pskClient, "admin-cli", nil)
-	a.ownerEnv = baseEnv(t, "CODER_URL="+a.d.URL.String(), "CODER_SESSION_TOKEN="+a.owner.SessionToken)
-	a.aliceEnv = baseEnv(t, "CODER_URL="+a.d.URL.String(), "CODER_SESSION_TOKEN="+a.alice.SessionToken)
+	a.ownerEnv = signedInEnv(t, a.owner)
+	a.aliceEnv = signedInEnv(t, a.alice)
 	return a
 }
 

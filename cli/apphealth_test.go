@@ -61,7 +61,7 @@ func TestAppHealthcheckRealAgent(t *testing.T) {
 
 	d := coderdtest.NewWithProvisioners(t, coderBinary(t))
 	admin, _ := d.CreateFirstUser(t)
-	env := baseEnv(t, "CODER_URL="+d.URL.String(), "CODER_SESSION_TOKEN="+admin.SessionToken)
+	env := signedInEnv(t, admin)
 	dir := processTemplateWith(t, map[string]string{"apps.tf": fmt.Sprintf(appHealthApps, served.URL+"/healthz", dead)})
 	mustRun(t, env, "templates", "create", "health", "--directory", dir, "-y", "--variable", "base_dir="+t.TempDir())
 	mustRun(t, env, "create", "dev", "--template", "health", "-y")

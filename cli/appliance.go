@@ -14,7 +14,6 @@ import (
 	"github.com/spf13/pflag"
 
 	"airgapcoder/appliance"
-	"airgapcoder/bundle"
 	"airgapcoder/internal/atomicfile"
 	"airgapcoder/internal/bytesize"
 )
@@ -301,11 +300,8 @@ func (f *installFlags) key() (ed25519.PublicKey, error) {
 
 // bundleKey loads --public-key, or accepts --allow-unsigned; one is required.
 func bundleKey(pubKey string, allowUnsigned bool) (ed25519.PublicKey, error) {
-	if pubKey == "" {
-		if !allowUnsigned {
-			return nil, usageErrorf("pass --public-key KEY to check the bundle's signature, or --allow-unsigned")
-		}
-		return nil, nil
+	if pubKey == "" && !allowUnsigned {
+		return nil, usageErrorf("pass --public-key KEY to check the bundle's signature, or --allow-unsigned")
 	}
-	return bundle.LoadPublicKey(pubKey)
+	return optionalPublicKey(pubKey)
 }

@@ -33,7 +33,7 @@ func TestCLIAudit(t *testing.T) {
 	if _, err := alice.CreateToken(ctx, codersdk.Me, codersdk.CreateTokenRequest{TokenName: "laptop"}); err != nil {
 		t.Fatal(err)
 	}
-	env := baseEnv(t, "CODER_URL="+d.URL.String(), "CODER_SESSION_TOKEN="+owner.SessionToken)
+	env := signedInEnv(t, owner)
 
 	t.Run("JSON", func(t *testing.T) {
 		var logs []codersdk.AuditLog
@@ -111,7 +111,7 @@ func TestCLIAudit(t *testing.T) {
 	})
 
 	t.Run("MemberRefused", func(t *testing.T) {
-		memberEnv := baseEnv(t, "CODER_URL="+d.URL.String(), "CODER_SESSION_TOKEN="+alice.SessionToken)
+		memberEnv := signedInEnv(t, alice)
 		_, stderr, code := run(t, memberEnv, "audit")
 		if code != 1 || !strings.Contains(stderr, "Forbidden") || !strings.Contains(stderr, "403") {
 			t.Errorf("member: got exit %d %q, want 1 and the 403", code, stderr)

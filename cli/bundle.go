@@ -239,12 +239,9 @@ unsigned bundle fails unless --allow-unsigned is given.`,
 			if err := bundleKeyOptions.resolve(cmd, "", inv.environ); err != nil {
 				return err
 			}
-			var pub ed25519.PublicKey
-			if keyPath != "" {
-				var err error
-				if pub, err = bundle.LoadPublicKey(keyPath); err != nil {
-					return err
-				}
+			pub, err := optionalPublicKey(keyPath)
+			if err != nil {
+				return err
 			}
 			m, info, err := bundle.Inspect(args[0])
 			if err != nil {
@@ -283,6 +280,15 @@ unsigned bundle fails unless --allow-unsigned is given.`,
 	cmd.Flags().StringVar(&keyPath, "public-key", "", "The builder's bundle.pub: check the signature (CODER_BUNDLE_PUBLIC_KEY)")
 	cmd.Flags().BoolVar(&allowUnsigned, "allow-unsigned", false, "With --public-key, accept an unsigned bundle (hashes are still checked)")
 	return cmd
+}
+
+// optionalPublicKey loads the --public-key file at path; without one (an
+// empty path) there is no key to check a signature with.
+func optionalPublicKey(path string) (ed25519.PublicKey, error) {
+	if path == "" {
+		return nil, nil
+	}
+	return bundle.LoadPublicKey(path)
 }
 
 func partsPhrase(info *bundle.Info) string {
@@ -326,12 +332,9 @@ bundle.pub) or --allow-unsigned (check hashes only) is required.`,
 			case keyPath != "" && allowUnsigned:
 				return usageErrorf("--public-key and --allow-unsigned exclude each other")
 			}
-			var pub ed25519.PublicKey
-			if keyPath != "" {
-				var err error
-				if pub, err = bundle.LoadPublicKey(keyPath); err != nil {
-					return err
-				}
+			pub, err := optionalPublicKey(keyPath)
+			if err != nil {
+				return err
 			}
 			m, err := bundle.Extract(cmd.Context(), args[0], dir, pub, allowUnsigned)
 			if errors.Is(err, bundle.ErrNotEmpty) {

@@ -267,7 +267,7 @@ func TestCoderTemplateUnchanged(t *testing.T) {
 		return fmt.Sprintf("no daemon (worker %v, job tags %v)", w.LatestBuild.Job.WorkerID, w.LatestBuild.Job.Tags)
 	}
 
-	env := baseEnv(t, "CODER_URL="+d.URL.String(), "CODER_SESSION_TOKEN="+admin.SessionToken)
+	env := signedInEnv(t, admin)
 	dir := t.TempDir()
 	if err := os.WriteFile(filepath.Join(dir, "main.tf"), []byte(coderTemplate), 0o644); err != nil {
 		t.Fatal(err)

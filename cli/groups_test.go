@@ -20,7 +20,7 @@ func TestCLIGroups(t *testing.T) {
 	alice, _ := d.CreateUser(t, owner, "alice")
 	d.CreateUser(t, owner, "bob")
 	d.CreateUser(t, owner, "carol")
-	env := baseEnv(t, "CODER_URL="+d.URL.String(), "CODER_SESSION_TOKEN="+owner.SessionToken)
+	env := signedInEnv(t, owner)
 
 	if got := mustRun(t, env, "groups", "create", "devs", "--display-name", "Developers"); got != "Successfully created group devs!\n" {
 		t.Errorf("groups create: got %q", got)
@@ -55,7 +55,7 @@ func TestCLIGroups(t *testing.T) {
 		t.Errorf("groups list -o json: devs is %+v, members %v; want Developers, source user, members %v", devs, members, want)
 	}
 
-	memberEnv := baseEnv(t, "CODER_URL="+d.URL.String(), "CODER_SESSION_TOKEN="+alice.SessionToken)
+	memberEnv := signedInEnv(t, alice)
 	if got := mustRun(t, memberEnv, "groups", "list"); !rowHas(got, "devs", "alice,bob") || rowHas(got, "other", "") {
 		t.Errorf("a member's groups list: got\n%s", got)
 	}
@@ -87,7 +87,7 @@ func TestCLITemplatePermissions(t *testing.T) {
 	if _, err := owner.CreateGroup(ctx, "default", codersdk.CreateGroupRequest{Name: "devs"}); err != nil {
 		t.Fatal(err)
 	}
-	env := baseEnv(t, "CODER_URL="+d.URL.String(), "CODER_SESSION_TOKEN="+owner.SessionToken)
+	env := signedInEnv(t, owner)
 	if got := mustRun(t, env, "templates", "permissions", "perm"); !rowHas(got, "group", "use") || !strings.Contains(got, "Everyone") {
 		t.Errorf("templates permissions: got\n%s\nwant Everyone on use", got)
 	}

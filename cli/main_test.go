@@ -15,6 +15,7 @@ import (
 	"go.uber.org/goleak"
 
 	"airgapcoder/coderd/coderdtest"
+	"airgapcoder/codersdk"
 	"airgapcoder/internal/syncbuf"
 	"airgapcoder/internal/testbin"
 	"airgapcoder/internal/testport"
@@ -54,6 +55,13 @@ func baseEnv(t testing.TB, kv ...string) []string {
 	t.Helper()
 	env := []string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir()}
 	return append(env, kv...)
+}
+
+// signedInEnv is baseEnv for a run of the binary signed in as c: its
+// deployment's URL and its session token, then kv.
+func signedInEnv(t testing.TB, c *codersdk.Client, kv ...string) []string {
+	t.Helper()
+	return baseEnv(t, append([]string{"CODER_URL=" + c.URL.String(), "CODER_SESSION_TOKEN=" + c.SessionToken}, kv...)...)
 }
 
 // start runs the binary with env and args in the background; the process is
@@ -178,12 +186,13 @@ const psk = "cli-test-psk"
 
 // startServer runs `coder server` on a free loopback port over a fresh test
 // database, waits for /healthz, and stops it with SIGTERM at the end of the
-// test, wanting exit code 0.
-func startServer(t *testing.T) *server {
+// test, wanting exit code 0. env (KEY=value) is added to the server's
+// environment.
+func startServer(t *testing.T, env ...string) *server {
 	t.Helper()
 	addr := freeAddr(t)
 	dir := t.TempDir()
-	p := start(t, baseEnv(t), "server",
+	p := start(t, baseEnv(t, env...), "server",
 		"--http-address", addr,
 		"--postgres-url", coderdtest.NewDatabase(t),
 		"--provisioner-daemons", "0",

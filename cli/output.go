@@ -16,29 +16,56 @@ import (
 	"airgapcoder/codersdk"
 )
 
-// outputFlag adds -o/--output to cmd and returns where its value lands.
+// outputFlag adds -o/--output (table or json) to cmd and returns where its
+// value lands. An empty value prints the table, as render does.
 func outputFlag(cmd *cobra.Command) *string {
 	var o string
-	cmd.Flags().StringVarP(&o, "output", "o", "table", "Output format: table or json")
-	// Reject a bad format before any work is done (or fails for another
-	// reason, which would hide the usage error behind exit code 1).
-	cmd.PreRunE = func(*cobra.Command, []string) error {
-		switch o {
-		case "table", "json", "":
+	formatFlag(cmd, &o, "table", "json")
+	checkFormat := cmd.PreRunE
+	cmd.PreRunE = func(cmd *cobra.Command, args []string) error {
+		if o == "" {
 			return nil
 		}
-		return usageErrorf("unknown --output %q: use table or json", o)
+		return checkFormat(cmd, args)
 	}
 	return &o
+}
+
+// formatFlag adds -o/--output to cmd, landing in p: one of formats, the
+// first of them the default. Any other value is a usage error before the
+// command runs, so that it is not hidden behind work that fails for another
+// reason (exit code 1).
+func formatFlag(cmd *cobra.Command, p *string, formats ...string) {
+	choices := orList(formats)
+	cmd.Flags().StringVarP(p, "output", "o", formats[0], "Output format: "+choices)
+	cmd.PreRunE = func(*cobra.Command, []string) error {
+		if !slices.Contains(formats, *p) {
+			return usageErrorf("unknown --output %q: use %s", *p, choices)
+		}
+		return nil
+	}
+}
+
+// orList joins words as prose does: "a or b", "a, b or c".
+func orList(words []string) string {
+	if len(words) < 2 {
+		return strings.Join(words, "")
+	}
+	return strings.Join(words[:len(words)-1], ", ") + " or " + words[len(words)-1]
+}
+
+// writeJSON prints v as indented JSON, the way every -o json does.
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
 }
 
 // render prints v as JSON, or as the table rows gives.
 func render(w io.Writer, format string, v any, header []string, rows func() [][]string) error {
 	switch format {
 	case "json":
-		enc := json.NewEncoder(w)
-		enc.SetIndent("", "  ")
-		return enc.Encode(v)
+		return writeJSON(w, v)
 	case "table", "":
 		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, strings.Join(header, "\t"))

@@ -19,7 +19,7 @@ func TestCLIGroupsQuotaAllowance(t *testing.T) {
 	d := coderdtest.New(t, coderdtest.Options{})
 	owner, _ := d.CreateFirstUser(t)
 	alice, _ := d.CreateUser(t, owner, "alice")
-	env := baseEnv(t, "CODER_URL="+d.URL.String(), "CODER_SESSION_TOKEN="+owner.SessionToken)
+	env := signedInEnv(t, owner)
 
 	mustRun(t, env, "groups", "create", "devs")
 	if got := mustRun(t, env, "groups", "edit", "devs", "--add-users", "alice", "--quota-allowance", "15"); got != "Successfully patched group devs!\n" {
@@ -80,7 +80,7 @@ func TestCLIQuotaRealBuild(t *testing.T) {
 	t.Parallel()
 	d := coderdtest.NewWithProvisioners(t, coderBinary(t))
 	owner, _ := d.CreateFirstUser(t)
-	env := baseEnv(t, "CODER_URL="+d.URL.String(), "CODER_SESSION_TOKEN="+owner.SessionToken)
+	env := signedInEnv(t, owner)
 	dir := t.TempDir()
 	if err := os.WriteFile(filepath.Join(dir, "main.tf"), []byte(quotaTemplate), 0o600); err != nil {
 		t.Fatal(err)

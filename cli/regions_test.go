@@ -68,7 +68,7 @@ func TestSSHThroughWorkspaceProxy(t *testing.T) {
 
 	// An unknown name is a usage error listing the regions, for every
 	// user (the regions list every proxy, with its health).
-	ownerEnv := baseEnv(t, "CODER_URL="+r.d.URL.String(), "CODER_SESSION_TOKEN="+r.admin.SessionToken)
+	ownerEnv := signedInEnv(t, r.admin)
 	_, stderr, code = run(t, ownerEnv, "ping", "--proxy", "nope", "alice/dev", "-n", "1")
 	if code != 2 || !strings.Contains(stderr, "--proxy nope") || !strings.Contains(stderr, "primary, eu") {
 		t.Errorf("coder ping --proxy nope (owner): exit %d, stderr %q; want 2 listing primary, eu", code, stderr)
@@ -208,7 +208,7 @@ func TestRegionProvisionerAgentOnProxy(t *testing.T) {
 	d := coderdtest.New(t, coderdtest.Options{ProvisionerPSK: pskValue, AgentBinariesDir: bins, AgentHeartbeatInterval: time.Second})
 	admin, _ := d.CreateFirstUser(t)
 	ctx := context.Background()
-	env := baseEnv(t, "CODER_URL="+d.URL.String(), "CODER_SESSION_TOKEN="+admin.SessionToken)
+	env := signedInEnv(t, admin)
 
 	created, err := admin.CreateWorkspaceProxy(ctx, codersdk.CreateWorkspaceProxyRequest{Name: "eu"})
 	if err != nil {

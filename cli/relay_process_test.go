@@ -24,7 +24,7 @@ func TestProcessTemplateRealAgent(t *testing.T) {
 	d := coderdtest.NewWithProvisioners(t, coderBinary(t))
 	admin, _ := d.CreateFirstUser(t)
 
-	env := baseEnv(t, "CODER_URL="+d.URL.String(), "CODER_SESSION_TOKEN="+admin.SessionToken)
+	env := signedInEnv(t, admin)
 	base := t.TempDir()
 	mustRun(t, env, "templates", "create", "process", "--directory", "../examples/templates/process", "-y", "--variable", "base_dir="+base)
 	mustRun(t, env, "create", "dev", "--template", "process", "-y", "--parameter", "startup_script=echo real agent here")

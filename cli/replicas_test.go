@@ -45,6 +45,50 @@ type replicaProc struct {
 	proc      *proc
 }
 
+// startReplicas runs n `coder server` replicas on the database dbURL, each
+// on a free loopback port with one built-in provisioner that takes
+// providers from the test mirror, and with args; it returns once all of
+// them answer /healthz.
+func startReplicas(t *testing.T, n int, dbURL string, args ...string) []*replicaProc {
+	t.Helper()
+	mirror := testprovider.Mirror(t)
+	replicas := make([]*replicaProc, n)
+	for i := range replicas {
+		addr := freeAddr(t)
+		dir := t.TempDir()
+		serverArgs := []string{"server", "--http-address", addr, "--postgres-url", dbURL,
+			"--provisioner-daemons", "1", "--provider-mirror", mirror,
+			"--global-config", filepath.Join(dir, "config"), "--cache-dir", filepath.Join(dir, "cache")}
+		p := start(t, baseEnv(t), append(serverArgs, args...)...)
+		replicas[i] = &replicaProc{name: fmt.Sprintf("r%d", i+1), url: "http://" + addr, proc: p}
+	}
+	for _, r := range replicas {
+		waitHealthy(t, r.proc, r.url)
+	}
+	return replicas
+}
+
+// createOwner creates the first user, admin, of the deployment at baseURL
+// (run by the binary) and returns its signed-in client.
+func createOwner(t *testing.T, baseURL string) *codersdk.Client {
+	t.Helper()
+	ctx := context.Background()
+	u, err := url.Parse(baseURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := codersdk.New(u)
+	if _, err := c.CreateFirstUser(ctx, codersdk.CreateFirstUserRequest{Email: "admin@example.com", Username: "admin", Password: password}); err != nil {
+		t.Fatalf("create the first user: %v", err)
+	}
+	login, err := c.LoginWithPassword(ctx, codersdk.LoginWithPasswordRequest{Email: "admin@example.com", Password: password})
+	if err != nil {
+		t.Fatalf("log in: %v", err)
+	}
+	c.SessionToken = login.SessionToken
+	return c
+}
+
 // TestReplicasBehindHAProxy is issue 16's acceptance on loopback: three
 // `coder server` replicas on one PostgreSQL behind HAProxy (the access
 // URL), each with a built-in provisioner. The agent connects through the
@@ -56,37 +100,14 @@ type replicaProc struct {
 // balancer works again.
 func TestReplicasBehindHAProxy(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
 	dbURL := coderdtest.NewDatabase(t)
-	mirror := testprovider.Mirror(t)
 	lbURL := fmt.Sprintf("http://127.0.0.1:%d", testport.Port(t))
-
-	replicas := make([]*replicaProc, 3)
-	for i := range replicas {
-		addr := freeAddr(t)
-		dir := t.TempDir()
-		p := start(t, baseEnv(t), "server", "--http-address", addr, "--access-url", lbURL,
-			"--postgres-url", dbURL, "--provisioner-daemons", "1", "--provider-mirror", mirror,
-			"--provisioner-job-heartbeat-timeout", "5s",
-			"--global-config", filepath.Join(dir, "config"), "--cache-dir", filepath.Join(dir, "cache"))
-		replicas[i] = &replicaProc{name: fmt.Sprintf("r%d", i+1), url: "http://" + addr, proc: p}
-	}
-	for _, r := range replicas {
-		waitHealthy(t, r.proc, r.url)
-	}
+	replicas := startReplicas(t, 3, dbURL, "--access-url", lbURL, "--provisioner-job-heartbeat-timeout", "5s")
 	haproxy(t, lbURL, replicas)
 
-	lbU, _ := url.Parse(lbURL)
-	anon := codersdk.New(lbU)
-	if _, err := anon.CreateFirstUser(ctx, codersdk.CreateFirstUserRequest{Email: "admin@example.com", Username: "admin", Password: password}); err != nil {
-		t.Fatal(err)
-	}
-	login, err := anon.LoginWithPassword(ctx, codersdk.LoginWithPasswordRequest{Email: "admin@example.com", Password: password})
-	if err != nil {
-		t.Fatal(err)
-	}
+	owner := createOwner(t, lbURL)
 	envFor := func(base string) []string {
-		return baseEnv(t, "CODER_URL="+base, "CODER_SESSION_TOKEN="+login.SessionToken)
+		return baseEnv(t, "CODER_URL="+base, "CODER_SESSION_TOKEN="+owner.SessionToken)
 	}
 	lb := envFor(lbURL)
 	if out := mustRun(t, lb, "replicas"); strings.Count(out, "http://127.0.0.1:") != 3 {
@@ -127,7 +148,7 @@ func TestReplicasBehindHAProxy(t *testing.T) {
 		}
 		_ = pf.cmd.Process.Kill()
 		req, _ := http.NewRequest(http.MethodGet, fmt.Sprintf("%s/@admin/dev/ports/%d/from-%s", r.url, web, r.name), nil)
-		req.Header.Set(codersdk.SessionTokenHeader, login.SessionToken)
+		req.Header.Set(codersdk.SessionTokenHeader, owner.SessionToken)
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
 			t.Fatalf("dev URL through %s: %v", r.name, err)

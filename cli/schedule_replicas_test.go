@@ -3,15 +3,12 @@ package cli_test
 import (
 	"context"
 	"fmt"
-	"net/url"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"airgapcoder/coderd/coderdtest"
 	"airgapcoder/codersdk"
-	"airgapcoder/internal/testprovider"
 )
 
 // TestAutostartTwoReplicasBinary is issue 35's "two replicas on one
@@ -27,34 +24,10 @@ func TestAutostartTwoReplicasBinary(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	const tick = time.Second
-	dbURL := coderdtest.NewDatabase(t)
-	mirror := testprovider.Mirror(t)
-
-	replicas := make([]*replicaProc, 2)
-	for i := range replicas {
-		addr := freeAddr(t)
-		dir := t.TempDir()
-		p := start(t, baseEnv(t), "server", "--http-address", addr, "--postgres-url", dbURL,
-			"--provisioner-daemons", "1", "--provider-mirror", mirror, "--autobuild-poll-interval", tick.String(),
-			"--global-config", filepath.Join(dir, "config"), "--cache-dir", filepath.Join(dir, "cache"))
-		replicas[i] = &replicaProc{name: fmt.Sprintf("r%d", i+1), url: "http://" + addr, proc: p}
-	}
-	for _, r := range replicas {
-		waitHealthy(t, r.proc, r.url)
-	}
-	u, _ := url.Parse(replicas[0].url)
-	anon := codersdk.New(u)
-	if _, err := anon.CreateFirstUser(ctx, codersdk.CreateFirstUserRequest{Email: "admin@example.com", Username: "admin", Password: password}); err != nil {
-		t.Fatalf("create the first user: %v", err)
-	}
-	login, err := anon.LoginWithPassword(ctx, codersdk.LoginWithPasswordRequest{Email: "admin@example.com", Password: password})
-	if err != nil {
-		t.Fatalf("log in: %v", err)
-	}
-	client := codersdk.New(u)
-	client.SessionToken = login.SessionToken
+	replicas := startReplicas(t, 2, coderdtest.NewDatabase(t), "--autobuild-poll-interval", tick.String())
+	client := createOwner(t, replicas[0].url)
 	envFor := func(r *replicaProc) []string {
-		return baseEnv(t, "CODER_URL="+r.url, "CODER_SESSION_TOKEN="+login.SessionToken)
+		return baseEnv(t, "CODER_URL="+r.url, "CODER_SESSION_TOKEN="+client.SessionToken)
 	}
 	r1, r2 := envFor(replicas[0]), envFor(replicas[1])
 	if out := mustRun(t, r2, "replicas"); strings.Count(out, "http://127.0.0.1:") != 2 {

@@ -36,7 +36,7 @@ func TestScheduleCLI(t *testing.T) {
 	d := coderdtest.NewWithProvisionersOptions(t, coderBinary(t), coderdtest.Options{Lifecycle: coderd.LifecycleOptions{Tick: tick}},
 		coderdtest.RealDaemon{Name: "a"}, coderdtest.RealDaemon{Name: "b"}, coderdtest.RealDaemon{Name: "c"})
 	admin, _ := d.CreateFirstUser(t)
-	env := baseEnv(t, "CODER_URL="+d.URL.String(), "CODER_SESSION_TOKEN="+admin.SessionToken)
+	env := signedInEnv(t, admin)
 	base := t.TempDir()
 	mustRun(t, env, "templates", "create", "process", "--directory", "../examples/templates/process", "-y", "--variable", "base_dir="+base)
 

@@ -2,12 +2,9 @@ package cli
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
-	"slices"
 	"strings"
-	"text/tabwriter"
 
 	"github.com/spf13/cobra"
 
@@ -38,25 +35,9 @@ shows the host's. Without a subcommand it shows everything in one table.`,
 			return inv.statAll(cmd.Context(), cfg)
 		},
 	}
-	statOutputFlag(cmd, &cfg, "table", "table", "json")
+	formatFlag(cmd, &cfg.Output, "table", "json")
 	cmd.AddCommand(inv.statCPUCmd(), inv.statMemCmd(), inv.statDiskCmd())
 	return cmd
-}
-
-// statOutputFlag adds -o and refuses other formats than formats before
-// anything is measured.
-func statOutputFlag(cmd *cobra.Command, cfg *statConfig, def string, formats ...string) {
-	cmd.Flags().StringVarP(&cfg.Output, "output", "o", def, "Output format: "+strings.Join(formats, " or "))
-	cmd.PreRunE = func(*cobra.Command, []string) error {
-		if !slices.Contains(formats, cfg.Output) {
-			return usageErrorf("unknown --output %q: use %s", cfg.Output, strings.Join(formats, " or "))
-		}
-		return nil
-	}
-}
-
-func statPrefixFlag(cmd *cobra.Command, cfg *statConfig) {
-	cmd.Flags().StringVar(&cfg.Prefix, "prefix", "Gi", "Unit prefix of the text output: Ki, Mi, Gi or Ti")
 }
 
 func (inv *invocation) statCPUCmd() *cobra.Command {
@@ -64,21 +45,15 @@ func (inv *invocation) statCPUCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "cpu",
 		Short: "Show CPU cores in use out of those available, e.g. 0.5/2 cores (25%)",
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			s, err := agentstat.New()
-			if err != nil {
-				return err
-			}
-			r, err := statCPU(cmd.Context(), s, cfg.Host)
-			if err != nil {
-				return err
-			}
-			return inv.printStat(cfg, r)
-		},
 	}
 	cmd.Flags().BoolVar(&cfg.Host, "host", false, "Show the host's CPU even inside a container")
-	statOutputFlag(cmd, &cfg, "text", "text", "json")
-	return cmd
+	return inv.statSubcommand(cmd, &cfg, func(ctx context.Context) (agentstat.Result, error) {
+		s, err := agentstat.New()
+		if err != nil {
+			return agentstat.Result{}, err
+		}
+		return statCPU(ctx, s, cfg.Host)
+	})
 }
 
 func (inv *invocation) statMemCmd() *cobra.Command {
@@ -86,27 +61,16 @@ func (inv *invocation) statMemCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "mem",
 		Short: "Show memory in use out of the total, e.g. 1.2/7.7 GiB (16%)",
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			prefix, err := agentstat.ParsePrefix(cfg.Prefix)
-			if err != nil {
-				return usageErrorf("unknown --prefix %q: use Ki, Mi, Gi or Ti", cfg.Prefix)
-			}
-			s, err := agentstat.New()
-			if err != nil {
-				return err
-			}
-			r, err := statMemory(s, cfg.Host)
-			if err != nil {
-				return err
-			}
-			r.Prefix = prefix
-			return inv.printStat(cfg, r)
-		},
 	}
 	cmd.Flags().BoolVar(&cfg.Host, "host", false, "Show the host's memory even inside a container")
 	statPrefixFlag(cmd, &cfg)
-	statOutputFlag(cmd, &cfg, "text", "text", "json")
-	return cmd
+	return inv.statSubcommand(cmd, &cfg, func(context.Context) (agentstat.Result, error) {
+		s, err := agentstat.New()
+		if err != nil {
+			return agentstat.Result{}, err
+		}
+		return statMemory(s, cfg.Host)
+	})
 }
 
 func (inv *invocation) statDiskCmd() *cobra.Command {
@@ -114,22 +78,49 @@ func (inv *invocation) statDiskCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "disk",
 		Short: "Show space in use on a filesystem out of its size, e.g. 12/98 GiB (12%)",
-		RunE: func(_ *cobra.Command, _ []string) error {
-			prefix, err := agentstat.ParsePrefix(cfg.Prefix)
-			if err != nil {
-				return usageErrorf("unknown --prefix %q: use Ki, Mi, Gi or Ti", cfg.Prefix)
-			}
-			r, err := agentstat.Disk(cfg.Path)
-			if err != nil {
-				return err
-			}
-			r.Prefix = prefix
-			return inv.printStat(cfg, r)
-		},
 	}
 	cmd.Flags().StringVar(&cfg.Path, "path", "/", "A path on the filesystem to show")
 	statPrefixFlag(cmd, &cfg)
-	statOutputFlag(cmd, &cfg, "text", "text", "json")
+	return inv.statSubcommand(cmd, &cfg, func(context.Context) (agentstat.Result, error) {
+		return agentstat.Disk(cfg.Path)
+	})
+}
+
+// statPrefixFlag adds --prefix, the unit sizes in bytes print in (mem and
+// disk).
+func statPrefixFlag(cmd *cobra.Command, cfg *statConfig) {
+	cmd.Flags().StringVar(&cfg.Prefix, "prefix", "Gi", "Unit prefix of the text output: Ki, Mi, Gi or Ti")
+}
+
+// statSubcommand makes cmd one of `coder stat cpu|mem|disk`: -o text or
+// json, and a run that prints what measure returns. A command with
+// --prefix (statPrefixFlag) refuses an unknown one before measuring and
+// prints sizes in it.
+func (inv *invocation) statSubcommand(cmd *cobra.Command, cfg *statConfig, measure func(context.Context) (agentstat.Result, error)) *cobra.Command {
+	formatFlag(cmd, &cfg.Output, "text", "json")
+	hasPrefix := cmd.Flags().Lookup("prefix") != nil
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		var prefix agentstat.Prefix
+		if hasPrefix {
+			p, err := agentstat.ParsePrefix(cfg.Prefix)
+			if err != nil {
+				return usageErrorf("unknown --prefix %q: use Ki, Mi, Gi or Ti", cfg.Prefix)
+			}
+			prefix = p
+		}
+		r, err := measure(cmd.Context())
+		if err != nil {
+			return err
+		}
+		if hasPrefix {
+			r.Prefix = prefix
+		}
+		if cfg.Output == "json" {
+			return writeJSON(inv.stdout, r)
+		}
+		_, err = fmt.Fprintln(inv.stdout, r.String())
+		return err
+	}
 	return cmd
 }
 
@@ -147,16 +138,6 @@ func statMemory(s *agentstat.Statter, host bool) (agentstat.Result, error) {
 		return s.ContainerMemory()
 	}
 	return s.HostMemory()
-}
-
-func (inv *invocation) printStat(cfg statConfig, r agentstat.Result) error {
-	if cfg.Output == "json" {
-		enc := json.NewEncoder(inv.stdout)
-		enc.SetIndent("", "  ")
-		return enc.Encode(r)
-	}
-	_, err := fmt.Fprintln(inv.stdout, r.String())
-	return err
 }
 
 // statAll prints the host's CPU and memory, the home folder's disk and,
@@ -198,13 +179,5 @@ func (inv *invocation) statAll(ctx context.Context, cfg statConfig) error {
 		header = append(header, strings.ToUpper(strings.ReplaceAll(c.name, "_", " ")))
 		row = append(row, r.String())
 	}
-	if cfg.Output == "json" {
-		enc := json.NewEncoder(inv.stdout)
-		enc.SetIndent("", "  ")
-		return enc.Encode(results)
-	}
-	tw := tabwriter.NewWriter(inv.stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, strings.Join(header, "\t"))
-	fmt.Fprintln(tw, strings.Join(row, "\t"))
-	return tw.Flush()
+	return render(inv.stdout, cfg.Output, results, header, func() [][]string { return [][]string{row} })
 }

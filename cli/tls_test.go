@@ -59,22 +59,15 @@ func TestServerTLS(t *testing.T) {
 		t.Fatal("curl is needed (make deps)")
 	}
 	files := generateTLSFiles(t)
-	httpAddr, tlsAddr := freeAddr(t), freeAddr(t)
+	tlsAddr := freeAddr(t)
 	dir := t.TempDir()
-	srv := start(t, baseEnv(t,
+	// startServer waits for /healthz over plain HTTP, which answers as
+	// soon as the server is up.
+	srv := startServer(t,
 		"CODER_TLS_ENABLE=true", "CODER_TLS_ADDRESS="+tlsAddr,
 		"CODER_TLS_CERT_FILE="+files.Cert, "CODER_TLS_KEY_FILE="+files.Key,
-	), "server",
-		"--http-address", httpAddr,
-		"--postgres-url", coderdtest.NewDatabase(t),
-		"--provisioner-daemons", "0",
-		"--provisioner-daemon-psk", psk,
-		"--global-config", filepath.Join(dir, "config"),
-		"--cache-dir", filepath.Join(dir, "cache"),
 	)
-	// Plain HTTP answers /healthz as soon as the server is up.
-	waitHealthy(t, srv, "http://"+httpAddr)
-	t.Cleanup(func() { stopGracefully(t, srv) })
+	plainHTTP := srv.URL
 	https := "https://" + tlsAddr
 
 	t.Run("HTTPS", func(t *testing.T) {
@@ -92,16 +85,16 @@ func TestServerTLS(t *testing.T) {
 
 	t.Run("PlainHTTPRedirects", func(t *testing.T) {
 		for _, method := range []string{"GET", "POST"} {
-			out, _, code := curl(t, "-X", method, "-o", "/dev/null", "-w", "%{http_code} %{redirect_url}", "http://"+httpAddr+"/api/v2/users/login?next=%2Fworkspaces&x=1")
+			out, _, code := curl(t, "-X", method, "-o", "/dev/null", "-w", "%{http_code} %{redirect_url}", plainHTTP+"/api/v2/users/login?next=%2Fworkspaces&x=1")
 			if want := "308 " + https + "/api/v2/users/login?next=%2Fworkspaces&x=1"; code != 0 || out != want {
 				t.Fatalf("%s over plain HTTP: exit %d, got %q, want %q", method, code, out, want)
 			}
 		}
-		if out, _, code := curl(t, "-w", " %{http_code}", "http://"+httpAddr+"/healthz"); code != 0 || out != "OK 200" {
+		if out, _, code := curl(t, "-w", " %{http_code}", plainHTTP+"/healthz"); code != 0 || out != "OK 200" {
 			t.Fatalf("/healthz over plain HTTP: exit %d, %q; want OK 200", code, out)
 		}
 		// A client following the redirect lands on the API over HTTPS.
-		if out, _, code := curl(t, "-L", "--cacert", files.CA, "http://"+httpAddr+"/api/v2/buildinfo"); code != 0 || !strings.Contains(out, `"version":"`+testVersion+`"`) {
+		if out, _, code := curl(t, "-L", "--cacert", files.CA, plainHTTP+"/api/v2/buildinfo"); code != 0 || !strings.Contains(out, `"version":"`+testVersion+`"`) {
 			t.Fatalf("curl -L over plain HTTP: exit %d, %s", code, out)
 		}
 	})

@@ -19,7 +19,7 @@ func TestCLIUsersSuspendActivate(t *testing.T) {
 	d := coderdtest.New(t, coderdtest.Options{})
 	owner, _ := d.CreateFirstUser(t)
 	alice, aliceUser := d.CreateUser(t, owner, "alice")
-	env := baseEnv(t, "CODER_URL="+d.URL.String(), "CODER_SESSION_TOKEN="+owner.SessionToken)
+	env := signedInEnv(t, owner)
 
 	if got := mustRun(t, env, "users", "suspend", "alice"); got != "User alice is suspended.\n" {
 		t.Errorf("coder users suspend alice: got %q, want one line saying she is suspended", got)
@@ -39,7 +39,7 @@ func TestCLIUsersSuspendActivate(t *testing.T) {
 		t.Errorf("alice's session after activate: %v", err)
 	}
 
-	memberEnv := baseEnv(t, "CODER_URL="+d.URL.String(), "CODER_SESSION_TOKEN="+alice.SessionToken)
+	memberEnv := signedInEnv(t, alice)
 	checkRefusals(t, []refusal{
 		{"member suspends the owner", memberEnv, []string{"users", "suspend", "admin"}, 1, "Forbidden"},
 		{"owner suspends themselves", env, []string{"users", "suspend", "admin"}, 1, "You cannot suspend yourself"},

@@ -25,14 +25,7 @@ func (inv *invocation) whoamiCmd() *cobra.Command {
 username; -o table adds your id and roles, -o json prints all of it.`,
 	}
 	var out string
-	cmd.Flags().StringVarP(&out, "output", "o", "text", "Output format: text, table or json")
-	cmd.PreRunE = func(*cobra.Command, []string) error {
-		switch out {
-		case "text", "table", "json":
-			return nil
-		}
-		return usageErrorf("unknown --output %q: use text, table or json", out)
-	}
+	formatFlag(cmd, &out, "text", "table", "json")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		client, err := inv.client()
 		if err != nil {

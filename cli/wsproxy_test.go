@@ -119,7 +119,7 @@ func TestWorkspaceProxyProcess(t *testing.T) {
 	t.Parallel()
 	const interval = time.Second
 	primary := startProxyPrimary(t, interval)
-	env := baseEnv(t, "CODER_URL="+primary.URL, "CODER_SESSION_TOKEN="+primary.owner.SessionToken, "CODER_CA_FILE="+primary.CAFile)
+	env := signedInEnv(t, primary.owner, "CODER_CA_FILE="+primary.CAFile)
 
 	// create prints the token once, with how to start the proxy.
 	out := mustRun(t, env, "wsproxy", "create", "eu", "--display-name", "Europe")
