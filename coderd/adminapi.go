@@ -2,7 +2,6 @@ package coderd
 
 import (
 	"encoding/json"
-	"errors"
 	"net/http"
 	"strconv"
 
@@ -21,9 +20,7 @@ import (
 // the caller itself and a user who still owns workspaces; the user's
 // sessions and tokens end with it.
 func (api *API) deleteUser(c *gin.Context) error {
-	e := api.audit(c, codersdk.AuditActionDelete, codersdk.AuditResourceUser).resource(c.Param("user"), "")
-	u, err := api.userParam(c)
-	e.resource(u.ID, u.Username)
+	e, u, err := api.auditUser(c, codersdk.AuditActionDelete)
 	if err != nil {
 		return err
 	}
@@ -59,9 +56,7 @@ func (api *API) deleteUser(c *gin.Context) error {
 // used by a workspace's latest build and whose import failed, or with
 // {"all": true} every such version, and names them.
 func (api *API) archiveTemplateVersions(c *gin.Context) error {
-	e := api.audit(c, codersdk.AuditActionWrite, codersdk.AuditResourceTemplate).resource(c.Param("template"), "")
-	t, err := api.templateAdminParam(c)
-	e.resource(t.ID, t.Name)
+	e, t, err := api.auditTemplate(c, codersdk.AuditActionWrite, api.templateAdminParam)
 	if err != nil {
 		return err
 	}
@@ -123,22 +118,16 @@ func (api *API) setArchiveTemplateVersion(archive bool) func(c *gin.Context) err
 		e := api.audit(c, codersdk.AuditActionWrite, codersdk.AuditResourceTemplateVersion).resource(c.Param("version"), "").field("archived", archive)
 		ctx := c.Request.Context()
 		v, err := api.db.TemplateVersionByID(ctx, c.Param("version"))
-		if errors.Is(err, database.ErrNotFound) {
-			return notFound("Template version")
-		}
 		if err != nil {
-			return err
+			return notFoundAs("Template version", err)
 		}
 		e.resource(v.ID, v.Name)
 		if v.TemplateID == nil {
 			return badRequest("Template version %s belongs to no template", v.Name)
 		}
 		t, err := api.db.TemplateByID(ctx, *v.TemplateID)
-		if errors.Is(err, database.ErrNotFound) {
-			return notFound("Template")
-		}
 		if err != nil {
-			return err
+			return notFoundAs("Template", err)
 		}
 		if ok, err := api.canSeeTemplate(c, t); err != nil || !ok {
 			if err == nil {

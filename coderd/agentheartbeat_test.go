@@ -17,7 +17,6 @@ import (
 
 	"airgapcoder/coderd"
 	"airgapcoder/coderd/coderdtest"
-	"airgapcoder/coderd/database"
 	"airgapcoder/codersdk"
 	"airgapcoder/internal/testwait"
 	"airgapcoder/relayconn"
@@ -35,20 +34,8 @@ func TestAgentHeartbeat(t *testing.T) {
 	defer cancel()
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	dbURL := coderdtest.NewDatabase(t)
-	db, err := database.Open(ctx, dbURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(db.Close)
-	if err := db.Migrate(ctx, log); err != nil {
-		t.Fatal(err)
-	}
-	ps := database.NewPubsub(dbURL, log, database.Channels...)
-	psDone := make(chan struct{})
-	psCtx, psCancel := context.WithCancel(context.Background())
-	go func() { defer close(psDone); _ = ps.Run(psCtx) }()
-	t.Cleanup(func() { psCancel(); <-psDone })
-	<-ps.Ready()
+	db := coderdtest.OpenDatabase(t, dbURL)
+	ps := coderdtest.RunPubsub(t, dbURL)
 
 	clock := quartz.NewMock(t)
 	clock.Set(time.Now().UTC().Truncate(time.Second)) // tokens and sessions expire on this clock
@@ -247,9 +234,7 @@ func TestAgentHeartbeat(t *testing.T) {
 func TestAgentConnectBurst(t *testing.T) {
 	t.Parallel()
 	const n = 12
-	d := coderdtest.New(t, coderdtest.Options{ProvisionerPSK: "psk"})
-	owner, _ := d.CreateFirstUser(t)
-	daemon := d.NewDaemon(t, "test", nil)
+	d, owner, daemon := coderdtest.NewWithDaemon(t, coderdtest.Options{}, "test")
 	ids, tokens := make([]string, n), make([]string, n)
 	for i := range n {
 		tokens[i] = uuid.NewString()

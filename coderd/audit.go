@@ -71,6 +71,40 @@ func (api *API) audit(c *gin.Context, action codersdk.AuditAction, res codersdk.
 	return e
 }
 
+// An action on a resource the request's path names (a template, a user, a
+// group) is recorded against it: by the path's value at once, then by its
+// id and name once loaded, so that a refusal, or a request for a resource
+// that is not there, is recorded against what was asked for. The caller
+// checks the error after these return; the entry is there either way.
+
+// auditTemplate starts the record of action on the :template and loads it
+// with load (templateAdminParam, or templateParam for an action).
+func (api *API) auditTemplate(c *gin.Context, action codersdk.AuditAction, load func(*gin.Context) (database.Template, error)) (*auditEntry, database.Template, error) {
+	e := api.audit(c, action, codersdk.AuditResourceTemplate).resource(c.Param("template"), "")
+	t, err := load(c)
+	e.resource(t.ID, t.Name)
+	return e, t, err
+}
+
+// auditUser starts the record of action on the :user and loads the user
+// (userParam); what the caller may do to the user is the caller's to check.
+func (api *API) auditUser(c *gin.Context, action codersdk.AuditAction) (*auditEntry, database.User, error) {
+	e := api.audit(c, action, codersdk.AuditResourceUser).resource(c.Param("user"), "")
+	u, err := api.userParam(c)
+	e.resource(u.ID, u.Username)
+	return e, u, err
+}
+
+// auditGroup starts the record of action on the :group and loads the
+// group (groupParam); what the caller may do to the group is the caller's
+// to check.
+func (api *API) auditGroup(c *gin.Context, action codersdk.AuditAction) (*auditEntry, database.Group, error) {
+	e := api.audit(c, action, codersdk.AuditResourceGroup).resource(c.Param("group"), "")
+	g, err := api.groupParam(c)
+	e.resource(g.ID, g.Name)
+	return e, g, err
+}
+
 func (e *auditEntry) actor(u database.User) *auditEntry {
 	e.row.UserID, e.row.Username = u.ID, u.Username
 	return e

@@ -102,20 +102,11 @@ func requireAudit(t testing.TB, logs []codersdk.AuditLog, w auditWant) codersdk.
 	return codersdk.AuditLog{}
 }
 
-// newAuditDeployment starts a deployment with its owner and a provisioner
-// daemon, for tests that drive audited actions through the API.
-func newAuditDeployment(t *testing.T) (*coderdtest.Deployment, *codersdk.Client, *coderdtest.Daemon) {
-	t.Helper()
-	d := coderdtest.New(t, coderdtest.Options{ProvisionerPSK: "audit-psk"})
-	owner, _ := d.CreateFirstUser(t)
-	return d, owner, d.NewDaemon(t, "audit-daemon", nil)
-}
-
 // TestAuditRecordsActions drives every audited action through the API, as
 // a user would, and finds its record with actor, IP and outcome.
 func TestAuditRecordsActions(t *testing.T) {
 	ctx := context.Background()
-	d, owner, daemon := newAuditDeployment(t)
+	d, owner, daemon := coderdtest.NewWithDaemon(t, coderdtest.Options{}, "audit-daemon")
 
 	// Logins that fail: a wrong password, an unknown email.
 	anon := d.Client()

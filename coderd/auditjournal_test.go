@@ -22,21 +22,6 @@ import (
 
 var discard = slog.New(slog.DiscardHandler)
 
-// openDBAt opens and migrates the test database at url.
-func openDBAt(t *testing.T, url string) *database.DB {
-	t.Helper()
-	ctx := context.Background()
-	db, err := database.Open(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(db.Close)
-	if err := db.Migrate(ctx, discard); err != nil {
-		t.Fatal(err)
-	}
-	return db
-}
-
 // storedAudit returns the audit log of db by description, oldest first.
 func storedAudit(t *testing.T, db *database.DB) (map[string]database.AuditLog, []database.AuditLog) {
 	t.Helper()
@@ -267,7 +252,7 @@ func TestAuditJournalExport(t *testing.T) {
 	}
 
 	url := coderdtest.NewDatabase(t)
-	src := openDBAt(t, url)
+	src := coderdtest.OpenDatabase(t, url)
 	base := time.Date(2026, 11, 27, 8, 0, 0, 0, time.UTC)
 	for i, l := range []database.AuditLog{
 		{UserID: "5d1e0b2a-7c3f-4e8a-9b6d-2a4c6e8f0a1b", Username: "admin", IP: "2001:db8::7", UserAgent: "coder/v2", Action: "login",

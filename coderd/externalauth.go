@@ -498,11 +498,8 @@ func (api *API) deleteExternalAuth(c *gin.Context) error {
 	}
 	e.resource(p.ID(), p.ID()).field("provider", p.ID())
 	err = api.db.DeleteExternalAuthLink(c.Request.Context(), actor(c).ID, p.ID())
-	if errors.Is(err, database.ErrNotFound) {
-		return notFound(fmt.Sprintf("Your link to %s", p.Config().DisplayName))
-	}
 	if err != nil {
-		return err
+		return notFoundAs(fmt.Sprintf("Your link to %s", p.Config().DisplayName), err)
 	}
 	api.log.Info("external auth unlinked", "provider", p.ID(), "user", actor(c).Username)
 	c.Status(http.StatusNoContent)

@@ -83,11 +83,8 @@ func uploadReason(err error) string {
 
 func (api *API) file(c *gin.Context) error {
 	f, err := api.db.FileByID(c.Request.Context(), c.Param("file"))
-	if errors.Is(err, database.ErrNotFound) {
-		return notFound("File")
-	}
 	if err != nil {
-		return err
+		return notFoundAs("File", err)
 	}
 	if err := authorize(c, resFile, actRead, f.CreatedBy); err != nil {
 		return err

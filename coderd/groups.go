@@ -194,11 +194,8 @@ func (api *API) groupParam(c *gin.Context) (database.Group, error) {
 		return api.everyone(), nil
 	}
 	g, err := api.db.GroupByID(c.Request.Context(), id)
-	if errors.Is(err, database.ErrNotFound) {
-		return g, notFound("Group")
-	}
 	if err != nil {
-		return g, err
+		return g, notFoundAs("Group", err)
 	}
 	return g, api.authorizeGroupRead(c, g)
 }
@@ -212,11 +209,8 @@ func (api *API) groupByName(c *gin.Context) error {
 	if !isEveryoneName(name) {
 		var err error
 		g, err = api.db.GroupByName(c.Request.Context(), api.org.ID, name)
-		if errors.Is(err, database.ErrNotFound) {
-			return notFound(fmt.Sprintf("Group %q", name))
-		}
 		if err != nil {
-			return err
+			return notFoundAs(fmt.Sprintf("Group %q", name), err)
 		}
 		if err := api.authorizeGroupRead(c, g); err != nil {
 			return notFound(fmt.Sprintf("Group %q", name))
@@ -259,9 +253,7 @@ func (api *API) lookupUser(ctx context.Context, name string) (database.User, err
 }
 
 func (api *API) patchGroup(c *gin.Context) error {
-	e := api.audit(c, codersdk.AuditActionWrite, codersdk.AuditResourceGroup).resource(c.Param("group"), "")
-	g, err := api.groupParam(c)
-	e.resource(g.ID, g.Name)
+	e, g, err := api.auditGroup(c, codersdk.AuditActionWrite)
 	if err != nil {
 		return err
 	}
@@ -347,9 +339,7 @@ func (api *API) patchGroup(c *gin.Context) error {
 }
 
 func (api *API) deleteGroup(c *gin.Context) error {
-	e := api.audit(c, codersdk.AuditActionDelete, codersdk.AuditResourceGroup).resource(c.Param("group"), "")
-	g, err := api.groupParam(c)
-	e.resource(g.ID, g.Name)
+	e, g, err := api.auditGroup(c, codersdk.AuditActionDelete)
 	if err != nil {
 		return err
 	}

@@ -44,6 +44,16 @@ func notFound(what string) *apiError {
 	return errorf(http.StatusNotFound, "", "%s not found", what)
 }
 
+// notFoundAs is err as a handler that looked up what answers it: a
+// missing row (database.ErrNotFound) is a 404 naming what; any other
+// error, or nil, is as it is.
+func notFoundAs(what string, err error) error {
+	if errors.Is(err, database.ErrNotFound) {
+		return notFound(what)
+	}
+	return err
+}
+
 func forbidden() *apiError {
 	return errorf(http.StatusForbidden, "", "Forbidden: your role does not allow this")
 }

@@ -2,13 +2,11 @@ package coderd_test
 
 import (
 	"context"
-	"crypto/tls"
 	"net/http"
 	"os"
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/coreos/go-oidc/v3/oidc"
 
@@ -32,17 +30,8 @@ func newGiteaEnv(t *testing.T, provisionerPSK string, config func(*coderd.OIDCCo
 	t.Helper()
 	g := testgitea.Start(t, testgitea.Options{})
 	addr := testport.Addr(t)
-	clientID, clientSecret := g.AddOAuthApp(t, "coder", "https://"+addr+codersdk.OIDCCallbackPath)
-	outbound := &http.Transport{TLSClientConfig: &tls.Config{RootCAs: g.CertPool()}}
-	t.Cleanup(outbound.CloseIdleConnections)
-	cfg := coderd.OIDCConfig{
-		// Gitea's issuer has no trailing slash: discovery must be asked
-		// for exactly what "iss" says.
-		IssuerURL: g.Issuer, ClientID: clientID, ClientSecret: clientSecret, AllowSignups: true,
-		Scopes:     []string{oidc.ScopeOpenID, "profile", "email", "groups"},
-		SignInText: "Gitea",
-		HTTPClient: &http.Client{Transport: outbound, Timeout: 30 * time.Second},
-	}
+	cfg := coderdtest.GiteaOIDC(t, g, addr)
+	cfg.Scopes = []string{oidc.ScopeOpenID, "profile", "email", "groups"}
 	if config != nil {
 		config(&cfg)
 	}

@@ -186,10 +186,7 @@ func (api *API) streamJobLogs(c *gin.Context, jobID string) error {
 
 func (api *API) jobOrNotFound(c *gin.Context, id, what string) (database.ProvisionerJob, error) {
 	j, err := api.db.JobByID(c.Request.Context(), id)
-	if errors.Is(err, database.ErrNotFound) {
-		return j, notFound(what)
-	}
-	return j, err
+	return j, notFoundAs(what, err)
 }
 
 // cancelJob cancels a job that has not ended.

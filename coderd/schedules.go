@@ -2,7 +2,6 @@ package coderd
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net/http"
 	"time"
@@ -221,11 +220,8 @@ func (api *API) putExtendWorkspace(c *gin.Context) error {
 	err = e.inTx(ctx, http.StatusOK, func(tx *database.DB) error {
 		return tx.SetBuildDeadline(ctx, w.LatestBuild.ID, deadline)
 	})
-	if errors.Is(err, database.ErrNotFound) {
-		return notFound("Workspace build")
-	}
 	if err != nil {
-		return err
+		return notFoundAs("Workspace build", err)
 	}
 	c.JSON(http.StatusOK, codersdk.Response{Message: "Deadline updated to " + deadline.Format(time.RFC3339) + "."})
 	return nil

@@ -330,9 +330,7 @@ func TestSubdomainApps(t *testing.T) {
 // auth-redirect says why.
 func TestNoSubdomainAppsWithoutWildcard(t *testing.T) {
 	ctx := context.Background()
-	d := coderdtest.New(t, coderdtest.Options{ProvisionerPSK: "psk"})
-	admin, _ := d.CreateFirstUser(t)
-	daemon := d.NewDaemon(t, "test", nil)
+	d, admin, daemon := coderdtest.NewWithDaemon(t, coderdtest.Options{}, "test")
 	w := coderdtest.CreateWorkspaceWithAgent(t, admin, admin, daemon, "dev", codersdk.ProvisionedAgent{Token: uuid.NewString(),
 		Apps: []codersdk.ProvisionedApp{{Slug: "web", URL: "http://localhost:8080", Subdomain: true}}})
 	apps := coderdtest.WorkspaceAgent(t, w).Apps

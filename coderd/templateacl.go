@@ -166,9 +166,7 @@ func resolveTemplatePerms(field, kind string, perms map[string]codersdk.Template
 }
 
 func (api *API) patchTemplateACL(c *gin.Context) error {
-	e := api.audit(c, codersdk.AuditActionWrite, codersdk.AuditResourceTemplate).resource(c.Param("template"), "")
-	t, err := api.templateAdminParam(c)
-	e.resource(t.ID, t.Name)
+	e, t, err := api.auditTemplate(c, codersdk.AuditActionWrite, api.templateAdminParam)
 	if err != nil {
 		return err
 	}

@@ -165,11 +165,8 @@ func (api *API) postTemplateVersion(c *gin.Context) error {
 
 func (api *API) versionParam(c *gin.Context) (database.TemplateVersion, error) {
 	v, err := api.db.TemplateVersionByID(c.Request.Context(), c.Param("version"))
-	if errors.Is(err, database.ErrNotFound) {
-		return v, notFound("Template version")
-	}
 	if err != nil {
-		return v, err
+		return v, notFoundAs("Template version", err)
 	}
 	return v, authorize(c, resTemplate, actRead, "")
 }
@@ -321,22 +318,16 @@ func (api *API) templateByName(c *gin.Context) error {
 			err = database.ErrNotFound
 		}
 	}
-	if errors.Is(err, database.ErrNotFound) {
-		return notFound(fmt.Sprintf("Template %q", c.Param("name")))
-	}
 	if err != nil {
-		return err
+		return notFoundAs(fmt.Sprintf("Template %q", c.Param("name")), err)
 	}
 	return api.writeTemplate(c, http.StatusOK, t) // templateschedules.go
 }
 
 func (api *API) templateParam(c *gin.Context, act action) (database.Template, error) {
 	t, err := api.db.TemplateByID(c.Request.Context(), c.Param("template"))
-	if errors.Is(err, database.ErrNotFound) {
-		return t, notFound("Template")
-	}
 	if err != nil {
-		return t, err
+		return t, notFoundAs("Template", err)
 	}
 	if err := authorize(c, resTemplate, act, ""); err != nil {
 		return t, err
@@ -357,9 +348,9 @@ func (api *API) template(c *gin.Context) error {
 }
 
 func (api *API) deleteTemplate(c *gin.Context) error {
-	e := api.audit(c, codersdk.AuditActionDelete, codersdk.AuditResourceTemplate).resource(c.Param("template"), "")
-	t, err := api.templateParam(c, actDelete)
-	e.resource(t.ID, t.Name)
+	e, t, err := api.auditTemplate(c, codersdk.AuditActionDelete, func(c *gin.Context) (database.Template, error) {
+		return api.templateParam(c, actDelete)
+	})
 	if err != nil {
 		return err
 	}
@@ -414,9 +405,7 @@ func (api *API) templateVersions(c *gin.Context) error {
 }
 
 func (api *API) patchActiveVersion(c *gin.Context) error {
-	e := api.audit(c, codersdk.AuditActionWrite, codersdk.AuditResourceTemplate).resource(c.Param("template"), "")
-	t, err := api.templateAdminParam(c)
-	e.resource(t.ID, t.Name)
+	e, t, err := api.auditTemplate(c, codersdk.AuditActionWrite, api.templateAdminParam)
 	if err != nil {
 		return err
 	}

@@ -71,9 +71,7 @@ func (api *API) writeTemplate(c *gin.Context, status int, t database.Template) e
 // patchTemplateMeta is PATCH /api/v2/templates/{id}: template admins
 // change the schedule fields given; the others keep their value.
 func (api *API) patchTemplateMeta(c *gin.Context) error {
-	e := api.audit(c, codersdk.AuditActionWrite, codersdk.AuditResourceTemplate).resource(c.Param("template"), "")
-	t, err := api.templateAdminParam(c)
-	e.resource(t.ID, t.Name)
+	e, t, err := api.auditTemplate(c, codersdk.AuditActionWrite, api.templateAdminParam)
 	if err != nil {
 		return err
 	}

@@ -212,10 +212,7 @@ func (api *API) userParam(c *gin.Context) (database.User, error) {
 	if errors.Is(err, database.ErrNotFound) {
 		u, err = api.db.UserByEmailOrUsername(ctx, "", p)
 	}
-	if errors.Is(err, database.ErrNotFound) {
-		return u, notFound(fmt.Sprintf("User %q", p))
-	}
-	return u, err
+	return u, notFoundAs(fmt.Sprintf("User %q", p), err)
 }
 
 // userParamFor is userParam followed by the check that the actor may do act
@@ -307,9 +304,8 @@ func (api *API) postUser(c *gin.Context) error {
 }
 
 func (api *API) putUserRoles(c *gin.Context) error {
-	e := api.audit(c, codersdk.AuditActionWrite, codersdk.AuditResourceUser).resource(c.Param("user"), "")
-	u, err := api.userParam(c)
-	e.resource(u.ID, u.Username).field("previous_roles", u.Roles)
+	e, u, err := api.auditUser(c, codersdk.AuditActionWrite)
+	e.field("previous_roles", u.Roles)
 	if err != nil {
 		return err
 	}
@@ -343,10 +339,11 @@ func (api *API) putUserRoles(c *gin.Context) error {
 // putUserProfile changes a user's username and full name: the user's own,
 // or anyone's for owners.
 func (api *API) putUserProfile(c *gin.Context) error {
-	e := api.audit(c, codersdk.AuditActionWrite, codersdk.AuditResourceUser).resource(c.Param("user"), "")
-	u, err := api.userParamFor(c, resUser, actUpdate)
-	e.resource(u.ID, u.Username)
+	e, u, err := api.auditUser(c, codersdk.AuditActionWrite)
 	if err != nil {
+		return err
+	}
+	if err := authorize(c, resUser, actUpdate, u.ID); err != nil {
 		return err
 	}
 	var req codersdk.UpdateUserProfileRequest
@@ -466,10 +463,7 @@ func (api *API) deleteAPIKey(c *gin.Context) error {
 	})
 	api.authChanged() // here at once; other replicas hear the trigger's notification
 	if err != nil {
-		if errors.Is(err, database.ErrNotFound) {
-			return notFound("API key")
-		}
-		return err
+		return notFoundAs("API key", err)
 	}
 	c.Status(http.StatusNoContent)
 	return nil

@@ -1,7 +1,6 @@
 package coderd
 
 import (
-	"errors"
 	"net/http"
 
 	"github.com/gin-gonic/gin"
@@ -23,9 +22,8 @@ import (
 // users again.
 func (api *API) putUserStatus(status string) handler {
 	return func(c *gin.Context) error {
-		e := api.audit(c, codersdk.AuditActionWrite, codersdk.AuditResourceUser).resource(c.Param("user"), "").field("status", status)
-		u, err := api.userParam(c)
-		e.resource(u.ID, u.Username)
+		e, u, err := api.auditUser(c, codersdk.AuditActionWrite)
+		e.field("status", status)
 		if err != nil {
 			return err
 		}
@@ -41,11 +39,8 @@ func (api *API) putUserStatus(status string) handler {
 			return err
 		})
 		api.authChanged() // here at once; other replicas hear the trigger's notification
-		if errors.Is(err, database.ErrNotFound) {
-			return notFound("User " + c.Param("user"))
-		}
 		if err != nil {
-			return err
+			return notFoundAs("User "+c.Param("user"), err)
 		}
 		api.log.Info("user status changed", "username", u.Username, "status", u.Status, "by", actor(c).Username)
 		c.JSON(http.StatusOK, api.convertUser(u))

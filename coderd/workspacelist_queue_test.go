@@ -14,9 +14,7 @@ import (
 // daemons that match it are what the workspace's own page says.
 func TestWorkspaceListQueue(t *testing.T) {
 	ctx := context.Background()
-	d := coderdtest.New(t, coderdtest.Options{ProvisionerPSK: "psk"})
-	admin, _ := d.CreateFirstUser(t)
-	daemon := d.NewDaemon(t, "queue", nil)
+	_, admin, daemon := coderdtest.NewWithDaemon(t, coderdtest.Options{}, "queue")
 	tpl := coderdtest.CreateTemplate(t, admin, daemon, "tpl", coderdtest.MinimalTemplate, nil)
 	names := []string{"q1", "q2", "q3"}
 	for _, name := range names { // no daemon takes them: all three stay pending

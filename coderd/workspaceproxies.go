@@ -154,10 +154,7 @@ func (api *API) proxyByParam(c *gin.Context) (database.WorkspaceProxy, error) {
 	if errors.Is(err, database.ErrNotFound) {
 		p, err = api.db.WorkspaceProxyByName(c.Request.Context(), ref)
 	}
-	if errors.Is(err, database.ErrNotFound) {
-		return p, notFound(fmt.Sprintf("Workspace proxy %q", ref))
-	}
-	return p, err
+	return p, notFoundAs(fmt.Sprintf("Workspace proxy %q", ref), err)
 }
 
 func (api *API) workspaceProxy(c *gin.Context) error {
@@ -189,11 +186,8 @@ func (api *API) deleteWorkspaceProxy(c *gin.Context) error {
 		// Every replica closes the proxy's relay session when this commits.
 		return tx.Notify(c.Request.Context(), database.ChannelWorkspaceProxyDeleted, p.ID)
 	})
-	if errors.Is(err, database.ErrNotFound) {
-		return notFound(fmt.Sprintf("Workspace proxy %q", c.Param("proxy")))
-	}
 	if err != nil {
-		return err
+		return notFoundAs(fmt.Sprintf("Workspace proxy %q", c.Param("proxy")), err)
 	}
 	if api.proxyRelays.close(p.ID) { // at once here, without waiting for the notification
 		api.log.Info("workspace proxy relay session closed: the proxy was deleted", "proxy", p.Name)

@@ -314,11 +314,8 @@ func (api *API) insertBuild(c *gin.Context, tx *database.DB, workspaceID, transi
 // act on it. A workspace the caller may not read is reported as missing.
 func (api *API) workspaceParam(c *gin.Context, act action) (database.Workspace, error) {
 	w, err := api.db.WorkspaceByID(c.Request.Context(), c.Param("workspace"))
-	if errors.Is(err, database.ErrNotFound) {
-		return w, notFound("Workspace")
-	}
 	if err != nil {
-		return w, err
+		return w, notFoundAs("Workspace", err)
 	}
 	if !can(actor(c), resWorkspace, actRead, w.OwnerID) {
 		return w, notFound("Workspace")
@@ -343,11 +340,8 @@ func (api *API) workspaceByOwnerAndName(c *gin.Context) error {
 		return notFound("Workspace")
 	}
 	w, err := api.db.WorkspaceByOwnerAndName(c.Request.Context(), owner.ID, c.Param("name"))
-	if errors.Is(err, database.ErrNotFound) {
-		return notFound(fmt.Sprintf("Workspace %q of %s", c.Param("name"), owner.Username))
-	}
 	if err != nil {
-		return err
+		return notFoundAs(fmt.Sprintf("Workspace %q of %s", c.Param("name"), owner.Username), err)
 	}
 	return api.writeWorkspace(c, http.StatusOK, w)
 }
@@ -529,11 +523,8 @@ func (api *API) workspaceBuilds(c *gin.Context) error {
 func (api *API) buildParam(c *gin.Context, act action) (database.Workspace, database.WorkspaceBuild, error) {
 	ctx := c.Request.Context()
 	b, err := api.db.WorkspaceBuildByID(ctx, c.Param("build"))
-	if errors.Is(err, database.ErrNotFound) {
-		return database.Workspace{}, b, notFound("Workspace build")
-	}
 	if err != nil {
-		return database.Workspace{}, b, err
+		return database.Workspace{}, b, notFoundAs("Workspace build", err)
 	}
 	w, err := api.db.WorkspaceByID(ctx, b.WorkspaceID)
 	if err != nil {

@@ -361,6 +361,20 @@ func (d *Deployment) NewDaemon(t testing.TB, name string, tags map[string]string
 	return NewDaemon(t, c, name, tags)
 }
 
+// NewWithDaemon starts a deployment (New, with a provisioner PSK when opts
+// has none) with its owner and one untagged daemon named daemonName, driven
+// by hand: where tests that build workspaces start. It returns the
+// deployment, the owner's client and the daemon.
+func NewWithDaemon(t testing.TB, opts Options, daemonName string) (*Deployment, *codersdk.Client, *Daemon) {
+	t.Helper()
+	if opts.ProvisionerPSK == "" {
+		opts.ProvisionerPSK = "coderdtest-psk"
+	}
+	d := New(t, opts)
+	owner, _ := d.CreateFirstUser(t)
+	return d, owner, d.NewDaemon(t, daemonName, nil)
+}
+
 // Client returns an unauthenticated client.
 func (d *Deployment) Client() *codersdk.Client {
 	c := codersdk.New(d.URL)

@@ -9,14 +9,10 @@ import (
 // DeleteUser soft-deletes a user (its username and email become free) and
 // deletes its API keys, so that its sessions and tokens end at once.
 func (db *DB) DeleteUser(ctx context.Context, id string) error {
-	tag, err := db.q().Exec(ctx, `UPDATE users SET deleted = true, updated_at = $2 WHERE id = $1 AND NOT deleted`, id, db.now())
-	if err != nil {
-		return mapErr(err)
+	if err := db.execOne(ctx, `UPDATE users SET deleted = true, updated_at = $2 WHERE id = $1 AND NOT deleted`, id, db.now()); err != nil {
+		return err
 	}
-	if tag.RowsAffected() == 0 {
-		return ErrNotFound
-	}
-	_, err = db.q().Exec(ctx, `DELETE FROM api_keys WHERE user_id = $1`, id)
+	_, err := db.q().Exec(ctx, `DELETE FROM api_keys WHERE user_id = $1`, id)
 	return mapErr(err)
 }
 
@@ -47,12 +43,5 @@ func (db *DB) TemplateVersionsInUse(ctx context.Context, templateID string) (map
 
 // SetTemplateVersionArchived archives (or unarchives) a template version.
 func (db *DB) SetTemplateVersionArchived(ctx context.Context, versionID string, archived bool) error {
-	tag, err := db.q().Exec(ctx, `UPDATE template_versions SET archived = $2, updated_at = $3 WHERE id = $1`, versionID, archived, db.now())
-	if err != nil {
-		return mapErr(err)
-	}
-	if tag.RowsAffected() == 0 {
-		return ErrNotFound
-	}
-	return nil
+	return db.execOne(ctx, `UPDATE template_versions SET archived = $2, updated_at = $3 WHERE id = $1`, versionID, archived, db.now())
 }

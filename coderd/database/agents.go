@@ -99,12 +99,8 @@ func (db *DB) AgentAppsByAgentID(ctx context.Context, agentID string) ([]App, er
 func (db *DB) UpdateAppHealths(ctx context.Context, agentID string, healths map[string]string) error {
 	return db.InTx(ctx, func(tx *DB) error {
 		for id, health := range healths {
-			tag, err := tx.q().Exec(ctx, `UPDATE workspace_apps SET health = $3 WHERE id = $1 AND agent_id = $2`, id, agentID, health)
-			if err != nil {
-				return mapErr(err)
-			}
-			if tag.RowsAffected() == 0 {
-				return ErrNotFound
+			if err := tx.execOne(ctx, `UPDATE workspace_apps SET health = $3 WHERE id = $1 AND agent_id = $2`, id, agentID, health); err != nil {
+				return err
 			}
 		}
 		return nil

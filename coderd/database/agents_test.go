@@ -2,8 +2,6 @@ package database_test
 
 import (
 	"context"
-	"io"
-	"log/slog"
 	"slices"
 	"testing"
 	"time"
@@ -27,26 +25,8 @@ func newAgentSeed(t *testing.T) *agentSeed {
 	t.Helper()
 	ctx := context.Background()
 	s := &agentSeed{url: coderdtest.NewDatabase(t), org: uuid.NewString(), user: uuid.NewString(), file: uuid.NewString()}
-	var err error
-	if s.db, err = database.Open(ctx, s.url); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(s.db.Close)
-	if err := s.db.Migrate(ctx, slog.New(slog.NewTextHandler(io.Discard, nil))); err != nil {
-		t.Fatal(err)
-	}
-	for _, q := range []struct {
-		sql  string
-		args []any
-	}{
-		{`INSERT INTO organizations (id, name, display_name, is_default, created_at, updated_at) VALUES ($1, 'coder', 'Coder', true, now(), now())`, []any{s.org}},
-		{`INSERT INTO users (id, email, username, hashed_password, created_at, updated_at, last_seen_at) VALUES ($1, 'alice@example.com', 'alice', '\x00', now(), now(), now())`, []any{s.user}},
-		{`INSERT INTO files (id, hash, created_by, mimetype, data, created_at) VALUES ($1, 'h', $2, 'application/x-tar', '\x00', now())`, []any{s.file, s.user}},
-	} {
-		if _, err := s.db.Pool().Exec(ctx, q.sql, q.args...); err != nil {
-			t.Fatalf("seed: %v", err)
-		}
-	}
+	s.db = coderdtest.OpenDatabase(t, s.url)
+	seed(t, s.db.Pool(), ownerRows(s.org, s.user, s.file)...)
 	job := s.job(t, database.JobTypeTemplateVersionImport)
 	v, err := s.db.InsertTemplateVersion(ctx, database.TemplateVersion{OrganizationID: s.org, Name: "v1", JobID: job, CreatedBy: s.user})
 	if err != nil {

@@ -192,6 +192,20 @@ func (db *DB) q() querier {
 	return db.pool
 }
 
+// execOne runs a statement that must change a row: one that changes none
+// is ErrNotFound (the row is not there, or not in the state the statement
+// asks for).
+func (db *DB) execOne(ctx context.Context, sql string, args ...any) error {
+	tag, err := db.q().Exec(ctx, sql, args...)
+	if err != nil {
+		return mapErr(err)
+	}
+	if tag.RowsAffected() == 0 {
+		return ErrNotFound
+	}
+	return nil
+}
+
 // mapErr turns driver errors into this package's errors.
 func mapErr(err error) error {
 	if errors.Is(err, pgx.ErrNoRows) {

@@ -80,14 +80,7 @@ func (db *DB) UpdateExternalAuthLinkToken(ctx context.Context, l ExternalAuthLin
 // DeleteExternalAuthLink unlinks a user from a provider (ErrNotFound when
 // not linked).
 func (db *DB) DeleteExternalAuthLink(ctx context.Context, userID, providerID string) error {
-	tag, err := db.q().Exec(ctx, `DELETE FROM external_auth_links WHERE user_id = $1 AND provider_id = $2`, userID, providerID)
-	if err != nil {
-		return err
-	}
-	if tag.RowsAffected() == 0 {
-		return ErrNotFound
-	}
-	return nil
+	return db.execOne(ctx, `DELETE FROM external_auth_links WHERE user_id = $1 AND provider_id = $2`, userID, providerID)
 }
 
 // DeleteExternalAuthLinkIfToken deletes a link whose sealed access token is
@@ -116,12 +109,5 @@ func (db *DB) TemplateVersionExternalAuthProviders(ctx context.Context, versionI
 // SetTemplateVersionExternalAuthProviders stores the external auth
 // providers a version's import found (a JSON array).
 func (db *DB) SetTemplateVersionExternalAuthProviders(ctx context.Context, versionID string, providers []byte) error {
-	tag, err := db.q().Exec(ctx, `UPDATE template_versions SET external_auth_providers = $2 WHERE id = $1`, versionID, providers)
-	if err != nil {
-		return err
-	}
-	if tag.RowsAffected() == 0 {
-		return ErrNotFound
-	}
-	return nil
+	return db.execOne(ctx, `UPDATE template_versions SET external_auth_providers = $2 WHERE id = $1`, versionID, providers)
 }

@@ -2,14 +2,12 @@ package database_test
 
 import (
 	"context"
-	"io"
-	"log/slog"
 	"os"
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
@@ -24,23 +22,7 @@ import (
 // openQueryDB returns a migrated database of its own.
 func openQueryDB(t *testing.T) *database.DB {
 	t.Helper()
-	return openMigrated(t, coderdtest.NewDatabase(t))
-}
-
-// openMigrated opens the database at url and migrates it to the current
-// schema; it is closed at cleanup.
-func openMigrated(t *testing.T, url string) *database.DB {
-	t.Helper()
-	ctx := context.Background()
-	db, err := database.Open(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(db.Close)
-	if err := db.Migrate(ctx, slog.New(slog.NewTextHandler(io.Discard, nil))); err != nil {
-		t.Fatalf("migrate: %v", err)
-	}
-	return db
+	return coderdtest.OpenDatabase(t, coderdtest.NewDatabase(t))
 }
 
 // must fails the test on err.
@@ -118,26 +100,41 @@ func ownerRows(org, user, file string) []row {
 	}
 }
 
+// seededTemplate is the ids of the rows templateRows seeds, fresh for each
+// test.
+type seededTemplate struct {
+	org, user, file, job, version, tpl string
+}
+
+func newSeededTemplate() seededTemplate {
+	return seededTemplate{org: uuid.NewString(), user: uuid.NewString(), file: uuid.NewString(),
+		job: uuid.NewString(), version: uuid.NewString(), tpl: uuid.NewString()}
+}
+
+// templateRows seeds ownerRows, a provisioner job of jobType, the version
+// v1 it made and the template t whose active version that is: a template
+// as every schema version has it, for a migration to find.
+func templateRows(s seededTemplate, jobType string) []row {
+	return append(ownerRows(s.org, s.user, s.file),
+		row{`INSERT INTO provisioner_jobs (id, created_at, updated_at, organization_id, initiator_id, type, input, tags, file_id)
+			VALUES ($1, now(), now(), $2, $3, $4, '{}', '{}', $5)`, []any{s.job, s.org, s.user, jobType, s.file}},
+		row{`INSERT INTO template_versions (id, organization_id, name, job_id, created_by, created_at, updated_at) VALUES ($1, $2, 'v1', $3, $4, now(), now())`,
+			[]any{s.version, s.org, s.job, s.user}},
+		row{`INSERT INTO templates (id, organization_id, name, active_version_id, created_by, created_at, updated_at) VALUES ($1, $2, 't', $3, $4, now(), now())`,
+			[]any{s.tpl, s.org, s.version, s.user}},
+	)
+}
+
 // listen runs a pubsub on url, subscribed to channel, until the test ends,
 // and returns the payloads it hears (not the "" of a (re)connection). It
 // returns once the pubsub listens.
 func listen(t *testing.T, url, channel string) <-chan string {
 	t.Helper()
-	ps := database.NewPubsub(url, slog.New(slog.DiscardHandler), channel)
 	heard := make(chan string, 64)
-	ps.Subscribe(channel, func(p string) {
+	coderdtest.RunPubsub(t, url, channel).Subscribe(channel, func(p string) {
 		if p != "" {
 			heard <- p
 		}
 	})
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); _ = ps.Run(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
-	select {
-	case <-ps.Ready():
-	case <-time.After(15 * time.Second):
-		t.Fatalf("the pubsub on %s did not listen within 15s", channel)
-	}
 	return heard
 }

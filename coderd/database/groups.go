@@ -72,14 +72,10 @@ func (db *DB) UpdateGroup(ctx context.Context, id, name, displayName string) (Gr
 // template's ACL.
 func (db *DB) DeleteGroup(ctx context.Context, id string) error {
 	return db.InTx(ctx, func(tx *DB) error {
-		tag, err := tx.q().Exec(ctx, `DELETE FROM groups WHERE id = $1`, id)
-		if err != nil {
+		if err := tx.execOne(ctx, `DELETE FROM groups WHERE id = $1`, id); err != nil {
 			return err
 		}
-		if tag.RowsAffected() == 0 {
-			return ErrNotFound
-		}
-		_, err = tx.q().Exec(ctx, `UPDATE templates SET group_acl = group_acl - $1::text WHERE group_acl ? $1::text`, id)
+		_, err := tx.q().Exec(ctx, `UPDATE templates SET group_acl = group_acl - $1::text WHERE group_acl ? $1::text`, id)
 		return err
 	})
 }

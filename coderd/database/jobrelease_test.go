@@ -23,7 +23,7 @@ func TestReleaseJob(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	url := coderdtest.NewDatabase(t)
-	db := openMigrated(t, url)
+	db := coderdtest.OpenDatabase(t, url)
 	posted := listen(t, url, database.ChannelJobPosted)
 	org, user, file := uuid.NewString(), uuid.NewString(), uuid.NewString()
 	seed(t, db.Pool(), ownerRows(org, user, file)...)

@@ -147,13 +147,9 @@ func (db *DB) AcquireJob(ctx context.Context, organizationID, daemonID string, t
 // mid-way), as if it had not been acquired, and wakes waiting daemons.
 // ErrNotFound means the daemon no longer holds it, or it already ended.
 func (db *DB) ReleaseJob(ctx context.Context, jobID, daemonID string) error {
-	tag, err := db.q().Exec(ctx, `UPDATE provisioner_jobs SET started_at = NULL, worker_id = NULL, updated_at = $3
-		WHERE id = $1 AND worker_id = $2 AND completed_at IS NULL`, jobID, daemonID, db.now())
-	if err != nil {
+	if err := db.execOne(ctx, `UPDATE provisioner_jobs SET started_at = NULL, worker_id = NULL, updated_at = $3
+		WHERE id = $1 AND worker_id = $2 AND completed_at IS NULL`, jobID, daemonID, db.now()); err != nil {
 		return err
-	}
-	if tag.RowsAffected() == 0 {
-		return ErrNotFound
 	}
 	return db.Notify(ctx, ChannelJobPosted, jobID)
 }

@@ -20,21 +20,15 @@ func TestMigrateConvertsStartupScripts(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	url, conn := oldSchemaDB(t, []string{"000001_init.sql", "000002_agents.sql"})
-	org, user, file, job, version, tpl, ws, build, res := uuid.NewString(), uuid.NewString(), uuid.NewString(), uuid.NewString(),
-		uuid.NewString(), uuid.NewString(), uuid.NewString(), uuid.NewString(), uuid.NewString()
+	ids := newSeededTemplate()
+	ws, build, res := uuid.NewString(), uuid.NewString(), uuid.NewString()
 	withScript, without, token := uuid.NewString(), uuid.NewString(), uuid.NewString()
-	seed(t, conn, append(ownerRows(org, user, file),
-		row{`INSERT INTO provisioner_jobs (id, created_at, updated_at, organization_id, initiator_id, type, input, tags, file_id)
-			VALUES ($1, now(), now(), $2, $3, 'workspace_build', '{}', '{}', $4)`, []any{job, org, user, file}},
-		row{`INSERT INTO template_versions (id, organization_id, name, job_id, created_by, created_at, updated_at) VALUES ($1, $2, 'v1', $3, $4, now(), now())`,
-			[]any{version, org, job, user}},
-		row{`INSERT INTO templates (id, organization_id, name, active_version_id, created_by, created_at, updated_at) VALUES ($1, $2, 't', $3, $4, now(), now())`,
-			[]any{tpl, org, version, user}},
+	seed(t, conn, append(templateRows(ids, "workspace_build"),
 		row{`INSERT INTO workspaces (id, organization_id, owner_id, template_id, name, created_at, updated_at) VALUES ($1, $2, $3, $4, 'w', now(), now())`,
-			[]any{ws, org, user, tpl}},
+			[]any{ws, ids.org, ids.user, ids.tpl}},
 		row{`INSERT INTO workspace_builds (id, workspace_id, template_version_id, build_number, transition, initiator_id, job_id, created_at, updated_at)
-			VALUES ($1, $2, $3, 1, 'start', $4, $5, now(), now())`, []any{build, ws, version, user, job}},
-		row{`INSERT INTO workspace_resources (id, job_id, transition, type, name, created_at) VALUES ($1, $2, 'start', 'null_resource', 'r', now())`, []any{res, job}},
+			VALUES ($1, $2, $3, 1, 'start', $4, $5, now(), now())`, []any{build, ws, ids.version, ids.user, ids.job}},
+		row{`INSERT INTO workspace_resources (id, job_id, transition, type, name, created_at) VALUES ($1, $2, 'start', 'null_resource', 'r', now())`, []any{res, ids.job}},
 		row{`INSERT INTO workspace_agents (id, resource_id, name, auth_token, operating_system, architecture, startup_script, created_at)
 			VALUES ($1, $2, 'main', $3, 'linux', 'amd64', 'echo hello', now() - interval '1 second')`, []any{withScript, res, uuid.NewString()}},
 		row{`INSERT INTO workspace_agents (id, resource_id, name, auth_token, operating_system, architecture, created_at)
@@ -42,7 +36,7 @@ func TestMigrateConvertsStartupScripts(t *testing.T) {
 		row{`INSERT INTO workspace_agent_logs (agent_id, created_at, level, output) VALUES ($1, now(), 'info', 'old line')`, []any{withScript}},
 	)...)
 
-	db := openMigrated(t, url)
+	db := coderdtest.OpenDatabase(t, url)
 	if v, err := db.SchemaVersion(ctx); err != nil || v < 3 {
 		t.Fatalf("schema version: got %d (%v), want 3 or more", v, err)
 	}
@@ -75,12 +69,12 @@ func TestMigrateConvertsStartupScripts(t *testing.T) {
 	if err != nil || len(logs) != 1 || logs[0].Output != "old line" || logs[0].Source != "" {
 		t.Errorf("old log line: got %+v (%v), want it kept without a source", logs, err)
 	}
-	u, err := db.UserByID(ctx, user)
+	u, err := db.UserByID(ctx, ids.user)
 	if err != nil || u.Name != "" {
 		t.Errorf("old user: got name %q (%v), want empty", u.Name, err)
 	}
-	rs, err := db.ResourcesByJobIDs(ctx, []string{job})
-	if err != nil || len(rs[job]) != 1 || string(rs[job][0].Metadata) != "[]" || len(rs[job][0].Agents) != 2 {
-		t.Errorf("old resource: got %+v (%v), want one with no metadata and both agents", rs[job], err)
+	rs, err := db.ResourcesByJobIDs(ctx, []string{ids.job})
+	if err != nil || len(rs[ids.job]) != 1 || string(rs[ids.job][0].Metadata) != "[]" || len(rs[ids.job][0].Agents) != 2 {
+		t.Errorf("old resource: got %+v (%v), want one with no metadata and both agents", rs[ids.job], err)
 	}
 }

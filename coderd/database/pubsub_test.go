@@ -20,14 +20,7 @@ func TestAuthChangedNotifications(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	url := coderdtest.NewDatabase(t)
-	db, err := database.Open(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	if err := db.Migrate(ctx, slog.New(slog.DiscardHandler)); err != nil {
-		t.Fatal(err)
-	}
+	db := coderdtest.OpenDatabase(t, url)
 	if _, err := db.EnsureDefaultOrganization(ctx); err != nil {
 		t.Fatal(err)
 	}

@@ -36,14 +36,7 @@ func (db *DB) SetQuotaAllowance(ctx context.Context, organizationID, groupID str
 	if groupID == organizationID {
 		query = `UPDATE organizations SET everyone_quota_allowance = $3 WHERE id = $1 AND id = $2`
 	}
-	tag, err := db.q().Exec(ctx, query, organizationID, groupID, allowance)
-	if err != nil {
-		return err
-	}
-	if tag.RowsAffected() == 0 {
-		return ErrNotFound
-	}
-	return nil
+	return db.execOne(ctx, query, organizationID, groupID, allowance)
 }
 
 // Quota is a user's workspace quota in credits a day.

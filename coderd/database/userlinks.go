@@ -56,15 +56,8 @@ func (db *DB) UpsertUserLink(ctx context.Context, l UserLink) (UserLink, error) 
 // UpdateUserLinkToken stores the IdP's sealed refresh token and access
 // token expiry on a user's link (ErrNotFound when the user has none).
 func (db *DB) UpdateUserLinkToken(ctx context.Context, userID, sealedRefreshToken string, expiry time.Time) error {
-	tag, err := db.q().Exec(ctx, `UPDATE user_links SET oauth_refresh_token = $2, oauth_expiry = $3, updated_at = $4 WHERE user_id = $1`,
+	return db.execOne(ctx, `UPDATE user_links SET oauth_refresh_token = $2, oauth_expiry = $3, updated_at = $4 WHERE user_id = $1`,
 		userID, sealedRefreshToken, expiry, db.now())
-	if err != nil {
-		return err
-	}
-	if tag.RowsAffected() == 0 {
-		return ErrNotFound
-	}
-	return nil
 }
 
 // UserLoginType returns how a user signs in ("password" unless a link

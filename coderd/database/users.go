@@ -252,14 +252,7 @@ func (db *DB) DeleteAPIKeysByUser(ctx context.Context, userID string) (int64, er
 
 // DeleteAPIKey removes a key; deleting a missing key is ErrNotFound.
 func (db *DB) DeleteAPIKey(ctx context.Context, userID, id string) error {
-	tag, err := db.q().Exec(ctx, `DELETE FROM api_keys WHERE id = $1 AND user_id = $2`, id, userID)
-	if err != nil {
-		return err
-	}
-	if tag.RowsAffected() == 0 {
-		return ErrNotFound
-	}
-	return nil
+	return db.execOne(ctx, `DELETE FROM api_keys WHERE id = $1 AND user_id = $2`, id, userID)
 }
 
 // DeploymentValue returns a deployment-wide setting, creating it with

@@ -27,20 +27,8 @@ type deployment struct {
 func newDeployment(t *testing.T) *deployment {
 	t.Helper()
 	url := coderdtest.NewDatabase(t)
-	ctx, cancel := context.WithCancel(context.Background())
-	db, err := database.Open(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := db.Migrate(ctx, slog.New(slog.DiscardHandler)); err != nil {
-		t.Fatal(err)
-	}
-	ps := database.NewPubsub(url, slog.New(slog.DiscardHandler), database.Channels...)
-	done := make(chan struct{})
-	go func() { defer close(done); _ = ps.Run(ctx) }()
-	<-ps.Ready()
-	t.Cleanup(func() { cancel(); <-done; db.Close() })
-	return &deployment{t: t, db: db, ps: ps}
+	db := coderdtest.OpenDatabase(t, url)
+	return &deployment{t: t, db: db, ps: coderdtest.RunPubsub(t, url)}
 }
 
 // replica is one running Manager; stop ends its Run (a clean shutdown).

@@ -19,9 +19,7 @@ import (
 func TestBrowserAppHealth(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	d := coderdtest.New(t, coderdtest.Options{ProvisionerPSK: "psk"})
-	admin, _ := d.CreateFirstUser(t)
-	daemon := d.NewDaemon(t, "health", nil)
+	d, admin, daemon := coderdtest.NewWithDaemon(t, coderdtest.Options{}, "health")
 	agentToken := "6f1a2b3c-0000-4000-8000-00000000beef"
 	w := coderdtest.CreateWorkspaceWithAgent(t, admin, admin, daemon, "dev", codersdk.ProvisionedAgent{Token: agentToken, Apps: []codersdk.ProvisionedApp{
 		{Slug: "web", URL: "http://localhost:8080", Healthcheck: &codersdk.AppHealthcheck{URL: "http://localhost:8080/healthz", Interval: 5, Threshold: 6}},

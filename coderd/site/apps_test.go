@@ -32,9 +32,7 @@ func TestWorkspacePageAppLinks(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			ctx := context.Background()
-			d := coderdtest.New(t, coderdtest.Options{ProvisionerPSK: "psk", WildcardAccessURL: tc.wildcard})
-			admin, _ := d.CreateFirstUser(t)
-			daemon := d.NewDaemon(t, "page", nil)
+			d, admin, daemon := coderdtest.NewWithDaemon(t, coderdtest.Options{WildcardAccessURL: tc.wildcard}, "page")
 			w := coderdtest.CreateWorkspaceWithAgent(t, admin, admin, daemon, "dev", codersdk.ProvisionedAgent{Token: "6f1a2b3c-0000-4000-8000-00000000abce",
 				Apps: []codersdk.ProvisionedApp{{Slug: "web", URL: "http://localhost:8080", Subdomain: true}, {Slug: "docs", URL: "http://localhost:8081"}}})
 			if _, err := admin.Workspace(ctx, w.ID); err != nil {

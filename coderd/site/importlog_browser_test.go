@@ -19,9 +19,7 @@ import (
 func TestBrowserImportLogFollows(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	d := coderdtest.New(t, coderdtest.Options{ProvisionerPSK: "psk"})
-	admin, _ := d.CreateFirstUser(t)
-	daemon := d.NewDaemon(t, "fake", nil)
+	d, admin, daemon := coderdtest.NewWithDaemon(t, coderdtest.Options{}, "fake")
 	tpl, _ := coderdtest.ImportTemplate(t, admin, daemon, "slow", codersdk.CreateTemplateVersionRequest{}, codersdk.CompleteJobRequest{})
 	v := coderdtest.UploadVersion(t, admin, tpl.ID, coderdtest.MinimalTemplate, nil)
 	job := daemon.Acquire(t, 20*time.Second)

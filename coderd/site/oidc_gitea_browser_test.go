@@ -1,17 +1,12 @@
 package site_test
 
 import (
-	"crypto/tls"
-	"net/http"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/chromedp/chromedp"
 
-	"airgapcoder/coderd"
 	"airgapcoder/coderd/coderdtest"
-	"airgapcoder/codersdk"
 	"airgapcoder/internal/testgitea"
 	"airgapcoder/internal/testport"
 )
@@ -28,13 +23,7 @@ func TestBrowserOIDCSignInGitea(t *testing.T) {
 	t.Parallel()
 	g := testgitea.Start(t, testgitea.Options{})
 	addr := testport.Addr(t)
-	clientID, clientSecret := g.AddOAuthApp(t, "coder", "https://"+addr+codersdk.OIDCCallbackPath)
-	tr := &http.Transport{TLSClientConfig: &tls.Config{RootCAs: g.CertPool()}}
-	t.Cleanup(tr.CloseIdleConnections)
-	d := coderdtest.New(t, coderdtest.Options{Address: addr, TLS: true, OIDC: coderd.OIDCConfig{
-		IssuerURL: g.Issuer, ClientID: clientID, ClientSecret: clientSecret, AllowSignups: true,
-		SignInText: "Gitea", HTTPClient: &http.Client{Transport: tr, Timeout: 30 * time.Second},
-	}})
+	d := coderdtest.New(t, coderdtest.Options{Address: addr, TLS: true, OIDC: coderdtest.GiteaOIDC(t, g, addr)})
 	owner, _ := d.CreateFirstUser(t)
 	alice := testgitea.User{Username: "alice", Email: "alice@corp.example", Password: "alice-password", FullName: "Alice Liddell"}
 	g.AddUser(t, alice)

@@ -21,9 +21,7 @@ import (
 // no violation).
 func TestBrowserRegionSelector(t *testing.T) {
 	t.Parallel()
-	d := coderdtest.New(t, coderdtest.Options{ProvisionerPSK: "psk", WildcardAccessURL: "*.apps.test"})
-	admin, _ := d.CreateFirstUser(t)
-	daemon := d.NewDaemon(t, "regions", nil)
+	d, admin, daemon := coderdtest.NewWithDaemon(t, coderdtest.Options{WildcardAccessURL: "*.apps.test"}, "regions")
 	coderdtest.CreateWorkspaceWithAgent(t, admin, admin, daemon, "dev", codersdk.ProvisionedAgent{Token: "6f1a2b3c-0000-4000-8000-0000000fe9e0",
 		Apps: []codersdk.ProvisionedApp{{Slug: "web", URL: "http://localhost:8080"}, {Slug: "sub", URL: "http://localhost:8081", Subdomain: true}}})
 	proxyURL, _ := coderdtest.NewWorkspaceProxy(t, admin, "eu", coderdtest.WorkspaceProxyOptions{WildcardAccessURL: "*.eu.test"})
@@ -74,9 +72,7 @@ func TestBrowserRegionSelector(t *testing.T) {
 // connected).
 func TestBrowserProxySignIn(t *testing.T) {
 	t.Parallel()
-	d := coderdtest.New(t, coderdtest.Options{ProvisionerPSK: "psk"})
-	admin, _ := d.CreateFirstUser(t)
-	daemon := d.NewDaemon(t, "proxysignin", nil)
+	d, admin, daemon := coderdtest.NewWithDaemon(t, coderdtest.Options{}, "proxysignin")
 	coderdtest.CreateWorkspaceWithAgent(t, admin, admin, daemon, "dev", codersdk.ProvisionedAgent{Token: "6f1a2b3c-0000-4000-8000-0000000fe9e1",
 		Apps: []codersdk.ProvisionedApp{{Slug: "web", URL: "http://localhost:8080"}}})
 	proxyURL, _ := coderdtest.NewWorkspaceProxy(t, admin, "eu")

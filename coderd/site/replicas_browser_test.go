@@ -2,7 +2,6 @@ package site_test
 
 import (
 	"context"
-	"log/slog"
 	"strings"
 	"testing"
 	"time"
@@ -10,7 +9,6 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"airgapcoder/coderd/coderdtest"
-	"airgapcoder/coderd/database"
 	"airgapcoder/coderd/replicasync"
 )
 
@@ -25,10 +23,7 @@ func TestBrowserReplicas(t *testing.T) {
 
 	// A second replica on the same database, heartbeating until the end.
 	ctx, cancel := context.WithCancel(context.Background())
-	ps := database.NewPubsub(d.DatabaseURL, slog.New(slog.DiscardHandler), database.Channels...)
-	psDone := make(chan struct{})
-	go func() { defer close(psDone); _ = ps.Run(ctx) }()
-	<-ps.Ready()
+	ps := coderdtest.RunPubsub(t, d.DatabaseURL)
 	second, err := replicasync.New(ctx, d.DB, ps, replicasync.Options{
 		Hostname: "replica-two", RelayAddress: "https://10.1.2.3:3443", Version: "v0.0.0-test",
 	})
@@ -37,7 +32,7 @@ func TestBrowserReplicas(t *testing.T) {
 	}
 	runDone := make(chan struct{})
 	go func() { defer close(runDone); _ = second.Run(ctx) }()
-	t.Cleanup(func() { cancel(); <-runDone; <-psDone })
+	t.Cleanup(func() { cancel(); <-runDone })
 
 	b := newBrowser(t, d.URL)
 	b.do("login page", chromedp.Navigate(b.url("/login")))

@@ -83,9 +83,7 @@ func button(html, id string) string {
 func TestWorkspacePage(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	d := coderdtest.New(t, coderdtest.Options{ProvisionerPSK: "psk"})
-	admin, _ := d.CreateFirstUser(t)
-	daemon := d.NewDaemon(t, "page", nil)
+	d, admin, daemon := coderdtest.NewWithDaemon(t, coderdtest.Options{}, "page")
 	tpl := coderdtest.CreateTemplate(t, admin, daemon, "page", coderdtest.MinimalTemplate, nil)
 	w, err := admin.CreateWorkspace(ctx, codersdk.Me, codersdk.CreateWorkspaceRequest{TemplateID: tpl.ID, Name: "dev"})
 	if err != nil {
@@ -315,9 +313,7 @@ func workspaceLiveParts(b *browser) {
 func TestWorkspacePageSchedule(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	d := coderdtest.New(t, coderdtest.Options{ProvisionerPSK: "psk"})
-	admin, _ := d.CreateFirstUser(t)
-	daemon := d.NewDaemon(t, "schedule", nil)
+	d, admin, daemon := coderdtest.NewWithDaemon(t, coderdtest.Options{}, "schedule")
 	tpl := coderdtest.CreateTemplate(t, admin, daemon, "schedule", coderdtest.MinimalTemplate, nil)
 	ttl := (8 * time.Hour).Milliseconds()
 	start := "CRON_TZ=Europe/Berlin 30 9 * * 1-5"
