@@ -127,11 +127,8 @@ func (api *API) daemonParam(c *gin.Context) (database.ProvisionerDaemon, error) 
 		return database.ProvisionerDaemon{}, err
 	}
 	d, err := api.db.ProvisionerDaemonByID(c.Request.Context(), c.Param("daemon"))
-	if errors.Is(err, database.ErrNotFound) {
-		return d, notFound("Provisioner daemon (register again)")
-	}
 	if err != nil {
-		return d, err
+		return d, notFoundAs("Provisioner daemon (register again)", err)
 	}
 	return d, dc.mayServe(d.Tags)
 }
