@@ -17,7 +17,6 @@ import (
 
 	"airgapcoder/certs"
 	"airgapcoder/coderd/coderdtest"
-	"airgapcoder/codersdk"
 	"airgapcoder/controlplane"
 	"airgapcoder/internal/testport"
 	"airgapcoder/internal/testtier"
@@ -40,9 +39,7 @@ func TestServerExternalPostgresTLS(t *testing.T) {
 	url := fmt.Sprintf("postgres://postgres@localhost:%d/postgres?sslmode=verify-full&sslrootcert=%s", port, filepath.Join(pki, certs.TrustFile))
 	anon, stop := runServer(t, controlplane.Config{PostgresURL: url, ConfigDir: filepath.Join(dir, "config")})
 	ctx := context.Background()
-	if _, err := anon.CreateFirstUser(ctx, codersdk.CreateFirstUserRequest{Email: "admin@example.com", Username: "admin", Password: coderdtest.FirstUserPassword}); err != nil {
-		t.Fatal(err)
-	}
+	coderdtest.CreateFirstUser(t, anon)
 	if has, err := anon.HasFirstUser(ctx); err != nil || !has {
 		t.Fatalf("first user: %v, %v", has, err)
 	}

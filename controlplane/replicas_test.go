@@ -24,10 +24,8 @@ func TestReplicasListEachOther(t *testing.T) {
 	}
 	anonA, _ := runServer(t, cfg("a"))
 	anonB, stopB := runServer(t, cfg("b"))
-	if _, err := anonA.CreateFirstUser(ctx, codersdk.CreateFirstUserRequest{Email: "admin@example.com", Username: "admin", Password: coderdtest.FirstUserPassword}); err != nil {
-		t.Fatal(err)
-	}
-	a, b := login(t, anonA, "admin@example.com"), login(t, anonB, "admin@example.com")
+	a, _ := coderdtest.CreateFirstUser(t, anonA)
+	b := login(t, anonB, "admin@example.com")
 	addresses := func(c *codersdk.Client) []string {
 		t.Helper()
 		rs, err := c.Replicas(ctx)

@@ -145,10 +145,7 @@ func TestServerBuiltinPostgres(t *testing.T) {
 		t.Fatalf("buildinfo: got %+v, %v", bi, err)
 	}
 
-	if _, err := anon.CreateFirstUser(ctx, codersdk.CreateFirstUserRequest{Email: "admin@example.com", Username: "admin", Password: coderdtest.FirstUserPassword}); err != nil {
-		t.Fatal(err)
-	}
-	owner := login(t, anon, "admin@example.com")
+	owner, _ := coderdtest.CreateFirstUser(t, anon)
 	if _, err := owner.CreateUser(ctx, codersdk.CreateUserRequest{Email: "member@example.com", Username: "member", Password: coderdtest.FirstUserPassword}); err != nil {
 		t.Fatal(err)
 	}

@@ -133,10 +133,7 @@ func TestTelemetryAndUpdateCheck(t *testing.T) {
 	if status != http.StatusUnauthorized {
 		t.Fatalf("updatecheck without a session: got %s, want 401", coderdtest.String(status, body))
 	}
-	if _, err := anon.CreateFirstUser(ctx, codersdk.CreateFirstUserRequest{Email: "admin@example.com", Username: "admin", Password: coderdtest.FirstUserPassword}); err != nil {
-		t.Fatal(err)
-	}
-	owner := login(t, anon, "admin@example.com")
+	owner, _ := coderdtest.CreateFirstUser(t, anon)
 	var check struct {
 		Current         string `json:"current"`
 		Version         string `json:"version"`

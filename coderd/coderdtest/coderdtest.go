@@ -388,16 +388,25 @@ const FirstUserPassword = "password-for-tests"
 // CreateFirstUser creates the owner "admin" and returns its client.
 func (d *Deployment) CreateFirstUser(t testing.TB) (*codersdk.Client, codersdk.CreateFirstUserResponse) {
 	t.Helper()
+	return CreateFirstUser(t, d.Client())
+}
+
+// CreateFirstUser creates the owner "admin" (password FirstUserPassword)
+// through anon, an unauthenticated client of a running server that has no
+// user yet, and returns a client of the same server logged in as it.
+func CreateFirstUser(t testing.TB, anon *codersdk.Client) (*codersdk.Client, codersdk.CreateFirstUserResponse) {
+	t.Helper()
 	ctx := context.Background()
-	c := d.Client()
-	resp, err := c.CreateFirstUser(ctx, codersdk.CreateFirstUserRequest{Email: "admin@example.com", Username: "admin", Password: FirstUserPassword})
+	resp, err := anon.CreateFirstUser(ctx, codersdk.CreateFirstUserRequest{Email: "admin@example.com", Username: "admin", Password: FirstUserPassword})
 	if err != nil {
 		t.Fatalf("create first user: %v", err)
 	}
-	login, err := c.LoginWithPassword(ctx, codersdk.LoginWithPasswordRequest{Email: "admin@example.com", Password: FirstUserPassword})
+	login, err := anon.LoginWithPassword(ctx, codersdk.LoginWithPasswordRequest{Email: "admin@example.com", Password: FirstUserPassword})
 	if err != nil {
 		t.Fatalf("log in first user: %v", err)
 	}
+	c := codersdk.New(anon.URL)
+	c.HTTPClient = anon.HTTPClient
 	c.SessionToken = login.SessionToken
 	return c, resp
 }
