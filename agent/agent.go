@@ -100,10 +100,13 @@ type Options struct {
 	// client attached is kept before its process is killed (default 5m).
 	ReconnectingPTYTimeout time.Duration
 	// Clock drives the agent's waits: the backoff between attempts to
-	// connect to coderd and to report the lifecycle, the fallback URL's
-	// probe, the cron scripts, the metadata and log flushes (timers tagged
-	// "agent" and "backoff", "probe", "cron", "metadataFlush",
-	// "logFlush"); tests pass a quartz.Mock. Default: the real clock.
+	// fetch the manifest, send a report (startup, app health, lifecycle)
+	// and connect to coderd, the fallback URL's probe, the cron scripts,
+	// the metadata and log flushes. Its timers are tagged "agent" and
+	// "backoff" (with "manifest", "connect", "lifecycle" or the report
+	// retried, as "report agent startup"), "probe", "cron",
+	// "metadataFlush" or "logFlush"; tests pass a quartz.Mock. Default:
+	// the real clock.
 	Clock quartz.Clock
 }
 
@@ -335,26 +338,32 @@ func (a *Agent) newBackoff() *backoff.ExponentialBackOff {
 	return b
 }
 
-// backoffWait sleeps for b's next delay on the agent's clock, cut short
-// when cut is closed (nil: never); false when ctx ended.
-func (a *Agent) backoffWait(ctx context.Context, b backoff.BackOff, cut <-chan struct{}) bool {
-	return sleepCtx(ctx, a.opts.Clock, b.NextBackOff(), cut, "agent", "backoff")
+// backoffWait sleeps for b's next delay on the agent's clock (a timer
+// tagged "agent", "backoff" and tags), cut short when cut is closed (nil:
+// never); false when ctx ended.
+func (a *Agent) backoffWait(ctx context.Context, b backoff.BackOff, cut <-chan struct{}, tags ...string) bool {
+	return sleepCtx(ctx, a.opts.Clock, b.NextBackOff(), cut, append([]string{"agent", "backoff"}, tags...)...)
 }
 
-// retry calls fn until it succeeds, ctx ends or fn's error is permanent.
+// retry calls fn until it succeeds (nil), fn's error is permanent (that
+// error) or ctx ends (its cause), waiting the agent's backoff between
+// attempts (tagged what, as "report agent startup"). Each retry is logged
+// as what failed.
 func (a *Agent) retry(ctx context.Context, what string, fn func(context.Context) error) error {
-	_, err := backoff.Retry(ctx, func() (struct{}, error) {
+	b := a.newBackoff()
+	for {
 		err := fn(ctx)
-		if err != nil && permanent(err) {
-			return struct{}{}, backoff.Permanent(err)
+		if err == nil || permanent(err) {
+			return err
 		}
-		return struct{}{}, err
-	},
-		backoff.WithBackOff(a.newBackoff()),
-		backoff.WithMaxElapsedTime(0), // until ctx ends
-		backoff.WithNotify(func(err error, _ time.Duration) { a.log.Warn(what+" failed; retrying", "err", err) }),
-	)
-	return err
+		if ctx.Err() != nil {
+			return context.Cause(ctx)
+		}
+		a.log.Warn(what+" failed; retrying", "err", err)
+		if !a.backoffWait(ctx, b, nil, what) {
+			return context.Cause(ctx)
+		}
+	}
 }
 
 // permanent reports whether retrying err cannot help (a bad request).
@@ -381,29 +390,30 @@ func (c currentClient) PostWorkspaceAppHealth(ctx context.Context, req codersdk.
 }
 
 // fetchManifest asks coderd for the manifest until it answers or ctx
-// ends; attempts count towards the switch to the fallback URL.
+// ends, waiting the agent's backoff between attempts (tagged "manifest");
+// attempts count towards the switch to the fallback URL.
 func (a *Agent) fetchManifest(ctx context.Context) (codersdk.AgentManifest, bool) {
-	m, err := backoff.Retry(ctx, func() (codersdk.AgentManifest, error) {
+	b := a.newBackoff()
+	for {
 		c := a.api()
 		m, err := c.AgentManifest(ctx)
-		if err != nil {
-			a.endpoints.failed(c, err)
-		} else {
+		if err == nil {
 			a.endpoints.reached(c)
+			return m, true
 		}
-		return m, err
-	},
-		backoff.WithBackOff(a.newBackoff()),
-		backoff.WithMaxElapsedTime(0), // until ctx ends
-		backoff.WithNotify(func(err error, _ time.Duration) {
-			if codersdk.IsStatus(err, http.StatusUnauthorized) {
-				a.log.Error("coderd refuses the agent token; retrying (is the workspace deleted, or CODER_AGENT_TOKEN wrong?)", "err", err)
-			} else {
-				a.log.Warn("fetch agent manifest; retrying", "err", err)
-			}
-		}),
-	)
-	return m, err == nil
+		a.endpoints.failed(c, err)
+		if ctx.Err() != nil {
+			return codersdk.AgentManifest{}, false
+		}
+		if codersdk.IsStatus(err, http.StatusUnauthorized) {
+			a.log.Error("coderd refuses the agent token; retrying (is the workspace deleted, or CODER_AGENT_TOKEN wrong?)", "err", err)
+		} else {
+			a.log.Warn("fetch agent manifest; retrying", "err", err)
+		}
+		if !a.backoffWait(ctx, b, nil, "manifest") {
+			return codersdk.AgentManifest{}, false
+		}
+	}
 }
 
 func (a *Agent) reportStartup(ctx context.Context) {
@@ -441,7 +451,7 @@ func (a *Agent) connectLoop(ctx context.Context) {
 		} else {
 			a.log.Warn("connection to coderd lost; reconnecting", "url", c.URL.Redacted(), "err", err)
 		}
-		if !a.backoffWait(ctx, b, changed) {
+		if !a.backoffWait(ctx, b, changed, "connect") {
 			return
 		}
 	}

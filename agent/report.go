@@ -99,7 +99,7 @@ func (l *lifecycleReporter) run(ctx context.Context) {
 				return
 			}
 			l.agent.log.Debug("report lifecycle; retrying", "state", next.State, "err", err)
-			if !l.agent.backoffWait(ctx, b, nil) {
+			if !l.agent.backoffWait(ctx, b, nil, "lifecycle") {
 				return
 			}
 			continue

@@ -28,6 +28,10 @@ type fakeCoderd struct {
 	logs      []codersdk.AgentLogInput
 	metadata  []codersdk.AgentMetadataUpdate
 	changed   chan struct{}
+
+	// manifestFailures is how many manifest requests are answered 503
+	// before the manifest; manifestRequests counts them all (under mu).
+	manifestFailures, manifestRequests int
 }
 
 const fakeAgentToken = "fake-agent-token"
@@ -69,6 +73,16 @@ func newFakeCoderd(t *testing.T, m codersdk.AgentManifest) (*fakeCoderd, *coders
 	record("startup", func(json.RawMessage) {})
 	record("ports", func(json.RawMessage) {})
 	mux.HandleFunc("GET /api/v2/workspaceagents/me/manifest", func(w http.ResponseWriter, r *http.Request) {
+		f.mu.Lock()
+		f.manifestRequests++
+		fail := f.manifestRequests <= f.manifestFailures
+		f.mu.Unlock()
+		if fail {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusServiceUnavailable)
+			_, _ = w.Write([]byte(`{"message":"coderd is starting"}`))
+			return
+		}
 		_ = json.NewEncoder(w).Encode(f.manifest)
 	})
 	mux.HandleFunc("GET /api/v2/workspaceagents/me/connect", func(w http.ResponseWriter, r *http.Request) {

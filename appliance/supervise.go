@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/cenkalti/backoff/v5"
+	"github.com/coder/quartz"
 	"github.com/thejerf/suture/v4"
 
 	"airgapcoder/mirror"
@@ -27,6 +28,11 @@ import (
 // `up` exits non-zero and systemd restarts the whole appliance. coderd is
 // not restarted in place (its failure ends `up` the same way), and the
 // built-in provisioners reconnect by themselves.
+//
+// The probes, the waits between restarts and the times they are counted
+// from are on a quartz.Clock (the real one in `up`), its timers tagged
+// "appliance", then "probe" or "restart", then the component's name:
+// tests step a quartz.Mock instead of waiting.
 
 // supervised is one component as a suture service. suture calls Serve
 // again each time it returns while the tree runs.
@@ -45,7 +51,7 @@ type supervised struct {
 	// onRestart, when set, hears each restart and its cause.
 	onRestart func(restarts int, cause error)
 	log       *slog.Logger
-	now       func() time.Time
+	clock     quartz.Clock
 
 	// Across calls of Serve (suture never runs two at once).
 	cause    error // why the last Serve returned; nil before the first
@@ -58,11 +64,13 @@ type supervised struct {
 // start again from the shortest wait.
 const healthyFor = time.Minute
 
-func newSupervised(name string, serve, restart func(context.Context) error, log *slog.Logger, onRestart func(int, error)) *supervised {
+// newSupervised supervises a component: serve and restart as in
+// supervised, its waits and times on clock.
+func newSupervised(name string, serve, restart func(context.Context) error, clock quartz.Clock, log *slog.Logger, onRestart func(int, error)) *supervised {
 	b := backoff.NewExponentialBackOff()
 	b.InitialInterval, b.MaxInterval = 500*time.Millisecond, 30*time.Second
 	return &supervised{name: name, serve: serve, restart: restart, maxRestarts: 5, window: 10 * time.Minute,
-		onRestart: onRestart, log: log, now: time.Now, backoff: b}
+		onRestart: onRestart, log: log, clock: clock, backoff: b}
 }
 
 func (s *supervised) String() string { return s.name }
@@ -74,7 +82,10 @@ func (s *supervised) Serve(ctx context.Context) error {
 			return err
 		}
 	}
-	s.started = s.now()
+	if ctx.Err() != nil {
+		return nil // stopped during the restart: nothing to serve
+	}
+	s.started = s.clock.Now()
 	err := s.serve(ctx)
 	if ctx.Err() != nil {
 		return nil
@@ -89,7 +100,7 @@ func (s *supervised) Serve(ctx context.Context) error {
 
 // restartAfter waits its turn and restarts the component, or gives up.
 func (s *supervised) restartAfter(ctx context.Context, cause error) error {
-	now := s.now()
+	now := s.clock.Now()
 	if now.Sub(s.started) >= healthyFor {
 		s.backoff.Reset()
 	}
@@ -110,10 +121,12 @@ func (s *supervised) restartAfter(ctx context.Context, cause error) error {
 	if s.onRestart != nil {
 		s.onRestart(n, cause)
 	}
+	t := s.clock.NewTimer(wait, "appliance", "restart", s.name)
 	select {
 	case <-ctx.Done():
+		t.Stop()
 		return nil
-	case <-time.After(wait):
+	case <-t.C:
 	}
 	if s.restart != nil {
 		if err := s.restart(ctx); err != nil {
@@ -159,36 +172,38 @@ type pinger interface {
 	Ping(ctx context.Context) error
 }
 
-// probe returns once check has failed for deadline without a success in
-// between (a crash, or a hang such as SIGSTOP), with the last failure. It
-// checks every `every`, each check bounded by every.
-func probe(ctx context.Context, c pinger, every, deadline time.Duration, now func() time.Time) error {
-	tick := time.NewTicker(every)
-	defer tick.Stop()
+// probe returns once c has failed its checks for deadline on clock without
+// a success in between (a crash, or a hang such as SIGSTOP), with the last
+// failure; nil when ctx ends. It checks every `every` on clock (a
+// TickerFunc tagged "appliance", "probe" and name). Each check is bounded
+// by every in real time: that bounds I/O with a real process, which no
+// step of a mock clock stands in for.
+func probe(ctx context.Context, c pinger, name string, every, deadline time.Duration, clock quartz.Clock) error {
 	var failingSince time.Time
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-tick.C:
-		}
+	err := clock.TickerFunc(ctx, every, func() error {
 		pctx, cancel := context.WithTimeout(ctx, every)
 		err := c.Ping(pctx)
 		cancel()
 		if ctx.Err() != nil {
-			return nil
+			return ctx.Err()
 		}
 		if err == nil {
 			failingSince = time.Time{}
-			continue
+			return nil
 		}
+		now := clock.Now()
 		if failingSince.IsZero() {
-			failingSince = now()
+			failingSince = now
 		}
-		if d := now().Sub(failingSince); d >= deadline {
+		if d := now.Sub(failingSince); d >= deadline {
 			return fmt.Errorf("no answer for %s: %w", d.Round(time.Second), err)
 		}
+		return nil
+	}, "appliance", "probe", name).Wait()
+	if ctx.Err() != nil {
+		return nil
 	}
+	return err
 }
 
 // restartablePostgres is what supervision restarts (postgres.Server).
@@ -203,9 +218,10 @@ type restartablePostgres interface {
 // A server that does not answer gets no graceful stop to wait for
 // (PostgreSQL recovers from its WAL on the next start); it starts again on
 // the same port and data, which coderd's pool and pubsub reconnect to.
-func superviseServer(name string, c restartablePostgres, log *slog.Logger, onRestart func(int, error)) *supervised {
-	s := newSupervised(name, nil, nil, log, onRestart)
-	s.serve = func(ctx context.Context) error { return probe(ctx, c, time.Second, 5*time.Second, s.now) }
+// The probes and the 5 s are on clock.
+func superviseServer(name string, c restartablePostgres, clock quartz.Clock, log *slog.Logger, onRestart func(int, error)) *supervised {
+	s := newSupervised(name, nil, nil, clock, log, onRestart)
+	s.serve = func(ctx context.Context) error { return probe(ctx, c, name, time.Second, 5*time.Second, clock) }
 	s.restart = func(ctx context.Context) error {
 		stopCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
 		if err := c.Kill(stopCtx); err != nil {

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/cenkalti/backoff/v5"
+	"github.com/coder/quartz"
 	"github.com/thejerf/suture/v4"
 
 	"airgapcoder/bundle"
@@ -358,7 +359,7 @@ func (u *upRun) startPostgres(ctx context.Context) error {
 		return err
 	}
 	u.pgURL = pg.URL()
-	u.supervise(superviseServer("postgres", pg, u.log.With("component", "supervisor"), u.onRestart("postgres")))
+	u.supervise(superviseServer("postgres", pg, quartz.NewReal(), u.log.With("component", "supervisor"), u.onRestart("postgres")))
 	return nil
 }
 
@@ -378,7 +379,7 @@ func (u *upRun) startMirror(ctx context.Context) error {
 		return err
 	}
 	first := ms.server()
-	u.supervise(newSupervised("mirror", ms.serve, ms.restart, u.log.With("component", "supervisor"), u.onRestart("mirror")))
+	u.supervise(newSupervised("mirror", ms.serve, ms.restart, quartz.NewReal(), u.log.With("component", "supervisor"), u.onRestart("mirror")))
 	select {
 	case <-first.Ready():
 	case <-ctx.Done():

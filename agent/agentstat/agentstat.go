@@ -4,7 +4,8 @@
 // the workspace runs in a container, or the host's (/proc/stat,
 // /proc/meminfo) — and a filesystem's used and total space. It only reads
 // /proc, /sys/fs/cgroup and statfs(2); it works on Linux and answers
-// ErrUnsupported elsewhere. It imports the standard library only.
+// ErrUnsupported elsewhere. It imports only the standard library and the
+// project's clock (coder/quartz), which a CPU sample waits on.
 package agentstat
 
 import (
@@ -16,6 +17,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/coder/quartz"
 )
 
 // ErrUnsupported is returned on operating systems other than Linux.
@@ -119,6 +122,9 @@ type Statter struct {
 	FS fs.FS
 	// SampleInterval is how long CPU use is measured over.
 	SampleInterval time.Duration
+	// Clock times the CPU samples (a timer tagged "agentstat" and
+	// "sample"); nil means the real clock. Tests pass a quartz.Mock.
+	Clock quartz.Clock
 	// NumCPU counts the CPUs this process may run on (runtime.NumCPU): a
 	// container's cores when its cgroup sets no CPU quota.
 	NumCPU func() int
@@ -130,7 +136,15 @@ func New() (*Statter, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Statter{FS: fsys, SampleInterval: 250 * time.Millisecond, NumCPU: runtime.NumCPU}, nil
+	return &Statter{FS: fsys, SampleInterval: 250 * time.Millisecond, NumCPU: runtime.NumCPU, Clock: quartz.NewReal()}, nil
+}
+
+// clock is s.Clock, or the real clock.
+func (s *Statter) clock() quartz.Clock {
+	if s.Clock == nil {
+		return quartz.NewReal()
+	}
+	return s.Clock
 }
 
 func float(f float64) *float64 { return &f }

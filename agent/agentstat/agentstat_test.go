@@ -10,6 +10,8 @@ import (
 	"testing"
 	"testing/fstest"
 	"time"
+
+	"github.com/coder/quartz"
 )
 
 func TestResultString(t *testing.T) {
@@ -277,14 +279,39 @@ func TestContainerCPUUsage(t *testing.T) {
 		// half a core.
 		next: func() string { return fmt.Sprintf("usage_usec %d\nuser_usec 0\n", usec.Add(100000)) },
 	}
-	s := &Statter{FS: fsys, SampleInterval: 200 * time.Millisecond, NumCPU: func() int { return 8 }}
-	r, err := s.ContainerCPU(context.Background())
-	if err != nil {
-		t.Fatal(err)
+	// The sample lasts 200ms on the clock, stepped once the sample waits.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	clock := quartz.NewMock(t).WithLogger(quartz.NoOpLogger)
+	sampling := clock.Trap().NewTimer("agentstat", "sample")
+	defer sampling.Close()
+	s := &Statter{FS: fsys, SampleInterval: 200 * time.Millisecond, NumCPU: func() int { return 8 }, Clock: clock}
+	type result struct {
+		r   Result
+		err error
 	}
-	// The sample lasts at least 200ms, so at most half a core.
-	if r.Used > 0.5 || r.Used < 0.3 || *r.Total != 2 {
-		t.Errorf("got %v of %v cores, want about 0.5 of 2", r.Used, *r.Total)
+	done := make(chan result, 1)
+	go func() {
+		r, err := s.ContainerCPU(ctx)
+		done <- result{r, err}
+	}()
+	call := sampling.MustWait(ctx)
+	call.MustRelease(ctx)
+	if call.Duration != 200*time.Millisecond {
+		t.Errorf("samples for %s, want the SampleInterval 200ms", call.Duration)
+	}
+	clock.Advance(call.Duration).MustWait(ctx)
+	var got result
+	select {
+	case got = <-done:
+	case <-ctx.Done():
+		t.Fatal("the sample did not end when the clock reached its end")
+	}
+	if got.err != nil {
+		t.Fatal(got.err)
+	}
+	if r := got.r; math.Abs(r.Used-0.5) > 1e-9 || *r.Total != 2 {
+		t.Errorf("got %v of %v cores, want 0.5 of 2", r.Used, *r.Total)
 	}
 }
 

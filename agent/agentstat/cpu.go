@@ -8,7 +8,6 @@ import (
 	"path"
 	"strconv"
 	"strings"
-	"time"
 )
 
 // HostCPU measures the host's CPU use over SampleInterval from /proc/stat:
@@ -19,7 +18,7 @@ func (s *Statter) HostCPU(ctx context.Context) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
-	if err := sleep(ctx, s.SampleInterval); err != nil {
+	if err := s.sample(ctx); err != nil {
 		return Result{}, err
 	}
 	after, err := s.procStat()
@@ -98,11 +97,11 @@ func (s *Statter) ContainerCPU(ctx context.Context) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
-	before, began := 0.0, time.Now()
+	before, began := 0.0, s.clock().Now()
 	if before, err = usage(); err != nil {
 		return Result{}, err
 	}
-	if err := sleep(ctx, s.SampleInterval); err != nil {
+	if err := s.sample(ctx); err != nil {
 		return Result{}, err
 	}
 	after, err := usage()
@@ -116,7 +115,7 @@ func (s *Statter) ContainerCPU(ctx context.Context) (Result, error) {
 	if total <= 0 {
 		total = float64(s.NumCPU())
 	}
-	used := (after - before) / time.Since(began).Seconds()
+	used := (after - before) / s.clock().Since(began).Seconds()
 	return Result{Used: max(0, used), Total: float(total), Unit: "cores"}, nil
 }
 
@@ -221,8 +220,9 @@ func parseCPUMax(t string) (float64, error) {
 	return quota / period, nil
 }
 
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
+// sample waits SampleInterval on the clock, or until ctx ends (its error).
+func (s *Statter) sample(ctx context.Context) error {
+	t := s.clock().NewTimer(s.SampleInterval, "agentstat", "sample")
 	defer t.Stop()
 	select {
 	case <-ctx.Done():
