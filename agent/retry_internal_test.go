@@ -20,15 +20,6 @@ import (
 // and what is retried) says when the agent waits, so the clock is never
 // stepped before.
 
-// clockTestContext bounds a test's real-time waits for the agent: on a
-// mock clock nothing it does takes more than moments.
-func clockTestContext(t *testing.T) context.Context {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
-	t.Cleanup(cancel)
-	return ctx
-}
-
 // checkBackoff fails the test unless got is want ±20% (the agent's jitter).
 func checkBackoff(t *testing.T, what string, got, want time.Duration) {
 	t.Helper()
@@ -58,7 +49,7 @@ func TestRetryOnClock(t *testing.T) {
 		{name: "until ctx ends", results: []error{unavailable}, cancel: true, want: context.Canceled, waits: []time.Duration{time.Second}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			ctx := clockTestContext(t)
+			ctx := coderdtest.ClockContext(t)
 			clock := coderdtest.NewClock(t)
 			waits := clock.Trap().NewTimer("agent", "backoff", "report widget")
 			defer waits.Close()
@@ -109,7 +100,7 @@ func TestRetryOnClock(t *testing.T) {
 // the manifest asks again after its backoff on the clock, not before, and
 // then starts.
 func TestFetchManifestRetriesOnClock(t *testing.T) {
-	ctx := clockTestContext(t)
+	ctx := coderdtest.ClockContext(t)
 	clock := coderdtest.NewClock(t)
 	flushes := clock.Trap().NewTicker("agent", "logFlush")
 	defer flushes.Close()

@@ -50,15 +50,6 @@ func (r *restarts) len() int {
 // and the component) say when a probe or a restart wait is armed, so the
 // clock is never stepped before supervision waits for it.
 
-// clockTestContext bounds a test's real-time waits for supervision: on a
-// mock clock nothing it does takes more than moments.
-func clockTestContext(t *testing.T) context.Context {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
-	t.Cleanup(cancel)
-	return ctx
-}
-
 // serveTree runs tree until the test ends; stop ends it and waits.
 func serveTree(ctx context.Context, t *testing.T, tree *suture.Supervisor) (stop func()) {
 	t.Helper()
@@ -99,7 +90,7 @@ func restartWait(ctx context.Context, t *testing.T, waits *quartz.Trap, base tim
 // reported before its wait, and after maxRestarts the tree ends with an
 // error that names it and its last failure.
 func TestSupervisedGivesUp(t *testing.T) {
-	ctx := clockTestContext(t)
+	ctx := coderdtest.ClockContext(t)
 	clock := coderdtest.NewClock(t)
 	waits := clock.Trap().NewTimer("appliance", "restart", "widget")
 	defer waits.Close()
@@ -178,7 +169,7 @@ func (f *flakyServer) Start(context.Context) error {
 // 5 s, not one probe earlier, and after its backoff wait; and stopping the
 // tree stops the supervision without a restart, even one already due.
 func TestSuperviseServerRestartsAfterDeadline(t *testing.T) {
-	ctx := clockTestContext(t)
+	ctx := coderdtest.ClockContext(t)
 	clock := coderdtest.NewClock(t)
 	probes := clock.Trap().TickerFunc("appliance", "probe", "postgres")
 	defer probes.Close()
@@ -276,7 +267,7 @@ func TestMirrorServiceRestarts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx := clockTestContext(t)
+	ctx := coderdtest.ClockContext(t)
 	clock := coderdtest.NewClock(t)
 	waits := clock.Trap().NewTimer("appliance", "restart", "mirror")
 	defer waits.Close()

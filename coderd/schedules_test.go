@@ -197,7 +197,7 @@ var mockedLifecycle = coderd.LifecycleOptions{Tick: time.Minute, MinTTL: time.Mi
 // no tick before the deadline stops it.
 func TestAutostop(t *testing.T) {
 	t.Parallel()
-	ctx := testContext(t)
+	ctx := coderdtest.ClockContext(t)
 	clock := coderdtest.NewClock(t)
 	f := newScheduleFixture(t, coderdtest.Options{Clock: clock, Lifecycle: mockedLifecycle})
 	w := f.create(t, "dev", codersdk.CreateWorkspaceRequest{TTLMillis: msOf(time.Minute)})
@@ -248,7 +248,7 @@ func TestAutostop(t *testing.T) {
 // ends, it stops.
 func TestActivityBump(t *testing.T) {
 	t.Parallel()
-	ctx := testContext(t)
+	ctx := coderdtest.ClockContext(t)
 	clock := coderdtest.NewClock(t)
 	f := newScheduleFixture(t, coderdtest.Options{Clock: clock, Lifecycle: mockedLifecycle})
 	agent := codersdk.ProvisionedAgent{Name: "main", Token: "9f0bd4a5-64a1-4b4d-9f08-2c2a0a6a7f10"}
@@ -306,7 +306,7 @@ func autostartSoon(t *testing.T, f *scheduleFixture, now func() time.Time, w cod
 // its schedule's occurrence, and not again.
 func TestAutostart(t *testing.T) {
 	t.Parallel()
-	ctx := testContext(t)
+	ctx := coderdtest.ClockContext(t)
 	clock := coderdtest.NewClock(t)
 	f := newScheduleFixture(t, coderdtest.Options{Clock: clock, Lifecycle: mockedLifecycle})
 	w := f.create(t, "dev", codersdk.CreateWorkspaceRequest{})
@@ -348,7 +348,7 @@ func TestAutostart(t *testing.T) {
 // workspace once.
 func TestAutostartTwoReplicas(t *testing.T) {
 	t.Parallel()
-	ctx := testContext(t)
+	ctx := coderdtest.ClockContext(t)
 	clock := coderdtest.NewClock(t)
 	// The background ticks come every 10 minutes: moving the clock past
 	// the occurrence (3 minutes) fires none, so the concurrent ticks
@@ -393,20 +393,12 @@ func TestAutostartTwoReplicas(t *testing.T) {
 	}
 }
 
-// testContext is a test's bound on waiting for the mock clock's events.
-func testContext(t *testing.T) context.Context {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	t.Cleanup(cancel)
-	return ctx
-}
-
 // TestActivityBumpDevURL: requests to a workspace's dev URL are activity
 // (through the real relay and a real agent): the workspace keeps running
 // past its first deadline while they come.
 func TestActivityBumpDevURL(t *testing.T) {
 	t.Parallel()
-	ctx := testContext(t)
+	ctx := coderdtest.ClockContext(t)
 	clock := coderdtest.NewClock(t)
 	f := newScheduleFixture(t, coderdtest.Options{Clock: clock, Lifecycle: mockedLifecycle})
 	token := "5b7c8f3e-2f0a-4a53-9d1e-6f1f3c2b9a01"

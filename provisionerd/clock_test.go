@@ -20,15 +20,6 @@ import (
 // daemon has armed a wait, so that a step of the clock is never taken
 // before the daemon is waiting for it.
 
-// clockTestContext bounds a test's real-time waits for the daemon: on a
-// mock clock nothing it does takes more than moments.
-func clockTestContext(t *testing.T) context.Context {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
-	t.Cleanup(cancel)
-	return ctx
-}
-
 // TestHeartbeat: a running job that sends no lines still tells coderd it
 // is alive, exactly once every heartbeat interval on the clock, counted
 // from the last update it sent (a flush of lines counts as one), never
@@ -45,7 +36,7 @@ func TestHeartbeat(t *testing.T) {
 		{name: "a third of coderd's timeout", interval: 5 * time.Second, coderdTimeout: 3 * time.Second, wantHeartbeats: time.Second},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			ctx := clockTestContext(t)
+			ctx := coderdtest.ClockContext(t)
 			clock := coderdtest.NewClock(t)
 			armed := clock.Trap().NewTimer("provisionerd", "heartbeat")
 			defer armed.Close()
@@ -128,7 +119,7 @@ func TestReconnectBackoff(t *testing.T) {
 			tries: func(f *fakeCoderd) *int { return &f.acquires }, wait: "acquireBackoff", thenAcquires: 5},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			ctx := clockTestContext(t)
+			ctx := coderdtest.ClockContext(t)
 			clock := coderdtest.NewClock(t)
 			backoff := clock.Trap().NewTimer("provisionerd", tc.wait)
 			defer backoff.Close()
@@ -212,7 +203,7 @@ func TestDownloadRetriesOnClock(t *testing.T) {
 			wantError: []string{"download template", "unexpected postmaster exit"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			ctx := clockTestContext(t)
+			ctx := coderdtest.ClockContext(t)
 			clock := coderdtest.NewClock(t)
 			trap := clock.Trap().NewTimer("provisionerd", "retryBackoff")
 			defer trap.Close()
@@ -267,7 +258,7 @@ func TestLogLineTimes(t *testing.T) {
 	var res jobResult
 	select {
 	case res = <-ended:
-	case <-clockTestContext(t).Done():
+	case <-coderdtest.ClockContext(t).Done():
 		t.Fatal("the job did not end")
 	}
 	if len(res.Logs) == 0 {

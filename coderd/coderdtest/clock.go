@@ -18,6 +18,17 @@ func NewClock(t testing.TB) *quartz.Mock {
 	return m
 }
 
+// ClockContext bounds a test's real-time waits for what the steps of a
+// mock clock set off (quartz's MustWait, a trap's Wait): the code under
+// test takes moments for each, so 30 s means it is stuck. It ends at the
+// test's cleanup.
+func ClockContext(t testing.TB) context.Context {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
 // AdvanceClock moves clock forward by d, one ticker or timer event at a
 // time (quartz's Advance stops at the next one), and waits at each for
 // what fired to finish: a TickerFunc's function to return, a channel
