@@ -105,10 +105,7 @@ func newFakeCoderd(t *testing.T) *fakeCoderd {
 	mux.HandleFunc("POST /api/v2/provisionerdaemons", func(w http.ResponseWriter, r *http.Request) {
 		f.mu.Lock()
 		f.registers++
-		failing := f.registerErrors > 0
-		if failing {
-			f.registerErrors--
-		}
+		failing := useUp(&f.registerErrors)
 		hb := f.heartbeatTimeout
 		f.mu.Unlock()
 		if failing {
@@ -120,10 +117,7 @@ func newFakeCoderd(t *testing.T) *fakeCoderd {
 	mux.HandleFunc("POST "+daemon+"/acquire", func(w http.ResponseWriter, r *http.Request) {
 		f.mu.Lock()
 		f.acquires++
-		failing := f.acquireErrors > 0
-		if failing {
-			f.acquireErrors--
-		}
+		failing := useUp(&f.acquireErrors)
 		f.mu.Unlock()
 		if failing {
 			writeDatabaseGone(w)
@@ -169,10 +163,7 @@ func newFakeCoderd(t *testing.T) *fakeCoderd {
 		f.mu.Lock()
 		f.downloads++
 		b, ok := f.files[r.PathValue("file")]
-		failing := f.fileErrors > 0
-		if failing {
-			f.fileErrors--
-		}
+		failing := useUp(&f.fileErrors)
 		hold := f.holdFiles
 		f.mu.Unlock()
 		if hold {
@@ -424,3 +415,13 @@ const coderTF = `terraform {
   }
 }
 `
+
+// useUp uses up one of the failures still to answer (*left, under f.mu):
+// true when this request is one of them.
+func useUp(left *int) bool {
+	if *left == 0 {
+		return false
+	}
+	*left--
+	return true
+}
