@@ -237,11 +237,11 @@ func (s *Server) agentConnect(w http.ResponseWriter, r *http.Request) {
 	}
 	log := s.log.With("remote", r.RemoteAddr)
 	log.Info("workspace agent connected", "agent", agentID, "agents_on_proxy", s.agents.count())
-	began := time.Now()
+	began := s.clock.Now()
 	reason := s.serveAgent(ctx, a, log)
 	a.close()
 	s.agents.unregister(a)
-	log.Info("workspace agent disconnected", "agent", s.agents.idOf(a), "reason", reason, "connected_for", time.Since(began).Round(time.Millisecond))
+	log.Info("workspace agent disconnected", "agent", s.agents.idOf(a), "reason", reason, "connected_for", s.clock.Since(began).Round(time.Millisecond))
 }
 
 // serveAgent keeps agent a registered with the primary while its
@@ -333,7 +333,7 @@ func (s *Server) reregisterAgent(ctx context.Context, a *agentConn, log *slog.Lo
 			return fmt.Errorf("the primary refused the agent's registration: %w", err)
 		default:
 			log.Debug("register the agent again", "err", err, "retry_in", wait)
-			if !sleep(ctx, wait) {
+			if !s.sleep(ctx, wait, "agentBackoff") {
 				return ctx.Err()
 			}
 			wait = min(2*wait, 10*time.Second)

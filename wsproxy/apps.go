@@ -237,7 +237,7 @@ func (a *appProxy) exchange(w http.ResponseWriter, r *http.Request, self url.URL
 	}
 	http.SetCookie(w, &http.Cookie{
 		Name: codersdk.SubdomainAppSessionTokenCookie, Value: res.AppCookie, Path: "/",
-		MaxAge: max(1, int(time.Until(res.AppCookieExpiresAt).Seconds())), HttpOnly: true, SameSite: http.SameSiteLaxMode,
+		MaxAge: max(1, int(a.s.clock.Until(res.AppCookieExpiresAt).Seconds())), HttpOnly: true, SameSite: http.SameSiteLaxMode,
 		Secure: a.s.opts.AccessURL.Scheme == "https",
 	})
 	// Absolute, on the host the visitor asked: a path such as
@@ -267,7 +267,7 @@ func (a *appProxy) authorize(ctx context.Context, req codersdk.ProxyAuthorizeApp
 	}
 	key := appCacheKey{host: host, prefix: prefix}
 	h.Sum(key.credentials[:0])
-	now := a.s.opts.Now()
+	now := a.s.clock.Now()
 	if grant, ok := a.cache.get(key, now); ok {
 		return grant, nil
 	}
@@ -379,7 +379,7 @@ func (a *appProxy) dial(ctx context.Context) (net.Conn, error) {
 	hdr := codersdk.RelayHeader{Kind: codersdk.RelayKindTCP, Host: g.Host, Port: g.Port, ConnID: newConnID(), User: g.Username}
 	rec := codersdk.ProxyConnectionReport{
 		UserID: g.UserID, AgentID: g.AgentID, ConnID: hdr.ConnID, Kind: "dev-url", Host: g.Host, Port: g.Port,
-		Remote: d.remote, StartedAt: time.Now(),
+		Remote: d.remote, StartedAt: a.s.clock.Now(),
 	}
 	log := a.s.log.With("conn", hdr.ConnID, "user", g.Username, "workspace", g.OwnerName+"/"+g.WorkspaceName, "agent", g.AgentID,
 		"kind", "dev-url", "host", g.Host, "port", g.Port)
@@ -396,7 +396,7 @@ func (a *appProxy) dial(ctx context.Context) (net.Conn, error) {
 	c := &countedConn{Conn: conn}
 	c.onClose = func() {
 		a.s.setActive(g.AgentID, -1)
-		rec.EndedAt, rec.BytesUp, rec.BytesDown = time.Now(), c.up.Load(), c.down.Load()
+		rec.EndedAt, rec.BytesUp, rec.BytesDown = a.s.clock.Now(), c.up.Load(), c.down.Load()
 		log.Info("relay connection closed", "bytes_to_agent", rec.BytesUp, "bytes_from_agent", rec.BytesDown,
 			"duration", rec.EndedAt.Sub(rec.StartedAt).Round(time.Millisecond))
 		if g.UserID != "" { // an anonymous visitor of a public app has no user to record

@@ -65,7 +65,7 @@ func (s *Server) authorize(ctx context.Context, token, agentID string, target co
 			"You are not signed in: send a session token in the "+codersdk.SessionTokenHeader+" header (run `coder login`)", "")
 	}
 	key := authKey{token: sha256.Sum256([]byte(token)), agent: agentID, kind: target.Kind}
-	now := s.opts.Now()
+	now := s.clock.Now()
 	if resp, ok := s.authCache.get(key, now); ok {
 		return resp, nil
 	}
@@ -247,7 +247,7 @@ func (s *Server) newRecord(auth codersdk.ProxyAuthorizeConnectResponse, agentID 
 	}
 	rec := codersdk.ProxyConnectionReport{
 		UserID: auth.UserID, AgentID: agentID, ConnID: newConnID(), Kind: t.Kind,
-		Remote: remote, StartedAt: time.Now(),
+		Remote: remote, StartedAt: s.clock.Now(),
 	}
 	if t.Kind == codersdk.RelayKindTCP {
 		rec.Host, rec.Port = t.Host, t.Port
@@ -266,7 +266,7 @@ func (s *Server) refused(rec codersdk.ProxyConnectionReport, err error) {
 	if status != http.StatusBadGateway {
 		return
 	}
-	rec.EndedAt, rec.Error = time.Now(), resp.Message
+	rec.EndedAt, rec.Error = s.clock.Now(), resp.Message
 	s.report(rec)
 }
 
@@ -285,7 +285,7 @@ func (s *Server) relayUserConn(ctx context.Context, nc, conn net.Conn, rec coder
 	// nc is the user's side, as on coderd: its reads and the writes to
 	// the agent's side are pipelined.
 	rec.BytesUp, rec.BytesDown = relayconn.Splice(nc, conn, relayconn.SpliceOptions{Pipelined: true})
-	rec.EndedAt = time.Now()
+	rec.EndedAt = s.clock.Now()
 	log.Info("relay connection closed", "bytes_to_agent", rec.BytesUp, "bytes_from_agent", rec.BytesDown,
 		"duration", rec.EndedAt.Sub(rec.StartedAt).Round(time.Millisecond))
 	s.report(rec)
@@ -302,7 +302,7 @@ func (s *Server) report(rec codersdk.ProxyConnectionReport) {
 		defer s.reports.Done()
 		var err error
 		for attempt := range reportAttempts {
-			if attempt > 0 && !sleep(s.reportCtx, time.Duration(attempt)*500*time.Millisecond) {
+			if attempt > 0 && !s.sleep(s.reportCtx, time.Duration(attempt)*500*time.Millisecond, "reportBackoff") {
 				break
 			}
 			ctx, cancel := context.WithTimeout(s.reportCtx, attemptTimeout)

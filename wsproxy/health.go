@@ -41,7 +41,7 @@ func (s *Server) healthReport() codersdk.ProxyHealthReport {
 		report.Errors = append(report.Errors, "the serving certificate is empty")
 		return report
 	}
-	now := s.opts.Now()
+	now := s.clock.Now()
 	switch {
 	case now.After(leaf.NotAfter):
 		report.Errors = append(report.Errors, fmt.Sprintf("the serving certificate expired at %s", leaf.NotAfter.UTC().Format(time.RFC3339)))

@@ -9,7 +9,6 @@ import (
 	"net/url"
 	"time"
 
-	"github.com/cenkalti/backoff/v5"
 	"github.com/hashicorp/yamux"
 
 	"airgapcoder/codersdk"
@@ -24,10 +23,10 @@ import (
 // connections to agents elsewhere; the primary opens OpDial streams to the
 // agents connected here (codersdk/workspaceproxyrelay.go).
 //
-// The session is re-dialed with exponential backoff (Options.RegisterRetry
-// doubling up to 30 s) whenever it drops; while it is down /healthz answers
-// 503 and the health report has an error, so clients use the primary. A
-// refusal of the proxy's token (401, 403: the proxy was deleted) stops the
+// The session is re-dialed with exponential backoff on Options.Clock
+// (Options.RegisterRetry doubling up to 30 s) whenever it drops; while it
+// is down /healthz answers 503 and the health report has an error, so
+// clients use the primary. A refusal of the proxy's token (401, 403: the proxy was deleted) stops the
 // proxy, as a refused heartbeat does.
 
 // relaySessionPath is the primary's endpoint of the relay session.
@@ -56,8 +55,7 @@ func (s *Server) setSession(mux *yamux.Session) {
 // runRelaySession keeps the relay session up until ctx ends (nil) or the
 // primary refuses the proxy (a *refusedError).
 func (s *Server) runRelaySession(ctx context.Context) error {
-	b := backoff.NewExponentialBackOff()
-	b.InitialInterval, b.MaxInterval = s.opts.RegisterRetry, 30*time.Second
+	b := s.newBackoff()
 	for {
 		mux, err := s.dialRelaySession(ctx)
 		switch {
@@ -72,13 +70,13 @@ func (s *Server) runRelaySession(ctx context.Context) error {
 			next := b.NextBackOff()
 			s.log.Warn("dial the relay session to the primary failed; retrying (clients use the primary meanwhile)",
 				"primary", s.opts.PrimaryAccessURL.String(), "retry_in", next.Round(time.Millisecond), "err", err)
-			if !sleep(ctx, next) {
+			if !s.sleep(ctx, next, "relayBackoff") {
 				return nil
 			}
 			continue
 		}
 		b.Reset()
-		began := time.Now()
+		began := s.clock.Now()
 		s.setSession(mux)
 		s.log.Info("relay session to the primary up", "primary", s.opts.PrimaryAccessURL.String())
 		s.serveRelaySession(ctx, mux)
@@ -86,19 +84,7 @@ func (s *Server) runRelaySession(ctx context.Context) error {
 		if ctx.Err() != nil {
 			return nil
 		}
-		s.log.Warn("relay session to the primary closed; re-dialing (agents connected here stay, and are registered again once it is back)", "lasted", time.Since(began).Round(time.Millisecond))
-	}
-}
-
-// sleep waits d or until ctx ends; it reports whether d passed.
-func sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
+		s.log.Warn("relay session to the primary closed; re-dialing (agents connected here stay, and are registered again once it is back)", "lasted", s.clock.Since(began).Round(time.Millisecond))
 	}
 }
 
@@ -202,8 +188,8 @@ func (s *Server) servePrimaryStream(ctx context.Context, stream net.Conn) {
 	cctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	s.closeOnStop(cctx, stream)
-	began := time.Now()
+	began := s.clock.Now()
 	log.Info("relay connection from the primary opened")
 	up, down := relayconn.Splice(stream, agentConn, relayconn.SpliceOptions{})
-	log.Info("relay connection from the primary closed", "bytes_to_agent", up, "bytes_from_agent", down, "duration", time.Since(began).Round(time.Millisecond))
+	log.Info("relay connection from the primary closed", "bytes_to_agent", up, "bytes_from_agent", down, "duration", s.clock.Since(began).Round(time.Millisecond))
 }

@@ -49,6 +49,7 @@ import (
 	"time"
 
 	"github.com/cenkalti/backoff/v5"
+	"github.com/coder/quartz"
 	"github.com/hashicorp/yamux"
 
 	"airgapcoder/codersdk"
@@ -83,9 +84,25 @@ type Options struct {
 	Hostname string
 	// Logger receives the proxy's logs.
 	Logger *slog.Logger
-	// Now is the clock of the health report (certificate expiry); nil means
-	// time.Now.
-	Now func() time.Time
+	// Clock drives the proxy's waits and the times it reads: the backoff
+	// between registrations at start ("registerBackoff"), between dials of
+	// the relay session ("relayBackoff"), between registrations of an
+	// agent again after the relay session dropped ("agentBackoff") and
+	// between tries of a connection's record ("reportBackoff"); the
+	// heartbeat ticker ("heartbeat"); the expiry of the certificate in the
+	// health report, of the primary's cached answers and of app cookies;
+	// and the times of connection records and logged durations. Timers and
+	// tickers are tagged "wsproxy" and the name in parentheses; tests pass
+	// a quartz.Mock to step time. Default: the real clock.
+	//
+	// What bounds I/O with a peer stays on the operating system's time: a
+	// mock clock cannot move a socket's deadline, and a proxy must stop
+	// within its bounds even when a test's clock stands still. Those are
+	// the sockets' deadlines (an agent's or the primary's answer to a
+	// stream, a prepared connection's idle wait), the HTTP server's
+	// timeouts, yamux's keepalive, the timeout of each call to the primary
+	// and ShutdownTimeout.
+	Clock quartz.Clock
 	// RegisterRetry is the first wait between failed registrations at start,
 	// doubling (with jitter) up to 30 s; 0 means 500 ms. Registration is
 	// retried until it succeeds, the primary refuses the token, or ctx ends.
@@ -111,6 +128,7 @@ const attemptTimeout = 10 * time.Second
 type Server struct {
 	opts      Options
 	log       *slog.Logger
+	clock     quartz.Clock
 	client    *codersdk.ProxyClient
 	replicaID string
 	handler   http.Handler
@@ -168,8 +186,8 @@ func New(opts Options) (*Server, error) {
 	if opts.Hostname == "" {
 		opts.Hostname, _ = os.Hostname()
 	}
-	if opts.Now == nil {
-		opts.Now = time.Now
+	if opts.Clock == nil {
+		opts.Clock = quartz.NewReal()
 	}
 	if opts.RegisterRetry <= 0 {
 		opts.RegisterRetry = 500 * time.Millisecond
@@ -183,7 +201,7 @@ func New(opts Options) (*Server, error) {
 	primary := codersdk.New(opts.PrimaryAccessURL)
 	primary.HTTPClient = opts.HTTPClient
 	s := &Server{
-		opts: opts, log: opts.Logger, ready: make(chan struct{}), replicaID: rand.Text(),
+		opts: opts, log: opts.Logger, clock: opts.Clock, ready: make(chan struct{}), replicaID: rand.Text(),
 		client: &codersdk.ProxyClient{Client: primary, Token: opts.ProxySessionToken},
 		fatal:  make(chan error, 1), closing: make(chan struct{}),
 		muxChanged: make(chan struct{}),
@@ -284,7 +302,8 @@ func (s *Server) Run(ctx context.Context) error {
 	<-served
 	cancelRequests()
 	s.handlers.Wait() // closing and cancelRequests ended them
-	// The last connections' records: within another ShutdownTimeout.
+	// The last connections' records: within another ShutdownTimeout, on
+	// real time as every I/O bound is (Options.Clock).
 	reported := make(chan struct{})
 	go func() { s.reports.Wait(); close(reported) }()
 	select {
@@ -354,26 +373,63 @@ func (s *Server) register(ctx context.Context) (codersdk.RegisterWorkspaceProxyR
 	return res, nil
 }
 
+// newBackoff is the wait between failed attempts to reach the primary:
+// doubling from Options.RegisterRetry up to 30 s, each wait ±50% so that
+// the replicas that lost the same primary do not come back at once.
+func (s *Server) newBackoff() *backoff.ExponentialBackOff {
+	b := &backoff.ExponentialBackOff{
+		InitialInterval: s.opts.RegisterRetry, RandomizationFactor: 0.5, Multiplier: 2, MaxInterval: 30 * time.Second,
+	}
+	b.Reset()
+	return b
+}
+
+// sleep waits d on the proxy's clock (a timer tagged "wsproxy" and what);
+// it reports whether d passed before ctx ended. Every backoff of the proxy
+// waits here.
+func (s *Server) sleep(ctx context.Context, d time.Duration, what string) bool {
+	t := s.clock.NewTimer(d, "wsproxy", what)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
+// registerUntilAccepted registers, waiting the backoff between attempts,
+// until the primary accepts the proxy (its answer), refuses it or its
+// certificate fails verification (an error), or ctx ends (ctx's error).
+func (s *Server) registerUntilAccepted(ctx context.Context) (codersdk.RegisterWorkspaceProxyResponse, error) {
+	b := s.newBackoff()
+	for {
+		res, err := s.register(ctx)
+		var refused *refusedError
+		switch {
+		case err == nil:
+			return res, nil
+		case ctx.Err() != nil:
+			return res, ctx.Err()
+		case errors.As(err, &refused):
+			return res, err
+		case untrustedCertificate(err):
+			return res, fmt.Errorf("%w; the proxy does not trust the primary's certificate: add the CA that issued it to what the proxy trusts (coder wsproxy server --ca-file)", err)
+		}
+		next := b.NextBackOff()
+		s.log.Warn("register with the primary failed; retrying", "primary", s.opts.PrimaryAccessURL.String(), "retry_in", next.Round(time.Millisecond), "err", err)
+		if !s.sleep(ctx, next, "registerBackoff") {
+			return res, ctx.Err()
+		}
+	}
+}
+
 // registerAndHeartbeat registers (retrying until the primary answers),
 // calls registered, then registers again every interval until ctx ends
 // (nil), the primary refuses the proxy (a heartbeat, or the relay session
 // on s.fatal), or the listener fails (served is closed: errServeStopped).
 func (s *Server) registerAndHeartbeat(ctx context.Context, served <-chan struct{}, registered func()) error {
-	b := backoff.NewExponentialBackOff()
-	b.InitialInterval, b.MaxInterval = s.opts.RegisterRetry, 30*time.Second
-	res, err := backoff.Retry(ctx, func() (codersdk.RegisterWorkspaceProxyResponse, error) {
-		res, err := s.register(ctx)
-		var refused *refusedError
-		if errors.As(err, &refused) {
-			return res, backoff.Permanent(err)
-		}
-		if untrustedCertificate(err) {
-			return res, backoff.Permanent(fmt.Errorf("%w; the proxy does not trust the primary's certificate: add the CA that issued it to what the proxy trusts (coder wsproxy server --ca-file)", err))
-		}
-		return res, err
-	}, backoff.WithBackOff(b), backoff.WithMaxElapsedTime(0), backoff.WithNotify(func(err error, next time.Duration) {
-		s.log.Warn("register with the primary failed; retrying", "primary", s.opts.PrimaryAccessURL.String(), "retry_in", next.Round(time.Millisecond), "err", err)
-	}))
+	res, err := s.registerUntilAccepted(ctx)
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil
@@ -386,7 +442,7 @@ func (s *Server) registerAndHeartbeat(ctx context.Context, served <-chan struct{
 		"access_url", s.opts.AccessURL.String(), "listen", s.Addr().String(), "heartbeat_interval", interval)
 	registered()
 	close(s.ready)
-	t := time.NewTicker(interval)
+	t := s.clock.NewTicker(interval, "wsproxy", "heartbeat")
 	defer t.Stop()
 	for {
 		select {
@@ -413,7 +469,7 @@ func (s *Server) registerAndHeartbeat(ctx context.Context, served <-chan struct{
 		s.log.Debug("heartbeat accepted by the primary", "proxy", res.ProxyName)
 		if next := res.HeartbeatInterval(); next != interval {
 			interval = next
-			t.Reset(interval)
+			t.Reset(interval, "wsproxy", "heartbeat")
 		}
 	}
 }

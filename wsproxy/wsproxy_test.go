@@ -15,9 +15,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/coder/quartz"
 	"github.com/hashicorp/yamux"
 	"go.uber.org/goleak"
 
+	"airgapcoder/coderd/coderdtest"
 	"airgapcoder/codersdk"
 	"airgapcoder/internal/syncbuf"
 	"airgapcoder/internal/testpki"
@@ -40,6 +42,8 @@ type fakePrimary struct {
 	failFirst     int              // answer this many registrations 503
 	refuse        string           // when set, refuse registrations 401 with this message
 	relayDown     bool             // when set, answer relay sessions 503
+	relayDials    int              // relay session requests, answered or not
+	heartbeat     time.Duration    // the heartbeat interval it names; 0 means 50 ms
 	registrations []codersdk.RegisterWorkspaceProxyRequest
 	deregistered  []string
 	authorized    []codersdk.ProxyAuthorizeConnectRequest // authorize-connect calls
@@ -83,7 +87,7 @@ func (f *fakePrimary) serve(w http.ResponseWriter, r *http.Request) {
 		}
 		f.registrations = append(f.registrations, req)
 		w.WriteHeader(http.StatusCreated)
-		_ = json.NewEncoder(w).Encode(codersdk.RegisterWorkspaceProxyResponse{ProxyID: "id", ProxyName: "eu", HeartbeatIntervalMillis: 50})
+		_ = json.NewEncoder(w).Encode(codersdk.RegisterWorkspaceProxyResponse{ProxyID: "id", ProxyName: "eu", HeartbeatIntervalMillis: f.heartbeatInterval().Milliseconds()})
 	case "/api/v2/workspaceproxies/me/authorize-connect":
 		var req codersdk.ProxyAuthorizeConnectRequest
 		_ = json.NewDecoder(r.Body).Decode(&req)
@@ -111,6 +115,7 @@ func (f *fakePrimary) serve(w http.ResponseWriter, r *http.Request) {
 // echoed.
 func (f *fakePrimary) serveRelay(w http.ResponseWriter, r *http.Request) {
 	f.mu.Lock()
+	f.relayDials++
 	refuse, down := f.refuse, f.relayDown
 	f.mu.Unlock()
 	if down {
@@ -174,15 +179,51 @@ func (f *fakePrimary) waitRelaySessions(t *testing.T, n int, what string) {
 	testwait.For(t, 10*time.Second, what, testwait.Bool(func() bool { return len(f.relaySessions()) >= n }))
 }
 
+// heartbeatInterval is the interval the primary names; f.mu is held.
+func (f *fakePrimary) heartbeatInterval() time.Duration {
+	if f.heartbeat > 0 {
+		return f.heartbeat
+	}
+	return 50 * time.Millisecond
+}
+
+// count reads a counter of f's under its lock.
+func (f *fakePrimary) count(n *int) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return *n
+}
+
+// stepHeartbeat moves clock, the proxy's, on by the heartbeat interval and
+// waits for the registration that the heartbeat sends.
+func (f *fakePrimary) stepHeartbeat(ctx context.Context, t *testing.T, clock *quartz.Mock) {
+	t.Helper()
+	f.mu.Lock()
+	before, interval := len(f.registrations), f.heartbeatInterval()
+	f.mu.Unlock()
+	coderdtest.AdvanceClock(ctx, t, clock, interval)
+	testwait.ForCtx(ctx, t, "the heartbeat", testwait.Bool(func() bool { regs, _ := f.state(); return len(regs) > before }))
+}
+
 func (f *fakePrimary) state() ([]codersdk.RegisterWorkspaceProxyRequest, []string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return append([]codersdk.RegisterWorkspaceProxyRequest(nil), f.registrations...), append([]string(nil), f.deregistered...)
 }
 
+// clockTestContext bounds a test's real-time waits for a proxy on a mock
+// clock: nothing it does then takes more than moments.
+func clockTestContext(t *testing.T) context.Context {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
 // startProxy runs a proxy against primary on a free loopback port over
-// HTTPS and returns it, its client and Run's result.
-func startProxy(t *testing.T, primary *fakePrimary, logs io.Writer) (*wsproxy.Server, *http.Client, chan error, context.CancelFunc) {
+// HTTPS, its waits on clock (nil: the real clock), and returns it, its
+// client and Run's result.
+func startProxy(t *testing.T, primary *fakePrimary, logs io.Writer, clock quartz.Clock) (*wsproxy.Server, *http.Client, chan error, context.CancelFunc) {
 	t.Helper()
 	cert := testpki.SelfSigned(t, time.Now().Add(-time.Hour), time.Now().Add(365*24*time.Hour), "127.0.0.1")
 	pu, _ := url.Parse(primary.srv.URL)
@@ -190,6 +231,7 @@ func startProxy(t *testing.T, primary *fakePrimary, logs io.Writer) (*wsproxy.Se
 	s, err := wsproxy.New(wsproxy.Options{
 		PrimaryAccessURL: pu, ProxySessionToken: token, AccessURL: au, HTTPAddress: "127.0.0.1:0",
 		TLSCertificate: cert, Version: "v1.2.3", Logger: slog.New(slog.NewTextHandler(logs, nil)), RegisterRetry: 10 * time.Millisecond,
+		Clock: clock,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -227,18 +269,37 @@ func get(t *testing.T, c *http.Client, u string) (*http.Response, string) {
 	return resp, string(b)
 }
 
+// TestProxyLifecycle runs a proxy on a mock clock against the fake
+// primary: it registers (again after the backoff on its clock while the
+// primary is not up), serves its routes, keeps its relay session up (dialed
+// again after the backoff when it drops), heartbeats at the primary's
+// interval on its clock, and deregisters when stopped.
 func TestProxyLifecycle(t *testing.T) {
 	t.Parallel()
+	ctx := clockTestContext(t)
+	clock := coderdtest.NewClock(t)
+	registerBackoff := clock.Trap().NewTimer("wsproxy", "registerBackoff")
+	defer registerBackoff.Close()
+	relayBackoff := clock.Trap().NewTimer("wsproxy", "relayBackoff")
+	defer relayBackoff.Close()
 	primary := newFakePrimary(t)
 	primary.failFirst = 2 // the primary is not up yet: the proxy retries
 	logs := &syncbuf.Buffer{}
-	s, client, done, cancel := startProxy(t, primary, logs)
+	s, client, done, cancel := startProxy(t, primary, logs, clock)
+	for i := range 2 {
+		call := registerBackoff.MustWait(ctx)
+		call.MustRelease(ctx)
+		if tries := primary.count(&primary.failFirst); tries != 1-i {
+			t.Fatalf("registrations before backoff %d: %d left to fail, want %d", i+1, tries, 1-i)
+		}
+		coderdtest.AdvanceClock(ctx, t, clock, call.Duration)
+	}
 	select {
 	case <-s.Ready():
 	case err := <-done:
 		t.Fatalf("Run returned before ready: %v\n%s", err, logs)
-	case <-time.After(10 * time.Second):
-		t.Fatalf("not ready within 10s\n%s", logs)
+	case <-ctx.Done():
+		t.Fatalf("not ready within 15s\n%s", logs)
 	}
 	if !strings.Contains(logs.String(), "retrying") {
 		t.Errorf("logs: want the failed registrations logged as retried\n%s", logs)
@@ -297,9 +358,12 @@ func TestProxyLifecycle(t *testing.T) {
 	if _, body := get(t, client, base+"/healthz-report"); !strings.Contains(body, "relay session to the primary is down") {
 		t.Errorf("/healthz-report while the relay session is down: got %s, want an error about it", body)
 	}
+	call := relayBackoff.MustWait(ctx)
+	call.MustRelease(ctx)
 	primary.mu.Lock()
 	primary.relayDown = false
 	primary.mu.Unlock()
+	coderdtest.AdvanceClock(ctx, t, clock, call.Duration)
 	primary.waitRelaySessions(t, 2, "the relay session dialed again")
 	testwait.For(t, 10*time.Second, "/healthz OK again", testwait.Bool(func() bool { resp, _ := get(t, client, base+"/healthz"); return resp.StatusCode == http.StatusOK }))
 
@@ -307,8 +371,13 @@ func TestProxyLifecycle(t *testing.T) {
 	// with its details and health report (clean, but for the relay
 	// session's outage above).
 	before, _ := primary.state()
-	testwait.For(t, 10*time.Second, "three heartbeats", testwait.Bool(func() bool { regs, _ := primary.state(); return len(regs) >= len(before)+3 }))
+	for range 3 {
+		primary.stepHeartbeat(ctx, t, clock)
+	}
 	regs, _ := primary.state()
+	if len(regs) != len(before)+3 {
+		t.Errorf("registrations over three heartbeat intervals on the clock: got %d, want %d", len(regs)-len(before), 3)
+	}
 	for i, r := range regs {
 		clean := len(r.HealthReport.Errors) == 0 ||
 			(i < len(before) && len(r.HealthReport.Errors) == 1 && strings.Contains(r.HealthReport.Errors[0], "relay session"))
@@ -333,20 +402,24 @@ func TestProxyLifecycle(t *testing.T) {
 
 func TestProxyStopsWhenRefused(t *testing.T) {
 	t.Parallel()
+	ctx := clockTestContext(t)
+	clock := coderdtest.NewClock(t)
 	primary := newFakePrimary(t)
 	logs := &syncbuf.Buffer{}
-	s, _, done, _ := startProxy(t, primary, logs)
+	s, _, done, _ := startProxy(t, primary, logs, clock)
 	<-s.Ready()
 	primary.waitRelaySessions(t, 1, "the relay session")
 	primary.mu.Lock()
 	primary.refuse = "Workspace proxy eu was deleted"
+	interval := primary.heartbeatInterval()
 	primary.mu.Unlock()
+	coderdtest.AdvanceClock(ctx, t, clock, interval) // the next heartbeat
 	var err error
 	select {
 	case err = <-done:
 		done <- err
-	case <-time.After(10 * time.Second):
-		t.Fatal("Run did not stop within 10s of the primary refusing its heartbeat")
+	case <-ctx.Done():
+		t.Fatal("Run did not stop within 15s of the primary refusing its heartbeat")
 	}
 	if err == nil || !strings.Contains(err.Error(), "Workspace proxy eu was deleted") {
 		t.Errorf("Run: got %v, want the primary's refusal", err)
@@ -363,7 +436,7 @@ func TestProxyRefusedAtStart(t *testing.T) {
 	t.Parallel()
 	primary := newFakePrimary(t)
 	primary.refuse = "Invalid workspace proxy token"
-	_, _, done, _ := startProxy(t, primary, io.Discard)
+	_, _, done, _ := startProxy(t, primary, io.Discard, nil)
 	select {
 	case err := <-done:
 		done <- err
@@ -375,9 +448,12 @@ func TestProxyRefusedAtStart(t *testing.T) {
 	}
 }
 
+// TestHealthReport checks the proxy's own health report: the certificate
+// judged at the time of the proxy's clock (a mock, years from the wall
+// clock's), its names against the access URL and the wildcard.
 func TestHealthReport(t *testing.T) {
 	t.Parallel()
-	now := time.Now()
+	now := time.Date(2031, 3, 1, 12, 0, 0, 0, time.UTC)
 	year := 365 * 24 * time.Hour
 	for _, tc := range []struct {
 		name                  string
@@ -392,6 +468,8 @@ func TestHealthReport(t *testing.T) {
 			access: "https://eu.example", wantError: "does not cover the access URL's host eu.example"},
 		{name: "expired", cert: testpki.SelfSigned(t, now.Add(-2*year), now.Add(-time.Hour), "eu.example"),
 			access: "https://eu.example", wantError: "expired"},
+		{name: "not yet valid", cert: testpki.SelfSigned(t, now.Add(time.Hour), now.Add(year), "eu.example"),
+			access: "https://eu.example", wantError: "not valid before"},
 		{name: "expiring", cert: testpki.SelfSigned(t, now.Add(-time.Hour), now.Add(24*time.Hour), "eu.example"),
 			access: "https://eu.example", wantWarn: "expires at", wantNoErrors: true},
 		{name: "wildcard not covered", cert: testpki.SelfSigned(t, now.Add(-time.Hour), now.Add(year), "eu.example"),
@@ -402,17 +480,14 @@ func TestHealthReport(t *testing.T) {
 			t.Parallel()
 			pu, _ := url.Parse("https://coder.example")
 			au, _ := url.Parse(tc.access)
+			clock := quartz.NewMock(t).WithLogger(quartz.NoOpLogger)
+			clock.Set(now)
 			s, err := wsproxy.New(wsproxy.Options{PrimaryAccessURL: pu, ProxySessionToken: token, AccessURL: au,
-				WildcardAccessURL: tc.wildcard, TLSCertificate: tc.cert, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+				WildcardAccessURL: tc.wildcard, TLSCertificate: tc.cert, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Clock: clock})
 			if err != nil {
 				t.Fatal(err)
 			}
-			rec := httptest.NewRecorder()
-			s.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/healthz-report", nil))
-			var report codersdk.ProxyHealthReport
-			if err := json.Unmarshal(rec.Body.Bytes(), &report); err != nil {
-				t.Fatal(err)
-			}
+			report := healthReport(t, s)
 			errs, warns := strings.Join(report.Errors, "; "), strings.Join(report.Warnings, "; ")
 			switch {
 			case tc.wantNoErrors && errs != "":
@@ -425,6 +500,56 @@ func TestHealthReport(t *testing.T) {
 				t.Errorf("warnings: got %q, want one containing %q", warns, tc.wantWarn)
 			}
 		})
+	}
+}
+
+// healthReport is what s serves at /healthz-report.
+func healthReport(t *testing.T, s *wsproxy.Server) codersdk.ProxyHealthReport {
+	t.Helper()
+	rec := httptest.NewRecorder()
+	s.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/healthz-report", nil))
+	var report codersdk.ProxyHealthReport
+	if err := json.Unmarshal(rec.Body.Bytes(), &report); err != nil {
+		t.Fatalf("decode /healthz-report %q: %v", rec.Body, err)
+	}
+	return report
+}
+
+// TestHealthReportCertificateExpiry: as the proxy's clock moves on, its
+// certificate is reported clean, then expiring (a warning, 30 days before
+// its end), then expired (an error).
+func TestHealthReportCertificateExpiry(t *testing.T) {
+	t.Parallel()
+	issued := time.Date(2031, 3, 1, 12, 0, 0, 0, time.UTC)
+	notAfter := issued.Add(90 * 24 * time.Hour)
+	cert := testpki.SelfSigned(t, issued, notAfter, "eu.example")
+	clock := quartz.NewMock(t).WithLogger(quartz.NoOpLogger)
+	clock.Set(issued)
+	pu, _ := url.Parse("https://coder.example")
+	au, _ := url.Parse("https://eu.example")
+	s, err := wsproxy.New(wsproxy.Options{PrimaryAccessURL: pu, ProxySessionToken: token, AccessURL: au,
+		TLSCertificate: cert, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Clock: clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, step := range []struct {
+		at                  time.Time
+		wantError, wantWarn string // "": none
+	}{
+		{at: issued},
+		{at: notAfter.Add(-30*24*time.Hour - time.Second)},
+		{at: notAfter.Add(-30*24*time.Hour + time.Second), wantWarn: "expires at " + notAfter.Format(time.RFC3339)},
+		{at: notAfter, wantWarn: "expires at " + notAfter.Format(time.RFC3339)}, // its last valid second
+		{at: notAfter.Add(time.Second), wantError: "expired at " + notAfter.Format(time.RFC3339)},
+	} {
+		clock.Set(step.at).MustWait(context.Background())
+		report := healthReport(t, s)
+		errs, warns := strings.Join(report.Errors, "; "), strings.Join(report.Warnings, "; ")
+		if (step.wantError == "") != (errs == "") || !strings.Contains(errs, step.wantError) ||
+			(step.wantWarn == "") != (warns == "") || !strings.Contains(warns, step.wantWarn) {
+			t.Errorf("at %s (%s before expiry): got errors %q, warnings %q; want errors %q, warnings %q",
+				step.at.Format(time.RFC3339), notAfter.Sub(step.at), errs, warns, step.wantError, step.wantWarn)
+		}
 	}
 }
 
