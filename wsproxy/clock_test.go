@@ -17,7 +17,7 @@ import (
 // the delay starts again from RegisterRetry.
 func TestRelaySessionReconnectBackoff(t *testing.T) {
 	t.Parallel()
-	ctx := clockTestContext(t)
+	ctx := coderdtest.ClockContext(t)
 	clock := coderdtest.NewClock(t)
 	backoff := clock.Trap().NewTimer("wsproxy", "relayBackoff")
 	defer backoff.Close()

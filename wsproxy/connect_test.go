@@ -36,7 +36,7 @@ func TestUserConnectionBookkeeping(t *testing.T) {
 	c.HTTPClient = httpClient
 	c.SessionToken = "alice-token"
 	const agentID = "6e0c3f1a-0000-4000-8000-0000000000aa"
-	ctx := clockTestContext(t)
+	ctx := coderdtest.ClockContext(t)
 	start := clock.Now()
 
 	dial := func(i int) io.ReadWriteCloser {

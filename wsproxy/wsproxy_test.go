@@ -211,15 +211,6 @@ func (f *fakePrimary) state() ([]codersdk.RegisterWorkspaceProxyRequest, []strin
 	return append([]codersdk.RegisterWorkspaceProxyRequest(nil), f.registrations...), append([]string(nil), f.deregistered...)
 }
 
-// clockTestContext bounds a test's real-time waits for a proxy on a mock
-// clock: nothing it does then takes more than moments.
-func clockTestContext(t *testing.T) context.Context {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
-	t.Cleanup(cancel)
-	return ctx
-}
-
 // startProxy runs a proxy against primary on a free loopback port over
 // HTTPS, its waits on clock (nil: the real clock), and returns it, its
 // client and Run's result.
@@ -276,7 +267,7 @@ func get(t *testing.T, c *http.Client, u string) (*http.Response, string) {
 // interval on its clock, and deregisters when stopped.
 func TestProxyLifecycle(t *testing.T) {
 	t.Parallel()
-	ctx := clockTestContext(t)
+	ctx := coderdtest.ClockContext(t)
 	clock := coderdtest.NewClock(t)
 	registerBackoff := clock.Trap().NewTimer("wsproxy", "registerBackoff")
 	defer registerBackoff.Close()
@@ -402,7 +393,7 @@ func TestProxyLifecycle(t *testing.T) {
 
 func TestProxyStopsWhenRefused(t *testing.T) {
 	t.Parallel()
-	ctx := clockTestContext(t)
+	ctx := coderdtest.ClockContext(t)
 	clock := coderdtest.NewClock(t)
 	primary := newFakePrimary(t)
 	logs := &syncbuf.Buffer{}
