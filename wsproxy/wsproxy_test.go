@@ -28,7 +28,7 @@ import (
 	"airgapcoder/wsproxy"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) { goleak.VerifyTestMain(coderdtest.Main(m), coderdtest.LeakOptions()...) }
 
 const token = "4f7c1d2e-0000-4000-8000-000000000001:secretsecretsecretsecretsecret12"
 
