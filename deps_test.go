@@ -81,6 +81,10 @@ var depRules = []depRule{
 		forbidden: []string{"airgapcoder/coderd", "airgapcoder/wsproxy", "github.com/gin-gonic", "github.com/jackc/pgx"},
 	},
 	{
+		pkg: "airgapcoder/internal/clockwait", why: "waiting on the injectable clock is shared by the agent, provisionerd and the workspace proxy: a leaf",
+		stdlibOnly: true, allowed: []string{"github.com/coder/quartz"},
+	},
+	{
 		pkg: "airgapcoder/wsproxy", why: "a workspace proxy reaches the deployment only through its API and never its database",
 		forbidden: []string{"airgapcoder/coderd", "airgapcoder/postgres", "github.com/jackc/pgx"},
 	},

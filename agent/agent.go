@@ -44,6 +44,7 @@ import (
 	"github.com/hashicorp/yamux"
 
 	"airgapcoder/codersdk"
+	"airgapcoder/internal/clockwait"
 	"airgapcoder/relayconn"
 	"airgapcoder/relaymux"
 )
@@ -342,7 +343,7 @@ func (a *Agent) newBackoff() *backoff.ExponentialBackOff {
 // tagged "agent", "backoff" and tags), cut short when cut is closed (nil:
 // never); false when ctx ended.
 func (a *Agent) backoffWait(ctx context.Context, b backoff.BackOff, cut <-chan struct{}, tags ...string) bool {
-	return sleepCtx(ctx, a.opts.Clock, b.NextBackOff(), cut, append([]string{"agent", "backoff"}, tags...)...)
+	return clockwait.Sleep(ctx, a.opts.Clock, b.NextBackOff(), cut, append([]string{"agent", "backoff"}, tags...)...)
 }
 
 // retry calls fn until it succeeds (nil), fn's error is permanent (that

@@ -8,9 +8,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/coder/quartz"
-
 	"airgapcoder/codersdk"
+	"airgapcoder/internal/clockwait"
 )
 
 // The agent's reports to coderd that must survive coderd restarts: its
@@ -178,7 +177,7 @@ func (s *logSender) run(ctx context.Context) {
 // flush sends what is buffered, retrying until ctx ends.
 func (s *logSender) flush(ctx context.Context) {
 	for s.send(ctx) != nil && ctx.Err() == nil {
-		if !sleepCtx(ctx, s.agent.opts.Clock, 100*time.Millisecond, nil, "agent", "logFlush") {
+		if !clockwait.Sleep(ctx, s.agent.opts.Clock, 100*time.Millisecond, nil, "agent", "logFlush") {
 			return
 		}
 	}
@@ -220,19 +219,4 @@ func (s *logSender) send(ctx context.Context) error {
 		s.agent.log.Debug("send script output; will retry", "err", err)
 	}
 	return err
-}
-
-// sleepCtx waits d on clock, cut short when cut is closed (nil: never);
-// false when ctx ended first.
-func sleepCtx(ctx context.Context, clock quartz.Clock, d time.Duration, cut <-chan struct{}, tags ...string) bool {
-	t := clock.NewTimer(d, tags...)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
-	case <-cut:
-		return true
-	}
 }

@@ -100,6 +100,7 @@ import (
 	"github.com/coder/quartz"
 
 	"airgapcoder/codersdk"
+	"airgapcoder/internal/clockwait"
 	"airgapcoder/internal/egress"
 )
 
@@ -380,14 +381,7 @@ func newBackoff() *backoff.ExponentialBackOff {
 // sleep waits dur on the daemon's clock (a timer tagged "provisionerd"
 // and what); false when ctx ended first.
 func (d *Daemon) sleep(ctx context.Context, dur time.Duration, what string) bool {
-	t := d.opts.Clock.NewTimer(dur, "provisionerd", what)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
-	}
+	return clockwait.Sleep(ctx, d.opts.Clock, dur, nil, "provisionerd", what)
 }
 
 // withTimeout is context.WithTimeout on the daemon's clock (an AfterFunc

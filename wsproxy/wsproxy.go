@@ -53,6 +53,7 @@ import (
 	"github.com/hashicorp/yamux"
 
 	"airgapcoder/codersdk"
+	"airgapcoder/internal/clockwait"
 )
 
 // Options configure a proxy. PrimaryAccessURL, ProxySessionToken,
@@ -388,14 +389,7 @@ func (s *Server) newBackoff() *backoff.ExponentialBackOff {
 // it reports whether d passed before ctx ended. Every backoff of the proxy
 // waits here.
 func (s *Server) sleep(ctx context.Context, d time.Duration, what string) bool {
-	t := s.clock.NewTimer(d, "wsproxy", what)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
-	}
+	return clockwait.Sleep(ctx, s.clock, d, nil, "wsproxy", what)
 }
 
 // registerUntilAccepted registers, waiting the backoff between attempts,
