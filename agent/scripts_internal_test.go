@@ -60,16 +60,6 @@ func (o *fakeOutput) waitFor(t *testing.T, timeout time.Duration, source string,
 	return lines
 }
 
-func count(lines []string, s string) int {
-	n := 0
-	for _, l := range lines {
-		if l == s {
-			n++
-		}
-	}
-	return n
-}
-
 func hasPrefix(lines []string, prefix string) bool {
 	return slices.ContainsFunc(lines, func(l string) bool { return strings.HasPrefix(l, prefix) })
 }
@@ -307,32 +297,32 @@ func TestScriptRunnerCron(t *testing.T) {
 		t.Errorf("a bad schedule: lines %q", lines)
 	}
 	occurrence()
-	out.waitFor(t, 10*time.Second, "tick", func(l []string) bool { return count(l, "tick") >= 1 })
+	out.waitFor(t, 10*time.Second, "tick", func(l []string) bool { return CountLines(l, "tick") >= 1 })
 	testwait.For(t, 10*time.Second, "the slow script's first run", testwait.Bool(running))
 	for range 3 {
 		occurrence() // the slow run still goes: skipped
 	}
 	release()
-	out.waitFor(t, 10*time.Second, "slow", func(l []string) bool { return count(l, "slow done") >= 1 })
+	out.waitFor(t, 10*time.Second, "slow", func(l []string) bool { return CountLines(l, "slow done") >= 1 })
 	// The next occurrences start it again (once its run has returned).
 	testwait.For(t, 10*time.Second, "the slow script's second run", func() (bool, string) {
 		occurrence()
 		return running(), "not running"
 	})
 	release()
-	lines := out.waitFor(t, 10*time.Second, "slow", func(l []string) bool { return count(l, "slow done") >= 2 })
+	lines := out.waitFor(t, 10*time.Second, "slow", func(l []string) bool { return CountLines(l, "slow done") >= 2 })
 	if slices.Contains(lines, "OVERLAP") {
 		t.Errorf("two runs of one cron script overlapped: %q", lines)
 	}
 
 	armed.Close()
 	r.stopCron()
-	n := count(out.of("tick"), "tick")
+	n := CountLines(out.of("tick"), "tick")
 	if d, ok := clock.Peek(); ok {
 		t.Errorf("a timer (due in %s) outlives stopCron", d)
 	}
 	clock.Advance(time.Minute).MustWait(ctx)
-	if m := count(out.of("tick"), "tick"); m != n {
+	if m := CountLines(out.of("tick"), "tick"); m != n {
 		t.Errorf("cron ran %d more times in the minute after stopCron", m-n)
 	}
 }

@@ -188,7 +188,7 @@ func TestScriptsAndMetadata(t *testing.T) {
 		lines := e.logLines(t, agentID)
 		ok := ag.LifecycleState == codersdk.AgentLifecycleReady &&
 			slices.Contains(lines, "Startup Script: startup done") &&
-			count(lines, "Tick: tick") >= 2 &&
+			agent.CountLines(lines, "Tick: tick") >= 2 &&
 			results["hello"].Value == "yes from "+dir &&
 			results["fails"].Error == "exit status 3" &&
 			results["slow"].Error == "timed out after 1s"
@@ -213,14 +213,4 @@ func TestScriptsAndMetadata(t *testing.T) {
 	if lines := e.logLines(t, agentID); !slices.Contains(lines, "Shutdown Script: bye yes") {
 		t.Errorf("agent logs %q lack the shutdown script's output", lines)
 	}
-}
-
-func count(lines []string, s string) int {
-	n := 0
-	for _, l := range lines {
-		if l == s {
-			n++
-		}
-	}
-	return n
 }

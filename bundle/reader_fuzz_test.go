@@ -9,9 +9,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -22,6 +20,7 @@ import (
 	"github.com/klauspost/compress/zstd"
 
 	"airgapcoder/bundle"
+	"airgapcoder/internal/testfs"
 )
 
 // The fuzz targets of the bundle reader. Each input is written to a file in
@@ -461,48 +460,29 @@ func checkEveryMember(t *testing.T, dec *zstd.Decoder, data []byte, m bundle.Man
 func checkExtracted(t *testing.T, out string, data []byte, m bundle.Manifest) {
 	t.Helper()
 	want := map[string]bundle.File{}
-	dirs := map[string]bool{".": true}
+	dirs := map[string]bool{}
 	for _, f := range m.Files {
 		want[f.Path] = f
 		for d := filepath.Dir(f.Path); d != "."; d = filepath.Dir(d) {
 			dirs[d] = true
 		}
 	}
-	err := filepath.WalkDir(out, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(out, p)
-		rel = filepath.ToSlash(rel)
-		info, err := d.Info()
-		if err != nil {
-			return err
-		}
-		switch {
-		case info.IsDir():
+	for rel, e := range testfs.Read(t, out) {
+		if e.Mode.IsDir() {
 			if !dirs[rel] {
-				return fmt.Errorf("folder %s is not in the manifest", rel)
+				t.Fatalf("extracted bundle of %d bytes: folder %s is not in the manifest", len(data), rel)
 			}
-		case info.Mode().IsRegular():
-			f, ok := want[rel]
-			if !ok {
-				return fmt.Errorf("file %s is not in the manifest", rel)
-			}
-			delete(want, rel)
-			b, err := os.ReadFile(p)
-			if err != nil {
-				return err
-			}
-			if int64(len(b)) != f.Size || sum(b) != f.SHA256 || uint32(info.Mode().Perm()) != f.Mode {
-				return fmt.Errorf("%s: %d bytes, mode %#o; the manifest says %d bytes, mode %#o", rel, len(b), info.Mode().Perm(), f.Size, f.Mode)
-			}
-		default:
-			return fmt.Errorf("%s is a %v", rel, info.Mode().Type())
+			continue
 		}
-		return nil
-	})
-	if err != nil {
-		t.Fatalf("extracted bundle of %d bytes: %v", len(data), err)
+		f, ok := want[rel]
+		if !ok {
+			t.Fatalf("extracted bundle of %d bytes: file %s is not in the manifest", len(data), rel)
+		}
+		delete(want, rel)
+		if int64(len(e.Data)) != f.Size || sum(e.Data) != f.SHA256 || uint32(e.Mode.Perm()) != f.Mode {
+			t.Fatalf("extracted bundle of %d bytes: %s: %d bytes, mode %#o; the manifest says %d bytes, mode %#o",
+				len(data), rel, len(e.Data), e.Mode.Perm(), f.Size, f.Mode)
+		}
 	}
 	for p := range want {
 		t.Fatalf("extracted bundle: %s is missing", p)

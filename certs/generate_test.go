@@ -15,6 +15,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"airgapcoder/internal/testfs"
 )
 
 func TestGenerate(t *testing.T) {
@@ -39,7 +41,7 @@ func TestGenerate(t *testing.T) {
 			t.Errorf("%s: mode %v, want %v", name, st.Mode().Perm(), want)
 		}
 	}
-	if leftovers := listDir(t, cdir); len(leftovers) != 5 {
+	if leftovers := testfs.Names(t, cdir); len(leftovers) != 5 {
 		t.Errorf("certs/: got %v, want exactly the five files (no temporary files)", leftovers)
 	}
 

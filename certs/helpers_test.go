@@ -115,16 +115,3 @@ func fakeSystem(t testing.TB) (Options, testCert) {
 	root := makeCert(t, certSpec{cn: "Fake System Root", ca: true})
 	return Options{SystemBundle: writeTemp(t, "system.pem", root.pem())}, root
 }
-
-func listDir(t testing.TB, dir string) []string {
-	t.Helper()
-	entries, err := os.ReadDir(dir)
-	if err != nil && !os.IsNotExist(err) {
-		t.Fatal(err)
-	}
-	var names []string
-	for _, e := range entries {
-		names = append(names, e.Name())
-	}
-	return names
-}

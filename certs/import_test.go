@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"airgapcoder/internal/testfs"
 )
 
 func TestImport(t *testing.T) {
@@ -28,7 +30,7 @@ func TestImport(t *testing.T) {
 	if len(res.Added) != 2 || len(res.Duplicates) != 1 || len(res.Warnings) != 0 {
 		t.Fatalf("got %d added, %d duplicates, warnings %v; want 2, 1, none", len(res.Added), len(res.Duplicates), res.Warnings)
 	}
-	if got := listDir(t, filepath.Join(CertsDir(dir), ImportedDir)); len(got) != 2 {
+	if got := testfs.Names(t, filepath.Join(CertsDir(dir), ImportedDir)); len(got) != 2 {
 		t.Fatalf("imported/: got %v, want two files", got)
 	}
 
@@ -90,7 +92,7 @@ func TestImportRefused(t *testing.T) {
 	}
 	trustPath := filepath.Join(CertsDir(dir), TrustFile)
 	before := readFile(t, trustPath)
-	importedBefore := listDir(t, filepath.Join(CertsDir(dir), ImportedDir))
+	importedBefore := testfs.Names(t, filepath.Join(CertsDir(dir), ImportedDir))
 
 	expired := makeCert(t, certSpec{cn: "Old CA", ca: true, notBefore: time.Now().Add(-3 * 365 * 24 * time.Hour), notAfter: time.Now().Add(-24 * time.Hour)})
 	future := makeCert(t, certSpec{cn: "Future CA", ca: true, notBefore: time.Now().Add(48 * time.Hour), notAfter: time.Now().Add(400 * 24 * time.Hour)})
@@ -137,7 +139,7 @@ func TestImportRefused(t *testing.T) {
 			if got := readFile(t, trustPath); !bytes.Equal(got, before) {
 				t.Errorf("trust.pem changed after a refused import")
 			}
-			if got := listDir(t, filepath.Join(CertsDir(dir), ImportedDir)); !slices.Equal(got, importedBefore) {
+			if got := testfs.Names(t, filepath.Join(CertsDir(dir), ImportedDir)); !slices.Equal(got, importedBefore) {
 				t.Errorf("imported/: got %v, want %v", got, importedBefore)
 			}
 		})

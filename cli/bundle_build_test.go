@@ -2,7 +2,6 @@ package cli_test
 
 import (
 	"encoding/json"
-	"os"
 	"path/filepath"
 	"runtime"
 	"slices"
@@ -10,6 +9,7 @@ import (
 	"testing"
 
 	"airgapcoder/bundle"
+	"airgapcoder/internal/testfs"
 	"airgapcoder/internal/upstreamtest"
 )
 
@@ -19,17 +19,10 @@ import (
 // accepts.
 func TestBundleBuild(t *testing.T) {
 	dir := t.TempDir()
-	write := func(name, content string) string {
-		p := filepath.Join(dir, name)
-		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return p
-	}
 	host := runtime.GOOS + "/" + runtime.GOARCH
 	head := "version: 1\nname: cli\nrelease: \"1\"\nplatforms: [" + host + "]\n"
 
-	bad := write("bad.yaml", head+"providers:\n  - source: registry.terraform.io/coder/coder\n    versions: [\"2.x\"]\n")
+	bad := testfs.WriteFile(t, dir, "bad.yaml", head+"providers:\n  - source: registry.terraform.io/coder/coder\n    versions: [\"2.x\"]\n")
 	code, _, stderr := runMain(t, nil, "bundle", "build", "-f", bad, "--cache-dir", t.TempDir())
 	if code != 2 || !strings.Contains(stderr, `bad.yaml:7: providers[0].versions[0]: "2.x" is not a version`) {
 		t.Errorf("bad bundle.yaml: exit %d, stderr %q; want 2 and the line and field", code, stderr)
@@ -44,7 +37,7 @@ func TestBundleBuild(t *testing.T) {
 	}
 
 	up := upstreamtest.New(t, upstreamtest.Options{ProviderPlatforms: []string{runtime.GOOS + "_" + runtime.GOARCH}})
-	good := write("bundle.yaml", head+
+	good := testfs.WriteFile(t, dir, "bundle.yaml", head+
 		"providers:\n  - source: registry.terraform.io/coder/coder\n    versions: [\"2.20.0\"]\n"+
 		"images: [images.test/team/tool:2]\nverify:\n  - images: images.test/team/*\n    key: "+up.CosignKeyFile+"\n"+
 		"modules:\n  - {source: "+upstreamtest.HelloModule+", version: \"~> 1.0\"}\n  - {source: "+upstreamtest.GreetingModule+", version: \"2.0.0\"}\n"+
@@ -85,14 +78,14 @@ func TestBundleBuild(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		return write(name, string(b))
+		return testfs.WriteFile(t, dir, name, string(b))
 	}
 	other := m
 	other.Name = "another"
 	for _, c := range []struct{ inventory, want string }{
 		{writeInventory("same.json", m), "the site already runs release 1; change release: in bundle.yaml"},
 		{writeInventory("other.json", other), `the site runs bundle "another", bundle.yaml builds "cli"`},
-		{write("junk.json", "{"), "write one with coder appliance inventory"},
+		{testfs.WriteFile(t, dir, "junk.json", "{"), "write one with coder appliance inventory"},
 	} {
 		code, _, stderr = runMain(t, nil, "bundle", "build", "-f", good, "--against", c.inventory, "--cache-dir", t.TempDir())
 		if code != 2 || !strings.Contains(stderr, c.want) {

@@ -17,6 +17,7 @@ import (
 	"airgapcoder/coderd/auditjournal"
 	"airgapcoder/coderd/coderdtest"
 	"airgapcoder/coderd/database"
+	"airgapcoder/internal/testfs"
 	"airgapcoder/internal/testwait"
 )
 
@@ -78,14 +79,7 @@ func TestAuditJournalImport(t *testing.T) {
 
 	// A crash mid-append leaves a torn line: not read while it may still
 	// be being written, skipped once the next record follows it.
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := f.WriteString(`{"v":1,"id":"0b6d","action":"ins`); err != nil {
-		t.Fatal(err)
-	}
-	f.Close()
+	testfs.Append(t, path, `{"v":1,"id":"0b6d","action":"ins`)
 	mustImport(t, db, path, discard, 0)
 	if err := auditjournal.Append(path, journalRec("third")); err != nil {
 		t.Fatal(err)

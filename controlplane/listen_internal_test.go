@@ -7,7 +7,6 @@ import (
 	"net"
 	"net/http"
 	"net/url"
-	"strings"
 	"testing"
 	"time"
 
@@ -54,13 +53,5 @@ func TestHTTPServerBodyDeadline(t *testing.T) {
 		t.Errorf("cut after %s, want within %s + %s", took, deadline, slack)
 	}
 
-	res, err := http.Get("http://" + addr + "/healthz")
-	if err != nil {
-		t.Fatal(err)
-	}
-	body, _ := io.ReadAll(res.Body)
-	res.Body.Close()
-	if res.StatusCode != http.StatusOK || !strings.Contains(string(body), "OK") {
-		t.Errorf("GET /healthz: got %d %q, want 200 OK", res.StatusCode, body)
-	}
+	bodydeadlinetest.HealthzOK(t, http.DefaultClient, "http://"+addr+"/healthz")
 }

@@ -17,6 +17,7 @@ import (
 
 	"github.com/hashicorp/terraform-exec/tfexec"
 
+	"airgapcoder/internal/testfs"
 	"airgapcoder/internal/testtier"
 )
 
@@ -89,7 +90,7 @@ func TestAddProviderRoundTrip(t *testing.T) {
 	}
 
 	pdir := filepath.Join(dir, "registry.terraform.io", "coder", "coder")
-	names := dirNames(t, pdir)
+	names := testfs.Names(t, pdir)
 	wantNames := []string{"0.1.0.json", "index.json", "terraform-provider-coder_0.1.0_linux_amd64.zip"}
 	if !slices.Equal(names, wantNames) {
 		t.Fatalf("files in %s: got %v, want %v (no temporary files left)", pdir, names, wantNames)
@@ -282,7 +283,7 @@ func TestAddProviderErrors(t *testing.T) {
 			if _, err := os.Stat(filepath.Join(ProviderDir(dir, testAddr), "index.json")); err == nil {
 				t.Error("index.json written despite the error")
 			}
-			if names := dirNames(t, ProviderDir(dir, testAddr)); len(names) != 0 {
+			if names := testfs.Names(t, ProviderDir(dir, testAddr)); len(names) != 0 {
 				t.Errorf("files left behind: %v", names)
 			}
 		})
@@ -367,19 +368,6 @@ func terraformBinary(t *testing.T) string {
 		t.Fatal("terraform not found (set TERRAFORM or put it on PATH; make test checks it is installed)")
 	}
 	return p
-}
-
-func dirNames(t *testing.T, dir string) []string {
-	t.Helper()
-	entries, err := os.ReadDir(dir)
-	if err != nil && !os.IsNotExist(err) {
-		t.Fatal(err)
-	}
-	var names []string
-	for _, e := range entries {
-		names = append(names, e.Name())
-	}
-	return names
 }
 
 func readFile(t *testing.T, path string) []byte {

@@ -8,6 +8,8 @@ import (
 	"reflect"
 	"slices"
 	"testing"
+
+	"airgapcoder/internal/testfs"
 )
 
 // upstreamZip writes a zip the way a registry might publish one: several
@@ -137,7 +139,7 @@ func TestAddProviderZipErrors(t *testing.T) {
 			if err := AddProviderZip(dir, testAddr, tt.version, tt.p, tt.zip); err == nil {
 				t.Fatal("got no error, want one")
 			}
-			if names := dirNames(t, ProviderDir(dir, testAddr)); len(names) != 0 {
+			if names := testfs.Names(t, ProviderDir(dir, testAddr)); len(names) != 0 {
 				t.Errorf("files left behind: %v", names)
 			}
 		})

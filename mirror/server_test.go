@@ -2,9 +2,7 @@ package mirror
 
 import (
 	"crypto/tls"
-	"io"
 	"net/http"
-	"strings"
 	"testing"
 	"time"
 
@@ -46,13 +44,5 @@ func TestServerBodyDeadline(t *testing.T) {
 	}
 
 	client := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: store.Pool()}}}
-	res, err := client.Get("https://" + addr + "/healthz")
-	if err != nil {
-		t.Fatal(err)
-	}
-	body, _ := io.ReadAll(res.Body)
-	res.Body.Close()
-	if res.StatusCode != http.StatusOK || !strings.Contains(string(body), "OK") {
-		t.Errorf("GET /healthz: got %d %q, want 200 OK", res.StatusCode, body)
-	}
+	bodydeadlinetest.HealthzOK(t, client, "https://"+addr+"/healthz")
 }

@@ -20,6 +20,7 @@ import (
 	"testing"
 	"time"
 
+	"airgapcoder/internal/testfs"
 	"airgapcoder/internal/testtier"
 )
 
@@ -331,27 +332,20 @@ func TestAgentScriptEnv(t *testing.T) {
 func TestLoadAgentCA(t *testing.T) {
 	cp := newFakeControlPlane(t, 0)
 	dir := t.TempDir()
-	write := func(name, content string) string {
-		p := filepath.Join(dir, name)
-		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return p
-	}
 	t.Run("comments dropped", func(t *testing.T) {
-		got, err := loadAgentCA(write("ok.pem", "# our CA\n"+cp.CAPEM))
+		got, err := loadAgentCA(testfs.WriteFile(t, dir, "ok.pem", "# our CA\n"+cp.CAPEM))
 		if err != nil || got != cp.CAPEM {
 			t.Errorf("got %q, %v; want the certificate alone", got, err)
 		}
 	})
 	t.Run("no certificate", func(t *testing.T) {
-		if _, err := loadAgentCA(write("empty.pem", "nothing\n")); err == nil || !strings.Contains(err.Error(), "holds no PEM certificate") {
+		if _, err := loadAgentCA(testfs.WriteFile(t, dir, "empty.pem", "nothing\n")); err == nil || !strings.Contains(err.Error(), "holds no PEM certificate") {
 			t.Errorf("got %v, want an error saying the file holds no certificate", err)
 		}
 	})
 	t.Run("too large", func(t *testing.T) {
 		big := strings.Repeat(cp.CAPEM, maxAgentCA/len(cp.CAPEM)+1)
-		_, err := loadAgentCA(write("big.pem", big))
+		_, err := loadAgentCA(testfs.WriteFile(t, dir, "big.pem", big))
 		if !errors.Is(err, errAgentCATooLarge) || !strings.Contains(err.Error(), "big.pem") {
 			t.Errorf("got %v, want errAgentCATooLarge naming the file", err)
 		}

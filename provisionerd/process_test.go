@@ -17,6 +17,7 @@ import (
 	"airgapcoder/coderd/coderdtest"
 	"airgapcoder/codersdk"
 	"airgapcoder/internal/testprovider"
+	"airgapcoder/internal/testrun"
 	"airgapcoder/internal/testwait"
 	"airgapcoder/provisionerd"
 )
@@ -49,10 +50,7 @@ func TestProcessTemplate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); _ = daemon.Run(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
+	testrun.Start(t, "provisioner daemon", daemon.Run, nil)
 
 	// base_dir is the template admin's variable, set with the version.
 	base := t.TempDir()

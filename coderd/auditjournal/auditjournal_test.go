@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"airgapcoder/coderd/auditjournal"
+	"airgapcoder/internal/testfs"
 )
 
 // golden are the records of testdata/v0.jsonl and testdata/v1.jsonl.
@@ -261,14 +262,7 @@ func TestJournalTornWrite(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, offset := readAll(t, path, 0)
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := f.WriteString(`{"v":1,"id":"0b6d","action":"ins`); err != nil {
-		t.Fatal(err)
-	}
-	f.Close()
+	testfs.Append(t, path, `{"v":1,"id":"0b6d","action":"ins`)
 	if got, off := readAll(t, path, offset); len(got) != 0 || off != offset {
 		t.Fatalf("with a torn tail: got %d records, offset %d; want none, %d", len(got), off, offset)
 	}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"airgapcoder/internal/testprovider"
+	"airgapcoder/internal/testrun"
 	"airgapcoder/provisionerd"
 	"airgapcoder/terraform"
 )
@@ -64,10 +65,7 @@ func NewWithProvisionersOptions(t testing.TB, coderBinary string, opts Options, 
 		if err != nil {
 			t.Fatal(err)
 		}
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan struct{})
-		go func() { defer close(done); _ = daemon.Run(ctx) }()
-		t.Cleanup(func() { cancel(); <-done })
+		testrun.Start(t, "provisioner daemon "+rd.Name, daemon.Run, nil)
 	}
 	return d
 }

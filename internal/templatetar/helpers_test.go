@@ -4,12 +4,13 @@ import (
 	"archive/tar"
 	"bytes"
 	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
+
+	"airgapcoder/internal/testfs"
 )
 
 // tarEntry is one member of a crafted archive.
@@ -138,35 +139,12 @@ func writeTree(tb testing.TB, dir string, files map[string]string) {
 func readTree(tb testing.TB, dir string) map[string]string {
 	tb.Helper()
 	got := make(map[string]string)
-	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil || p == dir {
-			return err
-		}
-		rel, err := filepath.Rel(dir, p)
-		if err != nil {
-			return err
-		}
-		rel = filepath.ToSlash(rel)
-		info, err := d.Info()
-		if err != nil {
-			return err
-		}
-		switch {
-		case info.IsDir():
+	for rel, e := range testfs.Read(tb, dir) {
+		if e.Mode.IsDir() {
 			got[rel+"/"] = ""
-		case info.Mode().IsRegular():
-			b, err := os.ReadFile(p)
-			if err != nil {
-				return err
-			}
-			got[rel] = fmt.Sprintf("%04o %s", info.Mode().Perm(), b)
-		default:
-			return fmt.Errorf("%s: unexpected mode %v", rel, info.Mode())
+		} else {
+			got[rel] = fmt.Sprintf("%04o %s", e.Mode.Perm(), e.Data)
 		}
-		return nil
-	})
-	if err != nil {
-		tb.Fatalf("read tree %s: %v", dir, err)
 	}
 	return got
 }

@@ -19,16 +19,6 @@ import (
 	"airgapcoder/internal/testoidc"
 )
 
-// claims are the ID token (and userinfo) claims Gitea sets for the
-// scopes openid, email, profile and groups.
-type claims struct {
-	Email             string   `json:"email"`
-	EmailVerified     bool     `json:"email_verified"`
-	Name              string   `json:"name"`
-	PreferredUsername string   `json:"preferred_username"`
-	Groups            []string `json:"groups"`
-}
-
 var alice = testgitea.User{Username: "alice", Email: "alice@corp.example", Password: "alice-password", FullName: "Alice Liddell"}
 
 // flow is one relying party's flow against Gitea.
@@ -61,9 +51,9 @@ func (f *flow) signIn(t *testing.T, username string) *oauth2.Token {
 
 // verify checks an ID token's signature, audience, issuer and nonce and
 // returns it with its claims.
-func (f *flow) verify(t *testing.T, tok *oauth2.Token) (*oidc.IDToken, claims) {
+func (f *flow) verify(t *testing.T, tok *oauth2.Token) (*oidc.IDToken, testoidc.Claims) {
 	t.Helper()
-	var c claims
+	var c testoidc.Claims
 	idt := f.Verify(t, tok, &c)
 	return idt, c
 }
@@ -89,9 +79,8 @@ func TestAuthorizationCodeFlow(t *testing.T) {
 	if idt.Subject != sub || idt.Issuer != g.Issuer {
 		t.Errorf("sub, iss = %q, %q; want %q, %q", idt.Subject, idt.Issuer, sub, g.Issuer)
 	}
-	want := claims{Email: alice.Email, EmailVerified: true, Name: alice.FullName, PreferredUsername: "alice", Groups: []string{"devs", "devs:backend"}}
-	if c.Email != want.Email || c.EmailVerified != want.EmailVerified || c.Name != want.Name ||
-		c.PreferredUsername != want.PreferredUsername || !slices.Equal(c.Groups, want.Groups) {
+	want := testoidc.Claims{Email: alice.Email, EmailVerified: true, Name: alice.FullName, PreferredUsername: "alice", Groups: []string{"devs", "devs:backend"}}
+	if !c.Equal(want) {
 		t.Errorf("claims = %+v, want %+v", c, want)
 	}
 	// Options.AccessTokenExpiration: the access token lives two minutes.
@@ -99,7 +88,7 @@ func TestAuthorizationCodeFlow(t *testing.T) {
 		t.Errorf("access token expires in %v, want about 2m", life)
 	}
 
-	var ic claims
+	var ic testoidc.Claims
 	info := f.UserInfo(t, tok, &ic)
 	if info.Subject != sub || info.Email != alice.Email || !slices.Equal(ic.Groups, want.Groups) {
 		t.Errorf("userinfo = %s %s %v, want %s %s %v", info.Subject, info.Email, ic.Groups, sub, alice.Email, want.Groups)

@@ -17,14 +17,11 @@ import (
 	"airgapcoder/internal/testoidc"
 )
 
-// claims are the ID token claims the login app sets.
+// claims are the ID token claims the login app sets: the standard ones
+// and the roles.
 type claims struct {
-	Email             string   `json:"email"`
-	EmailVerified     bool     `json:"email_verified"`
-	Name              string   `json:"name"`
-	PreferredUsername string   `json:"preferred_username"`
-	Groups            []string `json:"groups"`
-	Roles             []string `json:"roles"`
+	testoidc.Claims
+	Roles []string `json:"roles"`
 }
 
 var alice = testidp.User{
@@ -66,11 +63,10 @@ func (f *flow) verify(t *testing.T, tok *oauth2.Token) (*oidc.IDToken, claims) {
 func checkClaims(t *testing.T, c claims) {
 	t.Helper()
 	want := claims{
-		Email: alice.Email, EmailVerified: true, Name: alice.Name, PreferredUsername: alice.Username,
-		Groups: alice.Groups, Roles: alice.Roles,
+		Claims: testoidc.Claims{Email: alice.Email, EmailVerified: true, Name: alice.Name, PreferredUsername: alice.Username, Groups: alice.Groups},
+		Roles:  alice.Roles,
 	}
-	if c.Email != want.Email || c.EmailVerified != want.EmailVerified || c.Name != want.Name ||
-		c.PreferredUsername != want.PreferredUsername || !slices.Equal(c.Groups, want.Groups) || !slices.Equal(c.Roles, want.Roles) {
+	if !c.Claims.Equal(want.Claims) || !slices.Equal(c.Roles, want.Roles) {
 		t.Errorf("claims = %+v, want %+v", c, want)
 	}
 }

@@ -16,6 +16,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -208,4 +209,23 @@ func CheckTrust(t testing.TB, issuer string, trusting *http.Client) {
 	if _, err := oidc.NewProvider(oidc.ClientContext(t.Context(), trusting), issuer); err != nil {
 		t.Errorf("discovery with the CA: %v", err)
 	}
+}
+
+// Claims are the claims an ID token or a userinfo answer carries for the
+// scopes openid, email, profile and groups, the ones coderd signs users in
+// with. Decode into it with [Flow.Verify] or [Flow.UserInfo]; a provider's
+// own claims go in a struct that embeds it.
+type Claims struct {
+	Email             string   `json:"email"`
+	EmailVerified     bool     `json:"email_verified"`
+	Name              string   `json:"name"`
+	PreferredUsername string   `json:"preferred_username"`
+	Groups            []string `json:"groups"`
+}
+
+// Equal reports whether c and o hold the same claims, groups in the same
+// order.
+func (c Claims) Equal(o Claims) bool {
+	return c.Email == o.Email && c.EmailVerified == o.EmailVerified && c.Name == o.Name &&
+		c.PreferredUsername == o.PreferredUsername && slices.Equal(c.Groups, o.Groups)
 }

@@ -1,11 +1,13 @@
 // Package bodydeadlinetest sends a request whose body crawls, for the tests
-// of every server that bounds its bodies (package bodydeadline).
+// of every server that bounds its bodies (package bodydeadline), and checks
+// that such a server still answers a request without a body.
 package bodydeadlinetest
 
 import (
 	"errors"
 	"io"
 	"net"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -46,4 +48,20 @@ func SlowBody(t testing.TB, conn net.Conn, head string, limit time.Duration) (ti
 		t.Fatalf("the connection is still open after %s (got %q so far): the body has no deadline", limit, got)
 	}
 	return time.Since(start), string(got)
+}
+
+// HealthzOK fails the test unless a GET of url (a server's /healthz) with
+// client answers 200 with "OK" in its body: a server that cut the slow
+// bodies still serves a request without one.
+func HealthzOK(t testing.TB, client *http.Client, url string) {
+	t.Helper()
+	res, err := client.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	if res.StatusCode != http.StatusOK || !strings.Contains(string(body), "OK") {
+		t.Errorf("GET %s: got %d %q, want 200 OK", url, res.StatusCode, body)
+	}
 }
