@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"airgapcoder/internal/testfs"
 )
 
 // TestModuleRegistry: the module registry protocol over a modules folder,
@@ -20,7 +22,7 @@ func TestModuleRegistry(t *testing.T) {
 	mods := filepath.Join(dir, ModulesDir)
 	write := func(rel, content string) {
 		t.Helper()
-		writeFile(t, mods, rel, content)
+		testfs.WriteFile(t, mods, rel, content)
 	}
 	write("registry.acme.corp/acme/base/coder/1.0.0.tar.gz", "package 1.0.0")
 	write("registry.acme.corp/acme/base/coder/1.2.0.tar.gz", "package 1.2.0")

@@ -2,27 +2,14 @@ package mirror
 
 import (
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"airgapcoder/internal/testfs"
 )
 
 const testDigest = "sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
-
-// writeFile writes content at the slash-separated path rel under dir,
-// making its folders, and returns its path.
-func writeFile(t *testing.T, dir, rel, content string) string {
-	t.Helper()
-	p := filepath.Join(dir, filepath.FromSlash(rel))
-	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	return p
-}
 
 func readString(t *testing.T, p string) string {
 	t.Helper()
@@ -58,7 +45,7 @@ func TestRewriteImageRefsTable(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			dir := t.TempDir()
-			p := writeFile(t, dir, "main.tf", "resource \"docker_container\" \"w\" {\n  image = \""+tt.literal+"\"\n}\n")
+			p := testfs.WriteFile(t, dir, "main.tf", "resource \"docker_container\" \"w\" {\n  image = \""+tt.literal+"\"\n}\n")
 			got, err := RewriteImageRefs(dir, tt.refs, tt.registry)
 			if err != nil {
 				t.Fatal(err)
@@ -104,7 +91,7 @@ EOT
 		`"${coalesce(var.y, "alpine:3.20")}"`, `"${coalesce(var.y, "R/docker.io/library/alpine:3.20")}"`,
 		`["alpine:3.20", `, `["R/docker.io/library/alpine:3.20", `,
 	).Replace(src)
-	p := writeFile(t, dir, "main.tf", src)
+	p := testfs.WriteFile(t, dir, "main.tf", src)
 	got, err := RewriteImageRefs(dir, []string{"alpine:3.20"}, "R")
 	if err != nil {
 		t.Fatal(err)
@@ -119,12 +106,12 @@ EOT
 
 func TestRewriteImageRefsTreeAndUntouched(t *testing.T) {
 	dir := t.TempDir()
-	a := writeFile(t, dir, "main.tf", "resource \"x\" \"a\" {\n  image = \"alpine:3.20\"\n  other = \"ghcr.io/coder/envbuilder:1.0.0\"\n}\n")
-	b := writeFile(t, dir, "modules/ws/nested/ws.tf", "resource \"x\" \"b\" { image = \"ghcr.io/coder/envbuilder:1.0.0\" }\n")
+	a := testfs.WriteFile(t, dir, "main.tf", "resource \"x\" \"a\" {\n  image = \"alpine:3.20\"\n  other = \"ghcr.io/coder/envbuilder:1.0.0\"\n}\n")
+	b := testfs.WriteFile(t, dir, "modules/ws/nested/ws.tf", "resource \"x\" \"b\" { image = \"ghcr.io/coder/envbuilder:1.0.0\" }\n")
 	untouchedSrc := "# no images here\nresource \"x\" \"c\" {\n  image = var.image   # \"alpine:3.20\"\n}\n"
-	c := writeFile(t, dir, "modules/none.tf", untouchedSrc)
-	notTF := writeFile(t, dir, "README.md", "image = \"alpine:3.20\"\n")
-	cached := writeFile(t, dir, ".terraform/modules/m/main.tf", "x = \"alpine:3.20\"\n")
+	c := testfs.WriteFile(t, dir, "modules/none.tf", untouchedSrc)
+	notTF := testfs.WriteFile(t, dir, "README.md", "image = \"alpine:3.20\"\n")
+	cached := testfs.WriteFile(t, dir, ".terraform/modules/m/main.tf", "x = \"alpine:3.20\"\n")
 	old := mustModTime(t, c)
 
 	got, err := RewriteImageRefs(dir, []string{"docker.io/library/alpine:3.20", "ghcr.io/coder/envbuilder:1.0.0"}, "127.0.0.1:8443")
@@ -166,7 +153,7 @@ func TestRewriteImageRefsErrors(t *testing.T) {
 	if _, err := RewriteImageRefs(dir, []string{"Not A Ref"}, "r"); err == nil {
 		t.Error("bad ref accepted")
 	}
-	writeFile(t, dir, "bad.tf", "x = \"unterminated\n")
+	testfs.WriteFile(t, dir, "bad.tf", "x = \"unterminated\n")
 	if _, err := RewriteImageRefs(dir, []string{"alpine:3.20"}, "r"); err == nil {
 		t.Error("unlexable file accepted")
 	}
