@@ -103,11 +103,16 @@ type Options struct {
 	// Clock drives the agent's waits: the backoff between attempts to
 	// fetch the manifest, send a report (startup, app health, lifecycle)
 	// and connect to coderd, the fallback URL's probe, the cron scripts,
-	// the metadata and log flushes. Its timers are tagged "agent" and
+	// each metadata key's interval, the metadata and log flushes, the app
+	// healthchecks and the wait before their report, the port scan and a
+	// web terminal's idle expiry. Its timers are tagged "agent" and
 	// "backoff" (with "manifest", "connect", "lifecycle" or the report
 	// retried, as "report agent startup"), "probe", "cron",
-	// "metadataFlush" or "logFlush"; tests pass a quartz.Mock. Default:
-	// the real clock.
+	// "metadataInterval" (with the key), "metadataFlush", "logFlush",
+	// "appHealthInterval" (with the app's slug), "appHealthBatch", "ports"
+	// or "ptyIdle" (with the reconnect id); tests pass a quartz.Mock.
+	// Timeouts of real processes and peers (scripts, kill grace, dials,
+	// HTTP checks) stay on real time. Default: the real clock.
 	Clock quartz.Clock
 }
 
@@ -262,7 +267,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		c.run(ctx)
 	})
 	wg.Go(func() {
-		newAppHealthChecker(appHealthConfig{log: a.log, poster: currentClient{a}, apps: m.Apps, retry: a.retry}).run(ctx)
+		newAppHealthChecker(appHealthConfig{log: a.log, poster: currentClient{a}, apps: m.Apps, retry: a.retry, clock: a.opts.Clock}).run(ctx)
 	})
 	if a.opts.PortsInterval > 0 {
 		wg.Go(func() { a.reportPorts(ctx) })

@@ -11,7 +11,10 @@ import (
 	"sync"
 	"time"
 
+	"github.com/coder/quartz"
+
 	"airgapcoder/codersdk"
+	"airgapcoder/internal/clockwait"
 )
 
 // App health, as Coder's agent checks it: every app of the manifest whose
@@ -28,7 +31,10 @@ import (
 // from what coderd was last told, in one request, retried with the
 // agent's backoff while coderd is away (each attempt sends the latest
 // values). The checks and the reporter run on the agent's context and end
-// with it.
+// with it, and are scheduled on the agent's clock: each app's checks on a
+// ticker tagged "agent", "appHealthInterval" and its slug, the reporter's
+// wait on a timer tagged "agent" and "appHealthBatch". A check's own
+// timeout bounds a real HTTP server, so it is on real time.
 
 // appHealthPoster sends health changes to coderd (*codersdk.Client).
 type appHealthPoster interface {
@@ -43,9 +49,9 @@ type appHealthConfig struct {
 	// retry calls fn until it succeeds, ctx ends or fn's error is
 	// permanent (Agent.retry).
 	retry func(ctx context.Context, what string, fn func(context.Context) error) error
-	// second is the unit of a healthcheck's interval (time.Second when
-	// zero; tests shorten it).
-	second time.Duration
+	// clock schedules the checks and the reporter's wait (the real clock
+	// when nil).
+	clock quartz.Clock
 	// batch is how long the reporter waits after a change before it posts
 	// (time.Second when zero), so that changes close together go in one
 	// request.
@@ -65,8 +71,8 @@ type appHealthChecker struct {
 }
 
 func newAppHealthChecker(cfg appHealthConfig) *appHealthChecker {
-	if cfg.second <= 0 {
-		cfg.second = time.Second
+	if cfg.clock == nil {
+		cfg.clock = quartz.NewReal()
 	}
 	if cfg.batch <= 0 {
 		cfg.batch = time.Second
@@ -123,27 +129,21 @@ func (c *appHealthChecker) run(ctx context.Context) {
 	c.client.CloseIdleConnections()
 }
 
-// watch checks one app every interval until ctx ends.
+// watch checks one app every interval until ctx ends, and returns once
+// its last check has.
 func (c *appHealthChecker) watch(ctx context.Context, app codersdk.WorkspaceApp) {
 	hc := app.Healthcheck
-	interval := time.Duration(hc.Interval) * c.cfg.second
-	t := time.NewTicker(interval)
-	defer t.Stop()
+	interval := time.Duration(hc.Interval) * time.Second
 	failures := 0
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
+	w := c.cfg.clock.TickerFunc(ctx, interval, func() error {
 		err := c.check(ctx, hc.URL, interval)
 		if ctx.Err() != nil {
-			return
+			return nil
 		}
 		if err == nil {
 			failures = 0
 			c.set(app, codersdk.WorkspaceAppHealthHealthy, nil)
-			continue
+			return nil
 		}
 		failures = min(failures+1, int(hc.Threshold))
 		if failures >= int(hc.Threshold) {
@@ -151,7 +151,9 @@ func (c *appHealthChecker) watch(ctx context.Context, app codersdk.WorkspaceApp)
 		} else {
 			c.cfg.log.Debug("app healthcheck failed", "app", app.Slug, "failures", failures, "threshold", hc.Threshold, "err", err)
 		}
-	}
+		return nil
+	}, "agent", "appHealthInterval", app.Slug)
+	_ = w.Wait() // ctx's error: the function never fails
 }
 
 // check GETs url once, within timeout.
@@ -215,12 +217,14 @@ func (c *appHealthChecker) report(ctx context.Context) {
 			return
 		case <-c.changed:
 		}
-		t := time.NewTimer(c.cfg.batch)
-		select {
-		case <-ctx.Done():
-			t.Stop()
+		if !clockwait.Sleep(ctx, c.cfg.clock, c.cfg.batch, nil, "agent", "appHealthBatch") {
 			return
-		case <-t.C:
+		}
+		// What changed until now goes in this report: a wake-up left by
+		// those changes would only find nothing to send.
+		select {
+		case <-c.changed:
+		default:
 		}
 		var sent map[string]string
 		err := c.cfg.retry(ctx, "report app health", func(ctx context.Context) error {

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"airgapcoder/coderd/coderdtest"
 	"airgapcoder/codersdk"
 	"airgapcoder/internal/testrun"
 )
@@ -97,14 +98,37 @@ func (s *flakyServer) stop() {
 
 func (s *flakyServer) url(path string) string { return "http://" + s.addr + path }
 
+// healthOf is the health the checker holds for app now.
+func (c *appHealthChecker) healthOf(app string) string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.health[app]
+}
+
 // TestAppHealthChecker runs the checker against a real HTTP server that
-// goes down and comes back, with a healthcheck second of 20ms.
+// goes down and comes back, stepping the checks, the reporter's wait and
+// its retry on a mock clock: each check happens exactly when its interval
+// passes on the clock, and an app turns unhealthy at its threshold-th
+// failed check, not one before.
 func TestAppHealthChecker(t *testing.T) {
 	t.Parallel()
+	ctx := coderdtest.ClockContext(t)
+	clock := coderdtest.NewClock(t)
+	tickers := clock.Trap().TickerFunc("agent", "appHealthInterval")
+	defer tickers.Close()
+	batches := clock.Trap().NewTimer("agent", "appHealthBatch")
+	defer batches.Close()
+	backoffs := clock.Trap().NewTimer("agent", "backoff", "report app health")
+	defer backoffs.Close()
+
 	srv := newFlakyServer(t)
-	const threshold = 3
+	const (
+		threshold = 3
+		interval  = 5 * time.Second
+		batch     = 500 * time.Millisecond
+	)
 	hc := func(path string) *codersdk.AppHealthcheck {
-		return &codersdk.AppHealthcheck{URL: srv.url(path), Interval: 1, Threshold: threshold}
+		return &codersdk.AppHealthcheck{URL: srv.url(path), Interval: int32(interval / time.Second), Threshold: threshold}
 	}
 	init := codersdk.WorkspaceAppHealthInitializing
 	apps := []codersdk.WorkspaceApp{
@@ -115,44 +139,117 @@ func TestAppHealthChecker(t *testing.T) {
 		{ID: "plain", Slug: "plain", Health: codersdk.WorkspaceAppHealthDisabled},
 		{ID: "zero", Slug: "zero", Healthcheck: &codersdk.AppHealthcheck{URL: srv.url("/healthz")}, Health: codersdk.WorkspaceAppHealthDisabled},
 	}
-	// The agent's own retry helper, with short backoffs.
+	// The agent's own retry helper, on the same clock.
 	u, _ := url.Parse("http://127.0.0.1:1")
 	client := codersdk.New(u)
 	client.SessionToken = "token"
-	a, err := New(Options{Client: client, Logger: discardLogger(), ReconnectMin: 10 * time.Millisecond, ReconnectMax: 50 * time.Millisecond})
+	a, err := New(Options{Client: client, Logger: discardLogger(), Clock: clock, ReconnectMin: 100 * time.Millisecond, ReconnectMax: time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
 	p := &fakeHealthPoster{posts: newRecorder[map[string]string](1)}
-	c := newAppHealthChecker(appHealthConfig{log: discardLogger(), poster: p, apps: apps, retry: a.retry,
-		second: 20 * time.Millisecond, batch: 5 * time.Millisecond})
+	c := newAppHealthChecker(appHealthConfig{log: discardLogger(), poster: p, apps: apps, retry: a.retry, clock: clock, batch: batch})
 	stop := testrun.Background(t, "app health checker", func(ctx context.Context) error {
 		c.run(ctx)
 		return nil
 	})
-
+	// One ticker per app with a usable healthcheck, at its interval.
+	for range 4 {
+		call := tickers.MustWait(ctx)
+		if call.Duration != interval {
+			t.Errorf("a healthcheck ticks every %s, want %s", call.Duration, interval)
+		}
+		call.MustRelease(ctx)
+	}
+	next := clock.Now().Add(interval)
+	// check moves the clock to the next checks and returns once they are
+	// done (quartz waits for a TickerFunc's function).
+	check := func() {
+		t.Helper()
+		coderdtest.AdvanceClock(ctx, t, clock, next.Sub(clock.Now()))
+		next = next.Add(interval)
+	}
+	// report steps the reporter's wait, which a change started, and waits
+	// for the post.
+	report := func(what string, cond func(map[string]string) bool) {
+		t.Helper()
+		call := batches.MustWait(ctx)
+		call.MustRelease(ctx)
+		if call.Duration != batch {
+			t.Errorf("the reporter waits %s, want %s", call.Duration, batch)
+		}
+		clock.Advance(batch).MustWait(ctx)
+		p.waitFor(t, 10*time.Second, what, cond)
+	}
+	wantHealth := func(when string, want map[string]string) {
+		t.Helper()
+		for id, h := range want {
+			if got := c.healthOf(id); got != h {
+				t.Errorf("%s: %s is %s, want %s", when, id, got, h)
+			}
+		}
+	}
 	healthy, unhealthy := codersdk.WorkspaceAppHealthHealthy, codersdk.WorkspaceAppHealthUnhealthy
-	// Below 500 passes (404 and a redirect included); 500 fails. The
-	// first post failed and was retried.
-	p.waitFor(t, 10*time.Second, "web, missing and moved healthy, broken unhealthy", func(h map[string]string) bool {
-		return h["web"] == healthy && h["missing"] == healthy && h["moved"] == healthy && h["broken"] == unhealthy
+
+	// Nothing is checked before the first interval passed.
+	clock.Advance(interval - time.Millisecond).MustWait(ctx)
+	if n := srv.hits.Load(); n != 0 {
+		t.Errorf("%d checks before the first interval passed", n)
+	}
+	// Below 500 passes (404 and a redirect included): one passing check
+	// makes an app healthy. The first post fails and is retried after
+	// the agent's backoff.
+	check()
+	wantHealth("after the first check", map[string]string{"web": healthy, "missing": healthy, "moved": healthy, "broken": init})
+	call := batches.MustWait(ctx)
+	call.MustRelease(ctx)
+	clock.Advance(batch).MustWait(ctx)
+	retry := backoffs.MustWait(ctx)
+	retry.MustRelease(ctx)
+	if len(p.posts.all()) != 0 {
+		t.Fatalf("posts recorded before the retry: %v", p.posts.all())
+	}
+	clock.Advance(retry.Duration).MustWait(ctx)
+	p.waitFor(t, 10*time.Second, "web, missing and moved healthy (retried)", func(h map[string]string) bool {
+		return h["web"] == healthy && h["missing"] == healthy && h["moved"] == healthy
+	})
+	// 500 fails: broken turns unhealthy at its threshold-th check.
+	check()
+	wantHealth("after the second check", map[string]string{"broken": init})
+	check()
+	wantHealth("after the third check", map[string]string{"broken": unhealthy})
+	report("broken unhealthy", func(h map[string]string) bool { return h["broken"] == unhealthy })
+
+	// The server goes down: unhealthy at the threshold-th failed check.
+	srv.stop()
+	for range threshold - 1 {
+		check()
+	}
+	wantHealth("after two failed checks", map[string]string{"web": healthy, "missing": healthy, "moved": healthy})
+	check()
+	wantHealth("after three failed checks", map[string]string{"web": unhealthy, "missing": unhealthy, "moved": unhealthy})
+	report("web, missing and moved unhealthy after the server stopped", func(h map[string]string) bool {
+		return h["web"] == unhealthy && h["missing"] == unhealthy && h["moved"] == unhealthy
 	})
 
-	// The server goes down: unhealthy once threshold checks failed.
-	srv.stop()
-	p.waitFor(t, 10*time.Second, "web unhealthy after the server stopped", func(h map[string]string) bool { return h["web"] == unhealthy })
-
-	// Back up: one passing check makes it healthy again.
+	// Back up: one passing check makes them healthy again.
 	srv.start()
-	p.waitFor(t, 10*time.Second, "web healthy after the server came back", func(h map[string]string) bool { return h["web"] == healthy })
+	check()
+	report("web healthy after the server came back", func(h map[string]string) bool { return h["web"] == healthy })
 
-	// Answering 503: unhealthy only after threshold failed checks.
+	// Answering 503: unhealthy exactly at the threshold-th failed check.
 	before := srv.hits.Load()
 	srv.failing.Store(true)
-	p.waitFor(t, 10*time.Second, "web unhealthy while it answers 503", func(h map[string]string) bool { return h["web"] == unhealthy })
-	if n := srv.hits.Load() - before; n < threshold {
-		t.Errorf("web became unhealthy after %d failed checks, want at least %d", n, threshold)
+	for range threshold - 1 {
+		check()
 	}
+	wantHealth("answering 503 to two checks", map[string]string{"web": healthy})
+	check()
+	wantHealth("answering 503 to three checks", map[string]string{"web": unhealthy})
+	if n := srv.hits.Load() - before; n != threshold {
+		t.Errorf("web became unhealthy after %d checks, want %d", n, threshold)
+	}
+	report("web unhealthy while it answers 503", func(h map[string]string) bool { return h["web"] == unhealthy })
 
 	stop()
 	// Only changes were sent, and never for apps without a healthcheck.

@@ -44,10 +44,11 @@ type metadataCollector struct {
 	poster metadataPoster
 	env    execEnv
 	descs  []codersdk.AgentMetadataDescription
-	// flushEvery is how often collected results are posted, on clock
-	// (the real clock unless the agent sets its own).
+	// flushEvery is how often collected results are posted.
 	flushEvery time.Duration
-	clock      quartz.Clock
+	// clock drives the flush and each key's interval (the real clock
+	// unless the agent sets its own).
+	clock quartz.Clock
 
 	mu      sync.Mutex
 	pending map[string]codersdk.AgentMetadataResult
@@ -81,15 +82,18 @@ func (c *metadataCollector) run(ctx context.Context) {
 	wg.Wait()
 }
 
-// collectLoop runs one key's script at its interval: a run that takes
-// longer than the interval delays the next one rather than overlapping it.
+// collectLoop runs one key's script at its interval on the collector's
+// clock (a timer tagged "agent", "metadataInterval" and the key): a run
+// that takes longer than the interval delays the next one rather than
+// overlapping it.
 func (c *metadataCollector) collectLoop(ctx context.Context, d codersdk.AgentMetadataDescription) {
 	interval := time.Duration(max(d.IntervalSeconds, 1)) * time.Second
 	timeout := time.Duration(d.TimeoutSeconds) * time.Second
 	if timeout <= 0 {
 		timeout = interval
 	}
-	t := time.NewTimer(0)
+	tags := []string{"agent", "metadataInterval", d.Key}
+	t := c.clock.NewTimer(0, tags...)
 	defer t.Stop()
 	for {
 		select {
@@ -97,7 +101,7 @@ func (c *metadataCollector) collectLoop(ctx context.Context, d codersdk.AgentMet
 			return
 		case <-t.C:
 		}
-		began := time.Now()
+		began := c.clock.Now()
 		res := c.collect(ctx, d.Script, timeout)
 		if ctx.Err() != nil {
 			return
@@ -105,13 +109,14 @@ func (c *metadataCollector) collectLoop(ctx context.Context, d codersdk.AgentMet
 		c.mu.Lock()
 		c.pending[d.Key] = res
 		c.mu.Unlock()
-		t.Reset(max(0, interval-time.Since(began)))
+		t.Reset(max(0, interval-c.clock.Since(began)), tags...)
 	}
 }
 
-// collect runs script once.
+// collect runs script once. Its result is stamped with the clock's time;
+// the timeout bounds the real process, so it is on real time.
 func (c *metadataCollector) collect(ctx context.Context, script string, timeout time.Duration) codersdk.AgentMetadataResult {
-	res := codersdk.AgentMetadataResult{CollectedAt: time.Now().UTC()}
+	res := codersdk.AgentMetadataResult{CollectedAt: c.clock.Now().UTC()}
 	cmd := c.env.command(script)
 	stdout := &cappedBuffer{max: maxMetadataValue}
 	stderr := &cappedBuffer{max: maxMetadataValue}

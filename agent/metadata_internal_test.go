@@ -5,13 +5,17 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/coder/quartz"
+
+	"airgapcoder/coderd/coderdtest"
 	"airgapcoder/codersdk"
 	"airgapcoder/internal/testrun"
-	"airgapcoder/internal/testtier"
+	"airgapcoder/internal/testwait"
 )
 
 // fakePoster records metadata batches; the first failures calls fail.
@@ -98,27 +102,116 @@ func TestMetadataResults(t *testing.T) {
 	}
 }
 
-func TestMetadataIntervalWithoutOverlap(t *testing.T) {
-	testtier.Heavy(t, "waits for runs of a 1 s metadata interval")
-	p := newFakePoster(0)
-	runCollector(t, p,
-		codersdk.AgentMetadataDescription{Key: "count", Script: "echo x >> runs; wc -l < runs", IntervalSeconds: 1},
-		// Slower than its interval: runs follow one another.
-		codersdk.AgentMetadataDescription{Key: "slow", IntervalSeconds: 1, TimeoutSeconds: 5,
-			Script: "if [ -e running ]; then echo OVERLAP; exit 1; fi; touch running; sleep 1.5; rm running; echo ok"},
-	)
-	began := time.Now()
-	p.waitFor(t, 4*time.Second, "count", func(r []codersdk.AgentMetadataResult) bool {
-		return len(r) > 0 && r[len(r)-1].Value == "3"
+// runClockCollector runs a collector whose interval timers and flush are
+// on clock; it flushes once an hour, so a test reads what was collected
+// with collected.
+func runClockCollector(t *testing.T, clock quartz.Clock, descs ...codersdk.AgentMetadataDescription) (c *metadataCollector, dir string) {
+	t.Helper()
+	dir = t.TempDir()
+	c = newMetadataCollector(discardLogger(), newFakePoster(0), execEnv{shell: "/bin/sh", dir: dir, env: os.Environ()}, descs, time.Hour)
+	c.clock = clock
+	testrun.Background(t, "metadata collector", func(ctx context.Context) error {
+		c.run(ctx)
+		return nil
 	})
-	if took := time.Since(began); took < 1800*time.Millisecond {
-		t.Errorf("three runs at a 1s interval took %s", took)
+	return c, dir
+}
+
+// collected is key's latest result not yet posted.
+func (c *metadataCollector) collected(key string) codersdk.AgentMetadataResult {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.pending[key]
+}
+
+// TestMetadataIntervalOnClock: a key is collected at once, then again
+// exactly when its interval has passed on the clock, not a millisecond
+// before; each result is stamped with the clock's time.
+func TestMetadataIntervalOnClock(t *testing.T) {
+	ctx := coderdtest.ClockContext(t)
+	clock := coderdtest.NewClock(t)
+	armed := clock.Trap().TimerReset("agent", "metadataInterval", "count")
+	defer armed.Close()
+	const interval = 10 * time.Second
+	began := clock.Now()
+	c, dir := runClockCollector(t, clock,
+		codersdk.AgentMetadataDescription{Key: "count", Script: "echo x >> runs; wc -l < runs", IntervalSeconds: int64(interval / time.Second)})
+	runs := func() int {
+		b, _ := os.ReadFile(filepath.Join(dir, "runs"))
+		return strings.Count(string(b), "x")
 	}
-	got := p.waitFor(t, 6*time.Second, "slow", func(r []codersdk.AgentMetadataResult) bool { return len(r) >= 2 })
-	for _, r := range got {
-		if r.Value != "ok" || r.Error != "" {
-			t.Errorf("slow key: got %+v, want ok (no overlapping run)", r)
+
+	// Each run ends by arming the timer for the next one.
+	collected := func(want string, at time.Time) {
+		t.Helper()
+		call := armed.MustWait(ctx)
+		call.MustRelease(ctx)
+		if call.Duration != interval {
+			t.Errorf("the next run is due in %s, want %s", call.Duration, interval)
 		}
+		if r := c.collected("count"); r.Value != want || !r.CollectedAt.Equal(at.UTC()) {
+			t.Errorf("got value %q collected at %s, want %q at %s", r.Value, r.CollectedAt, want, at.UTC())
+		}
+	}
+	collected("1", began)
+	clock.Advance(interval - time.Millisecond).MustWait(ctx)
+	if d, ok := clock.Peek(); !ok || d != time.Millisecond {
+		t.Errorf("a millisecond before the interval passed: next event in %s (%t), want the run in 1ms", d, ok)
+	}
+	if n := runs(); n != 1 {
+		t.Errorf("%d runs before the interval passed, want 1", n)
+	}
+	clock.Advance(time.Millisecond).MustWait(ctx)
+	collected("2", began.Add(interval))
+	if n := runs(); n != 2 {
+		t.Errorf("%d runs once the interval passed, want 2", n)
+	}
+}
+
+// TestMetadataSlowRunDelaysTheNext: a run that outlasts its interval on the
+// clock is followed by the next one as soon as it ends, never overlapped
+// by it.
+func TestMetadataSlowRunDelaysTheNext(t *testing.T) {
+	ctx := coderdtest.ClockContext(t)
+	clock := coderdtest.NewClock(t)
+	armed := clock.Trap().TimerReset("agent", "metadataInterval", "slow")
+	defer armed.Close()
+	c, dir := runClockCollector(t, clock, codersdk.AgentMetadataDescription{Key: "slow", IntervalSeconds: 1, TimeoutSeconds: 60,
+		// Runs until the test creates "release".
+		Script: "if [ -e running ]; then echo OVERLAP; exit 1; fi; touch running; while [ ! -e release ]; do sleep 0.02; done; rm running release; echo ok"})
+	running := func() (bool, string) {
+		_, err := os.Stat(filepath.Join(dir, "running"))
+		return err == nil, "not running"
+	}
+	release := func() {
+		t.Helper()
+		if err := os.WriteFile(filepath.Join(dir, "release"), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	testwait.For(t, 10*time.Second, "the first run", running)
+	// Three intervals pass while it runs: nothing else is scheduled.
+	clock.Advance(3 * time.Second).MustWait(ctx)
+	release()
+	call := armed.MustWait(ctx)
+	call.MustRelease(ctx)
+	if call.Duration != 0 {
+		t.Errorf("after a run that outlasted its interval the next is due in %s, want at once", call.Duration)
+	}
+	if r := c.collected("slow"); r.Value != "ok" || r.Error != "" {
+		t.Errorf("the first run: got %+v, want ok", r)
+	}
+	testwait.For(t, 10*time.Second, "the second run, without the clock moving", running)
+	release()
+	// That run took no time on the clock: the next one is a whole
+	// interval away.
+	call = armed.MustWait(ctx)
+	call.MustRelease(ctx)
+	if call.Duration != time.Second {
+		t.Errorf("after a run that took no time the next is due in %s, want 1s", call.Duration)
+	}
+	if r := c.collected("slow"); r.Value != "ok" || r.Error != "" {
+		t.Errorf("the second run: got %+v, want ok (it did not overlap the first)", r)
 	}
 }
 

@@ -7,17 +7,17 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"time"
 
 	"airgapcoder/codersdk"
 )
 
-// reportPorts scans the workspace's listening TCP ports every PortsInterval
-// and tells coderd when the set changes.
+// reportPorts scans the workspace's listening TCP ports at once and then
+// every PortsInterval on the agent's clock (a ticker tagged "agent" and
+// "ports"), and tells coderd when the set changes.
 func (a *Agent) reportPorts(ctx context.Context) {
 	var sent []uint16
 	first := true
-	t := time.NewTicker(a.opts.PortsInterval)
+	t := a.opts.Clock.NewTicker(a.opts.PortsInterval, "agent", "ports")
 	defer t.Stop()
 	for {
 		ports, err := listeningPorts()

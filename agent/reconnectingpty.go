@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/coder/quartz"
+
 	"airgapcoder/codersdk"
 	"airgapcoder/relayconn"
 )
@@ -83,7 +85,7 @@ type ptySession struct {
 	ended   bool
 	// idleGen invalidates idle timers that fired while a stream attached.
 	idleGen int
-	idle    *time.Timer
+	idle    *quartz.Timer
 }
 
 // ptyClient is one stream attached to a session.
@@ -220,7 +222,9 @@ func (s *ptySession) add(c *ptyClient) {
 	}
 }
 
-// detach removes c; the last stream to go starts the idle timeout.
+// detach removes c; the last stream to go starts the idle timeout, on the
+// agent's clock (a timer tagged "agent", "ptyIdle" and the reconnect id):
+// an expiry, unlike the kill grace, which bounds a real process.
 func (s *ptySession) detach(c *ptyClient) {
 	c.leave()
 	// A write blocked on a stalled stream returns.
@@ -236,7 +240,7 @@ func (s *ptySession) detach(c *ptyClient) {
 	}
 	s.idleGen++
 	gen := s.idleGen
-	s.idle = time.AfterFunc(s.m.timeout, func() { s.expire(gen) })
+	s.idle = s.m.agent.opts.Clock.AfterFunc(s.m.timeout, func() { s.expire(gen) }, "agent", "ptyIdle", s.id)
 }
 
 // expire kills the session if no stream attached since timer gen started.

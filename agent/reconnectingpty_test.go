@@ -16,6 +16,7 @@ import (
 	"github.com/google/uuid"
 
 	"airgapcoder/agent"
+	"airgapcoder/coderd/coderdtest"
 	"airgapcoder/codersdk"
 	"airgapcoder/internal/syncbuf"
 	"airgapcoder/internal/testwait"
@@ -106,10 +107,16 @@ func (p *ptyTerm) close() {
 }
 
 // TestReconnectingPTY drives the web terminal end to end: a browser-like
-// WebSocket client, coderd's relay, the agent and a real login shell.
+// WebSocket client, coderd's relay, the agent and a real login shell. The
+// agent runs on a mock clock, which only IdleTimeoutKills steps (through
+// the default idle timeout); the clock's other tickers are kept out of its
+// way (no port scan, a log flush an hour apart).
 func TestReconnectingPTY(t *testing.T) {
-	const idle = 3 * time.Second
-	e := newRelayEnv(t, func(o *agent.Options) { o.ReconnectingPTYTimeout = idle })
+	clock := coderdtest.NewClock(t)
+	const idle = 5 * time.Minute // the agent's default
+	e := newRelayEnv(t, func(o *agent.Options) {
+		o.Clock, o.PortsInterval, o.LogFlushInterval = clock, -1, time.Hour
+	})
 	e.waitReady(t, e.alice)
 	id := uuid.NewString()
 
@@ -180,17 +187,28 @@ func TestReconnectingPTY(t *testing.T) {
 		fresh.close()
 	})
 	t.Run("IdleTimeoutKills", func(t *testing.T) {
+		ctx := coderdtest.ClockContext(t)
 		id := uuid.NewString()
+		armed := clock.Trap().AfterFunc("agent", "ptyIdle", id)
+		defer armed.Close()
 		p := dialPTY(t, e.alice, e.agentID, codersdk.ReconnectingPTYOptions{Reconnect: id})
 		p.typeLine(`echo "pid=$$."`)
 		p.waitOutput(`pid=\d+\.`)
 		m := regexp.MustCompile(`pid=(\d+)\.`).FindStringSubmatch(p.out.String())
 		pid, _ := strconv.Atoi(m[1])
 		p.close()
-		if err := syscall.Kill(pid, 0); err != nil {
-			t.Fatalf("the shell (pid %d) is gone right after the client left: %v", pid, err)
+		// The client left: the idle timeout starts.
+		call := armed.MustWait(ctx)
+		call.MustRelease(ctx)
+		if call.Duration != idle {
+			t.Errorf("a session without clients is kept %s, want %s", call.Duration, idle)
 		}
-		testwait.For(t, idle+10*time.Second, "the idle shell ended", func() (bool, string) {
+		coderdtest.AdvanceClock(ctx, t, clock, idle-time.Millisecond)
+		if err := syscall.Kill(pid, 0); err != nil {
+			t.Fatalf("the shell (pid %d) is gone a millisecond before the idle timeout: %v", pid, err)
+		}
+		coderdtest.AdvanceClock(ctx, t, clock, time.Millisecond)
+		testwait.For(t, 10*time.Second, "the idle shell ended", func() (bool, string) {
 			err := syscall.Kill(pid, 0)
 			return errors.Is(err, syscall.ESRCH), "the shell (pid " + m[1] + ") still runs"
 		})

@@ -27,6 +27,7 @@ type fakeCoderd struct {
 	lifecycle []string
 	logs      []codersdk.AgentLogInput
 	metadata  []codersdk.AgentMetadataUpdate
+	ports     []codersdk.PostAgentPortsRequest
 	changed   chan struct{}
 
 	// manifestFailures is how many manifest requests are answered 503
@@ -71,7 +72,11 @@ func newFakeCoderd(t *testing.T, m codersdk.AgentManifest) (*fakeCoderd, *coders
 		f.metadata = append(f.metadata, req.Metadata...)
 	})
 	record("startup", func(json.RawMessage) {})
-	record("ports", func(json.RawMessage) {})
+	record("ports", func(b json.RawMessage) {
+		var req codersdk.PostAgentPortsRequest
+		_ = json.Unmarshal(b, &req)
+		f.ports = append(f.ports, req)
+	})
 	mux.HandleFunc("GET /api/v2/workspaceagents/me/manifest", func(w http.ResponseWriter, r *http.Request) {
 		f.mu.Lock()
 		f.manifestRequests++
