@@ -81,7 +81,7 @@ var depRules = []depRule{
 		forbidden: []string{"airgapcoder/coderd", "airgapcoder/wsproxy", "github.com/gin-gonic", "github.com/jackc/pgx"},
 	},
 	{
-		pkg: "airgapcoder/internal/clockwait", why: "waiting on the injectable clock is shared by the agent, provisionerd and the workspace proxy: a leaf",
+		pkg: "airgapcoder/internal/clockwait", why: "waiting on the injectable clock is shared by coderd, the control plane, the agent, provisionerd and the workspace proxy: a leaf",
 		stdlibOnly: true, allowed: []string{"github.com/coder/quartz"},
 	},
 	{

@@ -93,9 +93,11 @@ type Options struct {
 	Now func() time.Time
 	// Clock drives coderd's tickers and timers (the lifecycle tick and
 	// activity bump, the audit retention and journal, stale-job checks,
-	// job acquisition long-polls, agent heartbeats), tagged "coderd" and
-	// the loop's name; tests pass a quartz.Mock to step time. Default: the
-	// real clock.
+	// job acquisition long-polls, agent heartbeats, the job-log stream's
+	// safety-net wake, the wait for a reconnecting agent, the external
+	// auth listen poll), tagged "coderd" and the loop's name; tests pass a
+	// quartz.Mock to step time. Default: the real clock. Pass the same
+	// clock to the Pubsub and to Replicas.
 	Clock quartz.Clock
 	// AgentHeartbeatInterval is how often coderd records that a connected
 	// agent is alive (default 10s); an agent silent for three intervals

@@ -218,7 +218,7 @@ func (api *API) agentExternalAuth(c *gin.Context) error {
 			return nil
 		}
 		if poll == nil {
-			t := time.NewTicker(extAuthListenPoll)
+			t := api.opts.Clock.NewTicker(extAuthListenPoll, "coderd", "externalAuth", "poll")
 			defer t.Stop()
 			poll = t.C
 		}

@@ -306,7 +306,7 @@ func (api *API) dialAgent(ctx context.Context, a database.WorkspaceAgent, hdr co
 				}
 			})
 			defer cancel()
-			t := time.NewTimer(agentReconnectWait)
+			t := api.opts.Clock.NewTimer(agentReconnectWait, "coderd", "agentReconnect")
 			defer t.Stop()
 			deadline = t.C
 			// It may have connected between the look-up and the subscription.
@@ -328,7 +328,8 @@ func (api *API) dialAgent(ctx context.Context, a database.WorkspaceAgent, hdr co
 }
 
 // agentReconnectWait is how long a connection waits for an agent of a
-// running workspace that is reconnecting.
+// running workspace that is reconnecting (on api.opts.Clock, a timer
+// tagged "coderd", "agentReconnect").
 const agentReconnectWait = 10 * time.Second
 
 // reconnecting reports whether agent a belongs to a running workspace and

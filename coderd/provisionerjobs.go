@@ -15,6 +15,7 @@ import (
 
 	"airgapcoder/coderd/database"
 	"airgapcoder/codersdk"
+	"airgapcoder/internal/clockwait"
 )
 
 // daemonStaleAfter is how long a daemon may be silent and still count as
@@ -174,12 +175,9 @@ func (api *API) streamJobLogs(c *gin.Context, jobID string) error {
 		if !codersdk.ProvisionerJobStatus(job.Status()).Active() {
 			return nil
 		}
-		select {
-		case <-ctx.Done():
+		// Notifications drive the stream; the 30 s wake is a safety net only.
+		if !clockwait.Sleep(ctx, api.opts.Clock, 30*time.Second, wake, "coderd", "jobLogs", "safetyNet") {
 			return nil
-		case <-wake:
-		case <-time.After(30 * time.Second):
-			// A safety net only: notifications drive the stream.
 		}
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/coder/quartz"
 	"github.com/google/uuid"
 
 	"airgapcoder/coderd/coderdtest"
@@ -29,7 +30,14 @@ type agentHarness struct {
 
 func newAgentHarness(t *testing.T, pa codersdk.ProvisionedAgent) *agentHarness {
 	t.Helper()
-	h := &agentHarness{d: coderdtest.New(t, coderdtest.Options{ProvisionerPSK: "psk"})}
+	return newAgentHarnessOn(t, nil, pa)
+}
+
+// newAgentHarnessOn is newAgentHarness with coderd on clock (nil: the
+// real clock).
+func newAgentHarnessOn(t *testing.T, clock *quartz.Mock, pa codersdk.ProvisionedAgent) *agentHarness {
+	t.Helper()
+	h := &agentHarness{d: coderdtest.New(t, coderdtest.Options{ProvisionerPSK: "psk", Clock: clock})}
 	h.admin, _ = h.d.CreateFirstUser(t)
 	h.alice, _ = h.d.CreateUser(t, h.admin, "alice")
 	h.member, _ = h.d.CreateUser(t, h.admin, "member")
@@ -46,7 +54,8 @@ func newAgentHarness(t *testing.T, pa codersdk.ProvisionedAgent) *agentHarness {
 
 func TestAgentEndpoints(t *testing.T) {
 	t.Parallel()
-	h := newAgentHarness(t, codersdk.ProvisionedAgent{
+	clock := coderdtest.NewClock(t)
+	h := newAgentHarnessOn(t, clock, codersdk.ProvisionedAgent{
 		Directory: "~/src", Env: map[string]string{"A": "1"},
 		Scripts: []codersdk.AgentScript{{DisplayName: codersdk.ScriptStartupDisplayName, Script: "make run", RunOnStart: true}},
 		Apps:    []codersdk.ProvisionedApp{{Slug: "web", Port: 8080}},
@@ -118,8 +127,37 @@ func TestAgentEndpoints(t *testing.T) {
 	if _, err := h.alice.WorkspaceAgent(ctx, "not-a-uuid"); !codersdk.IsStatus(err, http.StatusNotFound) {
 		t.Errorf("bad agent id: got %v, want 404", err)
 	}
-	// Not connected: dialing says so, with 503 (clients wait and retry).
-	_, err = h.alice.DialWorkspaceAgent(ctx, h.agentID, codersdk.DialOptions{Kind: codersdk.RelayKindSSH})
+	// Not connected: dialing waits agentReconnectWait (10 s on coderd's
+	// clock) for the agent of a running workspace to connect, not 1 ms
+	// less, then says so, with 503 (clients wait and retry).
+	clockCtx := coderdtest.ClockContext(t)
+	trap := clock.Trap().NewTimer("coderd", "agentReconnect")
+	dialed := make(chan error, 1)
+	go func() {
+		_, err := h.alice.DialWorkspaceAgent(ctx, h.agentID, codersdk.DialOptions{Kind: codersdk.RelayKindSSH})
+		dialed <- err
+	}()
+	call, err := trap.Wait(clockCtx)
+	if err != nil {
+		t.Fatalf("the dial did not wait for the agent: %v", err)
+	}
+	call.MustRelease(clockCtx)
+	trap.Close()
+	if call.Duration != 10*time.Second {
+		t.Errorf("the dial waits %s for the agent, want 10s", call.Duration)
+	}
+	coderdtest.AdvanceClock(clockCtx, t, clock, call.Duration-time.Millisecond)
+	select {
+	case err := <-dialed:
+		t.Fatalf("the dial answered 1 ms before its wait ended: %v", err)
+	default:
+	}
+	coderdtest.AdvanceClock(clockCtx, t, clock, time.Millisecond)
+	select {
+	case err = <-dialed:
+	case <-clockCtx.Done():
+		t.Fatal("the dial did not answer once its wait ended")
+	}
 	if !codersdk.IsAgentUnavailable(err) || !strings.Contains(err.Error(), "not connected") {
 		t.Errorf("dial an agent that never connected: got %v, want 503 not connected", err)
 	}

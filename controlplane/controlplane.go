@@ -39,6 +39,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/coder/quartz"
+
 	"airgapcoder/coderd"
 	"airgapcoder/coderd/appurl"
 	"airgapcoder/codersdk"
@@ -156,6 +158,11 @@ type Config struct {
 	// in the database (default replicasync.DefaultInterval); one silent
 	// for three intervals drops out of GET /api/v2/replicas.
 	ReplicaHeartbeatInterval time.Duration
+	// Clock drives the API's tickers and timers (coderd.Options.Clock), the
+	// pubsub's reconnect backoff, the replica heartbeat, the built-in
+	// provisioners (provisionerd.Options.Clock) and their restart backoff
+	// (default: the real clock; tests pass a quartz.Mock).
+	Clock quartz.Clock
 }
 
 // ProvisionerConfig is what built-in provisioner daemons run with.
@@ -278,6 +285,9 @@ func New(cfg Config) (*Server, error) {
 	}
 	if cfg.CacheDir == "" {
 		cfg.CacheDir = filepath.Join(cfg.ConfigDir, "cache")
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = quartz.NewReal()
 	}
 	return &Server{cfg: cfg, log: cfg.Logger, ready: make(chan struct{})}, nil
 }

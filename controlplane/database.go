@@ -80,7 +80,7 @@ func (st *startup) migrate(ctx context.Context) error {
 // startPubsub starts the LISTEN connection and waits until it listens, so
 // that the first job posted wakes a waiting daemon.
 func (st *startup) startPubsub(ctx context.Context) error {
-	ps := database.NewPubsub(st.dbURL, st.log.With("component", "pubsub"), database.Channels...)
+	ps := database.NewPubsub(st.dbURL, st.log.With("component", "pubsub"), st.s.cfg.Clock, database.Channels...)
 	st.stop.Go(ctx, "pubsub", ps.Run)
 	st.pubsub = ps
 	timeout := time.NewTimer(30 * time.Second)

@@ -121,7 +121,7 @@ func (st *startup) registerReplica(ctx context.Context) error {
 	}
 	m, err := replicasync.New(ctx, st.db, st.pubsub, replicasync.Options{
 		Hostname: hostname, RelayAddress: relay,
-		Version: st.s.cfg.Version, Interval: st.s.cfg.ReplicaHeartbeatInterval, Logger: st.log.With("component", "replicas"),
+		Version: st.s.cfg.Version, Interval: st.s.cfg.ReplicaHeartbeatInterval, Logger: st.log.With("component", "replicas"), Clock: st.s.cfg.Clock,
 	})
 	if err != nil {
 		return err

@@ -13,8 +13,10 @@ import (
 	"time"
 
 	"github.com/cenkalti/backoff/v5"
+	"github.com/coder/quartz"
 
 	"airgapcoder/codersdk"
+	"airgapcoder/internal/clockwait"
 	"airgapcoder/provisionerd"
 	"airgapcoder/terraform"
 )
@@ -74,7 +76,7 @@ func (st *startup) startProvisioners(ctx context.Context) error {
 			Client: client, Name: fmt.Sprintf("built-in-%d", i+1), Version: cfg.Version,
 			TerraformPath: st.terraformPath, ProviderMirror: cfg.Provisioner.ProviderMirror,
 			ModuleMirror: cfg.Provisioner.ModuleMirror, CACertFile: cfg.Provisioner.CACertFile, AgentCACertFile: cfg.Provisioner.AgentCACertFile,
-			WorkDir: workDir, AccessURL: st.accessURL.String(), Environment: cfg.Provisioner.Environment, Egress: cfg.Provisioner.Egress, Logger: st.log.With("component", "provisionerd"),
+			WorkDir: workDir, AccessURL: st.accessURL.String(), Environment: cfg.Provisioner.Environment, Egress: cfg.Provisioner.Egress, Logger: st.log.With("component", "provisionerd"), Clock: cfg.Clock,
 		})
 		if err != nil {
 			return err
@@ -90,7 +92,7 @@ func (st *startup) startProvisioners(ctx context.Context) error {
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	var wg sync.WaitGroup
 	for i, d := range daemons {
-		wg.Go(func() { runSupervised(runCtx, st.log, fmt.Sprintf("built-in-%d", i+1), d.Run) })
+		wg.Go(func() { runSupervised(runCtx, st.log, cfg.Clock, fmt.Sprintf("built-in-%d", i+1), d.Run) })
 	}
 	st.stop.Push("built-in provisioners", func(context.Context) error {
 		cancel()
@@ -102,27 +104,28 @@ func (st *startup) startProvisioners(ctx context.Context) error {
 }
 
 // runSupervised runs a built-in provisioner until ctx ends, and again,
-// after a backoff (1 s doubling to 30 s), each time it stops by itself: a
-// daemon that cannot create its work folder or egress proxy now may later,
-// and a deployment must not be left without its provisioners.
-func runSupervised(ctx context.Context, log *slog.Logger, name string, run func(context.Context) error) {
+// after a backoff (1 s doubling to 30 s, back to 1 s after a run of more
+// than a minute), each time it stops by itself: a daemon that cannot
+// create its work folder or egress proxy now may later, and a deployment
+// must not be left without its provisioners. The backoff and a run's
+// length are on clock (the timer is tagged "controlplane",
+// "provisionerRestart").
+func runSupervised(ctx context.Context, log *slog.Logger, clock quartz.Clock, name string, run func(context.Context) error) {
 	b := backoff.NewExponentialBackOff()
-	b.InitialInterval, b.MaxInterval, b.RandomizationFactor = time.Second, 30*time.Second, 0
+	b.InitialInterval, b.Multiplier, b.MaxInterval, b.RandomizationFactor = time.Second, 2, 30*time.Second, 0
 	for {
-		started := time.Now()
+		started := clock.Now()
 		err := run(ctx)
 		if ctx.Err() != nil {
 			return
 		}
-		if time.Since(started) > time.Minute {
+		if clock.Since(started) > time.Minute {
 			b.Reset()
 		}
 		wait := b.NextBackOff()
 		log.Error("built-in provisioner stopped; restarting it", "provisioner", name, "err", err, "in", wait)
-		select {
-		case <-ctx.Done():
+		if !clockwait.Sleep(ctx, clock, wait, nil, "controlplane", "provisionerRestart") {
 			return
-		case <-time.After(wait):
 		}
 	}
 }

@@ -153,7 +153,7 @@ func (st *startup) startAPI(ctx context.Context) error {
 		AuditRetention: cfg.AuditRetention, AuditJournal: cfg.AuditJournal, Lifecycle: cfg.Lifecycle,
 		AgentBinariesDir: cfg.AgentBinariesDir, Replicas: st.replicas, HealthChecks: cfg.HealthChecks, OnFirstUser: cfg.OnFirstUser, RateLimits: cfg.RateLimits,
 		OIDC: oidcCfg, DisablePasswordAuth: cfg.DisablePasswordAuth,
-		ExternalAuth: externalAuth, ExternalAuthHTTPClient: externalAuthClient,
+		ExternalAuth: externalAuth, ExternalAuthHTTPClient: externalAuthClient, Clock: cfg.Clock,
 	})
 	if err != nil {
 		return err

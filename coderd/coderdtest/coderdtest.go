@@ -170,7 +170,10 @@ type Options struct {
 	Now func() time.Time
 	// Clock, when set, drives coderd's tickers and timers (the lifecycle
 	// tick and activity bump, the audit retention and journal, stale-job
-	// checks, job acquisition long-polls); the test steps it with
+	// checks, job acquisition long-polls, the replica heartbeat, the
+	// pubsub's reconnect backoff: a clock left still silences the replica,
+	// which leaves GET /api/v2/replicas once its row is MaxAge old on the
+	// database's clock); the test steps it with
 	// AdvanceClock. Without Now it is also coderd's time. Nil means the
 	// real clock. NewClock makes one at the wall clock's time.
 	Clock *quartz.Mock
@@ -243,7 +246,11 @@ func New(t testing.TB, opts Options) *Deployment {
 	if err := db.Migrate(ctx, log); err != nil {
 		t.Fatal(err)
 	}
-	ps := database.NewPubsub(dbURL, log, database.Channels...)
+	var clock quartz.Clock // nil: the real clock (coderd's, the pubsub's and the replica's default)
+	if opts.Clock != nil {
+		clock = opts.Clock
+	}
+	ps := database.NewPubsub(dbURL, log, clock, database.Channels...)
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() { defer wg.Done(); _ = ps.Run(ctx) }()
@@ -284,17 +291,13 @@ func New(t testing.TB, opts Options) *Deployment {
 		}
 	}
 	replicas, err := replicasync.New(ctx, db, ps, replicasync.Options{
-		Hostname: "coderdtest", RelayAddress: u.String(), Version: "v0.0.0-test", Logger: log,
+		Hostname: "coderdtest", RelayAddress: u.String(), Version: "v0.0.0-test", Logger: log, Clock: clock,
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	wg.Add(1)
 	go func() { defer wg.Done(); _ = replicas.Run(ctx) }()
-	var clock quartz.Clock // nil: coderd's default, the real clock
-	if opts.Clock != nil {
-		clock = opts.Clock
-	}
 	api, err := coderd.New(ctx, coderd.Options{
 		DB: db, Pubsub: ps, Logger: log, AccessURL: u, Version: "v0.0.0-test", Replicas: replicas,
 		ProvisionerPSK: opts.ProvisionerPSK, JobHeartbeatTimeout: opts.JobHeartbeatTimeout, AgentBinariesDir: opts.AgentBinariesDir,

@@ -29,13 +29,13 @@ func OpenDatabase(t testing.TB, url string) *database.DB {
 
 // RunPubsub runs a pubsub on the database at url listening on channels
 // (database.Channels when none are given), as a replica's, until the test
-// ends. It returns once the pubsub listens.
+// ends, reconnecting on the real clock. It returns once the pubsub listens.
 func RunPubsub(t testing.TB, url string, channels ...string) *database.Pubsub {
 	t.Helper()
 	if len(channels) == 0 {
 		channels = database.Channels
 	}
-	ps := database.NewPubsub(url, slog.New(slog.DiscardHandler), channels...)
+	ps := database.NewPubsub(url, slog.New(slog.DiscardHandler), nil, channels...)
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	wg.Go(func() { _ = ps.Run(ctx) })

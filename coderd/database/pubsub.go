@@ -11,7 +11,10 @@ import (
 	"time"
 
 	"github.com/cenkalti/backoff/v5"
+	"github.com/coder/quartz"
 	"github.com/jackc/pgx/v5"
+
+	"airgapcoder/internal/clockwait"
 )
 
 // Pubsub delivers PostgreSQL notifications (LISTEN/NOTIFY) to subscribers in
@@ -25,6 +28,7 @@ type Pubsub struct {
 	url      string
 	channels []string
 	log      *slog.Logger
+	clock    quartz.Clock
 
 	mu     sync.Mutex
 	subs   map[string]map[int]func(payload string)
@@ -47,8 +51,13 @@ func (db *DB) Notify(ctx context.Context, channel, payload string) error {
 }
 
 // NewPubsub returns a Pubsub for the given channels. Call Run to connect.
-func NewPubsub(url string, log *slog.Logger, channels ...string) *Pubsub {
-	return &Pubsub{url: url, channels: channels, log: log, subs: map[string]map[int]func(string){}, ready: make(chan struct{})}
+// clock times the backoff between reconnections (its timer is tagged
+// "pubsub", "reconnect"); nil means the real clock.
+func NewPubsub(url string, log *slog.Logger, clock quartz.Clock, channels ...string) *Pubsub {
+	if clock == nil {
+		clock = quartz.NewReal()
+	}
+	return &Pubsub{url: url, channels: channels, log: log, clock: clock, subs: map[string]map[int]func(string){}, ready: make(chan struct{})}
 }
 
 // Ready is closed once the first connection listens.
@@ -101,12 +110,8 @@ func (p *Pubsub) Run(ctx context.Context) error {
 		}
 		in := b.NextBackOff()
 		p.log.Warn("database notifications lost; reconnecting", "err", err, "in", in)
-		t := time.NewTimer(in)
-		select {
-		case <-ctx.Done():
-			t.Stop()
+		if !clockwait.Sleep(ctx, p.clock, in, nil, "pubsub", "reconnect") {
 			return nil
-		case <-t.C:
 		}
 	}
 }

@@ -28,9 +28,11 @@ import (
 	"sync"
 	"time"
 
+	"github.com/coder/quartz"
 	"github.com/google/uuid"
 
 	"airgapcoder/coderd/database"
+	"airgapcoder/internal/clockwait"
 )
 
 // DefaultInterval is how often a replica refreshes its heartbeat.
@@ -58,6 +60,13 @@ type Options struct {
 	Interval time.Duration
 	// Logger receives joins, leaves and version conflicts (nil discards).
 	Logger *slog.Logger
+	// Clock times the heartbeat (a ticker tagged "replicasync",
+	// "heartbeat") and New's wait for replicas of another version (a
+	// timer tagged "replicasync", "versionWait", polled until MaxAge plus
+	// an interval has passed on it): pass coderd's (coderd.Options.Clock).
+	// Nil means the real clock. The heartbeats' times, and so the age
+	// that decides who is alive, are on the database's clock.
+	Clock quartz.Clock
 }
 
 // Manager is this replica's registration. Create it with New, run its
@@ -66,6 +75,7 @@ type Manager struct {
 	db       *database.DB
 	pubsub   *database.Pubsub
 	log      *slog.Logger
+	clock    quartz.Clock
 	interval time.Duration
 
 	mu   sync.Mutex
@@ -88,7 +98,11 @@ func New(ctx context.Context, db *database.DB, ps *database.Pubsub, opts Options
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	m := &Manager{db: db, pubsub: ps, log: log, interval: opts.Interval, live: map[string]database.Replica{}}
+	clock := opts.Clock
+	if clock == nil {
+		clock = quartz.NewReal()
+	}
+	m := &Manager{db: db, pubsub: ps, log: log, clock: clock, interval: opts.Interval, live: map[string]database.Replica{}}
 	if err := m.waitForOneVersion(ctx, opts.Version); err != nil {
 		return nil, err
 	}
@@ -116,8 +130,9 @@ func (m *Manager) MaxAge() time.Duration { return 3 * m.interval }
 
 // waitForOneVersion returns once no live replica runs another version than
 // version, or an error naming them once they outlived MaxAge of waiting.
+// The wait is on m.clock; the rows it waits for age on the database's.
 func (m *Manager) waitForOneVersion(ctx context.Context, version string) error {
-	deadline := time.Now().Add(m.MaxAge() + m.interval)
+	deadline := m.clock.Now().Add(m.MaxAge() + m.interval)
 	for {
 		all, err := m.db.LiveReplicas(ctx, m.MaxAge())
 		if err != nil {
@@ -132,15 +147,13 @@ func (m *Manager) waitForOneVersion(ctx context.Context, version string) error {
 		if len(other) == 0 {
 			return nil
 		}
-		if time.Now().After(deadline) {
+		if m.clock.Now().After(deadline) {
 			return fmt.Errorf("replicas of another version serve this deployment: %s; this replica is version %s: "+
 				"stop or upgrade them first (mixed versions must not serve at once)", strings.Join(other, ", "), version)
 		}
 		m.log.Warn("waiting for replicas of another version to stop", "replicas", other, "version", version)
-		select {
-		case <-ctx.Done():
+		if !clockwait.Sleep(ctx, m.clock, m.interval, nil, "replicasync", "versionWait") {
 			return ctx.Err()
-		case <-time.After(m.interval):
 		}
 	}
 }
@@ -157,7 +170,7 @@ func (m *Manager) Run(ctx context.Context) error {
 		}
 	})
 	defer cancel()
-	tick := time.NewTicker(m.interval)
+	tick := m.clock.NewTicker(m.interval, "replicasync", "heartbeat")
 	defer tick.Stop()
 	for {
 		select {
@@ -238,6 +251,7 @@ func (m *Manager) refresh(ctx context.Context) error {
 // leave deletes this replica's row and announces it, so the others drop it
 // at once rather than after MaxAge.
 func (m *Manager) leave() error {
+	// A bound on the database's answer, on real time like the database.
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	id := m.Self().ID

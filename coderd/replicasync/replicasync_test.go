@@ -2,11 +2,14 @@ package replicasync_test
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/coder/quartz"
 
 	"airgapcoder/coderd/coderdtest"
 	"airgapcoder/coderd/database"
@@ -50,10 +53,17 @@ func (d *deployment) start(host, version string) *replica {
 }
 
 func (d *deployment) register(host, version string) (*replica, error) {
+	return d.registerOn(nil, host, version)
+}
+
+// registerOn registers a replica whose heartbeat and version wait run on
+// clock (nil: the real clock) and runs it until stop or the end of the
+// test.
+func (d *deployment) registerOn(clock quartz.Clock, host, version string) (*replica, error) {
 	log := &syncbuf.Buffer{}
 	m, err := replicasync.New(context.Background(), d.db, d.ps, replicasync.Options{
 		Hostname: host, RelayAddress: "https://" + host + ":3443", Version: version, Interval: interval,
-		Logger: slog.New(slog.NewTextHandler(log, nil)),
+		Logger: slog.New(slog.NewTextHandler(log, nil)), Clock: clock,
 	})
 	if err != nil {
 		return nil, err
@@ -139,12 +149,111 @@ func TestDeadReplicaAgesOut(t *testing.T) {
 	t.Logf("dead replica dropped %s after the test saw it", took)
 }
 
+// heartbeatOf is the last heartbeat the database holds for the replica
+// on host (its row's updated_at, on the database's clock).
+func (d *deployment) heartbeatOf(host string) time.Time {
+	d.t.Helper()
+	all, err := d.db.LiveReplicas(context.Background(), time.Hour)
+	if err != nil {
+		d.t.Fatal(err)
+	}
+	for _, r := range all {
+		if r.Hostname == host {
+			return r.UpdatedAt
+		}
+	}
+	d.t.Fatalf("no row for %s", host)
+	return time.Time{}
+}
+
+// TestHeartbeatOnClock: the heartbeat is written when an interval has
+// passed on the replica's clock, not 1 ms before, and again at the next.
+func TestHeartbeatOnClock(t *testing.T) {
+	t.Parallel()
+	d := newDeployment(t)
+	ctx := coderdtest.ClockContext(t)
+	clock := coderdtest.NewClock(t)
+	trap := clock.Trap().NewTicker("replicasync", "heartbeat")
+	defer trap.Close()
+	r, err := d.registerOn(clock, "host-a", "v1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	call, err := trap.Wait(ctx)
+	if err != nil {
+		t.Fatalf("Run started no heartbeat ticker: %v", err)
+	}
+	call.MustRelease(ctx)
+	if call.Duration != interval {
+		t.Errorf("heartbeat every %s, want %s", call.Duration, interval)
+	}
+	last := d.heartbeatOf("host-a")
+	for i := 1; i <= 2; i++ {
+		coderdtest.AdvanceClock(ctx, t, clock, interval-time.Millisecond)
+		if got := d.heartbeatOf("host-a"); !got.Equal(last) {
+			t.Fatalf("heartbeat %d written 1 ms before the interval ended (row at %s, was %s)", i, got, last)
+		}
+		coderdtest.AdvanceClock(ctx, t, clock, time.Millisecond)
+		testwait.ForCtx(ctx, t, fmt.Sprintf("heartbeat %d once the interval ended", i), func() (bool, string) {
+			got := d.heartbeatOf("host-a")
+			return got.After(last), "row at " + got.String()
+		})
+		last = d.heartbeatOf("host-a")
+		testwait.ForCtx(ctx, t, fmt.Sprintf("Self after heartbeat %d", i), func() (bool, string) {
+			got := r.Self().UpdatedAt
+			return got.Equal(last), "Self at " + got.String()
+		})
+	}
+}
+
+// TestMixedVersionsRefused: a replica of another version waits, on its
+// clock, for MaxAge and an interval (live replicas of the old version
+// may have just died), then refuses to start and names them.
 func TestMixedVersionsRefused(t *testing.T) {
 	t.Parallel()
 	d := newDeployment(t)
-	old := d.start("host-old", "v1")
-	start := time.Now()
-	_, err := d.register("host-new", "v2")
+	old := d.start("host-old", "v1") // heartbeats in real time, as the database ages its row
+	ctx := coderdtest.ClockContext(t)
+	clock := coderdtest.NewClock(t)
+	trap := clock.Trap().NewTimer("replicasync", "versionWait")
+	defer trap.Close()
+	waits := make(chan *quartz.Call)
+	go func() {
+		for {
+			call, err := trap.Wait(ctx)
+			if err != nil {
+				return
+			}
+			select {
+			case waits <- call:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	start := clock.Now()
+	refused := make(chan error, 1)
+	go func() { _, err := d.registerOn(clock, "host-new", "v2"); refused <- err }()
+	deadline := old.MaxAge() + interval
+	var err error
+wait:
+	for {
+		select {
+		case err = <-refused:
+			break wait
+		case call := <-waits:
+			call.MustRelease(ctx)
+			if call.Duration != interval {
+				t.Errorf("polls every %s, want %s", call.Duration, interval)
+			}
+			if waited := clock.Since(start); waited > deadline {
+				t.Fatalf("still waiting after %s, past MaxAge and an interval (%s)", waited, deadline)
+			}
+			coderdtest.AdvanceClock(ctx, t, clock, interval)
+		case <-ctx.Done():
+			t.Fatal("the v2 replica neither started nor was refused")
+		}
+	}
 	if err == nil {
 		t.Fatal("a v2 replica started beside a live v1 replica")
 	}
@@ -153,8 +262,8 @@ func TestMixedVersionsRefused(t *testing.T) {
 			t.Errorf("error %q does not say %q", err, want)
 		}
 	}
-	if waited := time.Since(start); waited < old.MaxAge() {
-		t.Errorf("refused after %s: it should wait out a heartbeat's MaxAge (%s) for replicas that just died", waited, old.MaxAge())
+	if waited := clock.Since(start); waited <= deadline {
+		t.Errorf("refused after %s: it should wait out a heartbeat's MaxAge and an interval (%s) for replicas that just died", waited, deadline)
 	}
 	if got := hosts(old.All()); got != "host-old" {
 		t.Errorf("the refused replica is listed: %s", got)
@@ -172,7 +281,8 @@ func TestMixedVersionsRefused(t *testing.T) {
 }
 
 // A replica killed just before an upgrade leaves a fresh row behind: the new
-// version waits for it to age out instead of refusing.
+// version waits for it to age out instead of refusing. The row ages on the
+// database's clock, so this wait runs on the real clock.
 func TestUpgradeAfterCrashWaits(t *testing.T) {
 	t.Parallel()
 	d := newDeployment(t)

@@ -1,6 +1,6 @@
 // Package clockwait is how the components that take an injectable clock
-// (github.com/coder/quartz: the agent, provisionerd and the workspace
-// proxy) wait on it. Tests hand those components a quartz.Mock and step
+// (github.com/coder/quartz: coderd and its database pubsub, the control
+// plane, the agent, provisionerd and the workspace proxy) wait on it. Tests hand those components a quartz.Mock and step
 // it; a wait's tags name its timer, so a test traps exactly the wait it
 // means. The package owns no clock and links nothing of the project's.
 package clockwait
