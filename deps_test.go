@@ -82,7 +82,7 @@ var depRules = []depRule{
 	},
 	{
 		pkg: "airgapcoder/internal/clockwait", why: "waiting on the injectable clock is shared by coderd, the control plane, the agent, provisionerd and the workspace proxy: a leaf",
-		stdlibOnly: true, allowed: []string{"github.com/coder/quartz"},
+		stdlibOnly: true, allowed: []string{"github.com/coder/quartz", "github.com/cenkalti/backoff"},
 	},
 	{
 		pkg: "airgapcoder/wsproxy", why: "a workspace proxy reaches the deployment only through its API and never its database",

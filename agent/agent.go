@@ -356,20 +356,15 @@ func (a *Agent) backoffWait(ctx context.Context, b backoff.BackOff, cut <-chan s
 // attempts (tagged what, as "report agent startup"). Each retry is logged
 // as what failed.
 func (a *Agent) retry(ctx context.Context, what string, fn func(context.Context) error) error {
-	b := a.newBackoff()
-	for {
+	_, err := clockwait.Retry(ctx, a.opts.Clock, a.newBackoff(), func() (struct{}, error) {
 		err := fn(ctx)
-		if err == nil || permanent(err) {
-			return err
+		if err != nil && permanent(err) {
+			return struct{}{}, backoff.Permanent(err)
 		}
-		if ctx.Err() != nil {
-			return context.Cause(ctx)
-		}
-		a.log.Warn(what+" failed; retrying", "err", err)
-		if !a.backoffWait(ctx, b, nil, what) {
-			return context.Cause(ctx)
-		}
-	}
+		return struct{}{}, err
+	}, func(err error, _ time.Duration) { a.log.Warn(what+" failed; retrying", "err", err) },
+		"agent", "backoff", what)
+	return err
 }
 
 // permanent reports whether retrying err cannot help (a bad request).
@@ -399,27 +394,23 @@ func (c currentClient) PostWorkspaceAppHealth(ctx context.Context, req codersdk.
 // ends, waiting the agent's backoff between attempts (tagged "manifest");
 // attempts count towards the switch to the fallback URL.
 func (a *Agent) fetchManifest(ctx context.Context) (codersdk.AgentManifest, bool) {
-	b := a.newBackoff()
-	for {
+	m, err := clockwait.Retry(ctx, a.opts.Clock, a.newBackoff(), func() (codersdk.AgentManifest, error) {
 		c := a.api()
 		m, err := c.AgentManifest(ctx)
-		if err == nil {
+		if err != nil {
+			a.endpoints.failed(c, err)
+		} else {
 			a.endpoints.reached(c)
-			return m, true
 		}
-		a.endpoints.failed(c, err)
-		if ctx.Err() != nil {
-			return codersdk.AgentManifest{}, false
-		}
+		return m, err
+	}, func(err error, _ time.Duration) {
 		if codersdk.IsStatus(err, http.StatusUnauthorized) {
 			a.log.Error("coderd refuses the agent token; retrying (is the workspace deleted, or CODER_AGENT_TOKEN wrong?)", "err", err)
 		} else {
 			a.log.Warn("fetch agent manifest; retrying", "err", err)
 		}
-		if !a.backoffWait(ctx, b, nil, "manifest") {
-			return codersdk.AgentManifest{}, false
-		}
-	}
+	}, "agent", "backoff", "manifest")
+	return m, err == nil
 }
 
 func (a *Agent) reportStartup(ctx context.Context) {

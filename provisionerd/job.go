@@ -18,6 +18,7 @@ import (
 	"github.com/hashicorp/terraform-exec/tfexec"
 
 	"airgapcoder/codersdk"
+	"airgapcoder/internal/clockwait"
 	"airgapcoder/internal/templatetar"
 )
 
@@ -98,35 +99,23 @@ const attemptFor = 30 * time.Second
 // When ctx ends it returns ctx's cause.
 func (d *Daemon) retryTransient(ctx context.Context, log *slog.Logger, what string, limit time.Duration, send func(context.Context) error) error {
 	clock := d.opts.Clock
-	start := clock.Now("provisionerd", "retryBackoff")
-	b := backoff.NewExponentialBackOff()
-	for {
+	b := clockwait.Within(backoff.NewExponentialBackOff(), clock, clock.Now("provisionerd", "retryBackoff"), limit)
+	_, err := clockwait.Retry(ctx, clock, b, func() (struct{}, error) {
 		attempt, cancel := d.withTimeout(ctx, attemptFor, "attempt")
 		err := send(attempt)
 		timedOut := errors.Is(context.Cause(attempt), context.DeadlineExceeded)
 		cancel()
-		if err == nil {
-			return nil
-		}
-		if cerr := context.Cause(ctx); cerr != nil {
-			return cerr
-		}
-		if timedOut {
+		if err != nil && timedOut {
 			err = fmt.Errorf("no answer within %s: %w", attemptFor, err)
 		}
 		var apiErr *codersdk.Error
 		if errors.As(err, &apiErr) && apiErr.StatusCode < http.StatusInternalServerError {
-			return err
+			return struct{}{}, backoff.Permanent(err)
 		}
-		next := b.NextBackOff()
-		if clock.Since(start, "provisionerd", "retryBackoff")+next > limit {
-			return err
-		}
-		log.Warn(what+"; retrying", "err", err, "in", next)
-		if !d.sleep(ctx, next, "retryBackoff") {
-			return context.Cause(ctx)
-		}
-	}
+		return struct{}{}, err
+	}, func(err error, next time.Duration) { log.Warn(what+"; retrying", "err", err, "in", next) },
+		"provisionerd", "retryBackoff")
+	return err
 }
 
 // execute prepares the work dir and runs terraform for the job.

@@ -353,21 +353,10 @@ func (d *Daemon) Run(ctx context.Context) error {
 // registerUntil registers, again with backoff while coderd refuses or
 // cannot be reached, until it succeeds (true) or ctx ends (false).
 func (d *Daemon) registerUntil(ctx context.Context) bool {
-	b := newBackoff()
-	for {
-		err := d.Register(ctx)
-		if err == nil {
-			return true
-		}
-		if ctx.Err() != nil {
-			return false
-		}
-		in := b.NextBackOff()
-		d.log.Warn("register failed; retrying", "err", err, "in", in)
-		if !d.sleep(ctx, in, "registerBackoff") {
-			return false
-		}
-	}
+	_, err := clockwait.Retry(ctx, d.opts.Clock, newBackoff(), func() (struct{}, error) { return struct{}{}, d.Register(ctx) },
+		func(err error, in time.Duration) { d.log.Warn("register failed; retrying", "err", err, "in", in) },
+		"provisionerd", "registerBackoff")
+	return err == nil
 }
 
 // newBackoff is the delay between attempts to reach coderd: doubling from

@@ -396,26 +396,19 @@ func (s *Server) sleep(ctx context.Context, d time.Duration, what string) bool {
 // until the primary accepts the proxy (its answer), refuses it or its
 // certificate fails verification (an error), or ctx ends (ctx's error).
 func (s *Server) registerUntilAccepted(ctx context.Context) (codersdk.RegisterWorkspaceProxyResponse, error) {
-	b := s.newBackoff()
-	for {
+	return clockwait.Retry(ctx, s.clock, s.newBackoff(), func() (codersdk.RegisterWorkspaceProxyResponse, error) {
 		res, err := s.register(ctx)
 		var refused *refusedError
-		switch {
-		case err == nil:
-			return res, nil
-		case ctx.Err() != nil:
-			return res, ctx.Err()
-		case errors.As(err, &refused):
-			return res, err
-		case untrustedCertificate(err):
-			return res, fmt.Errorf("%w; the proxy does not trust the primary's certificate: add the CA that issued it to what the proxy trusts (coder wsproxy server --ca-file)", err)
+		if errors.As(err, &refused) {
+			return res, backoff.Permanent(err)
 		}
-		next := b.NextBackOff()
+		if untrustedCertificate(err) {
+			return res, backoff.Permanent(fmt.Errorf("%w; the proxy does not trust the primary's certificate: add the CA that issued it to what the proxy trusts (coder wsproxy server --ca-file)", err))
+		}
+		return res, err
+	}, func(err error, next time.Duration) {
 		s.log.Warn("register with the primary failed; retrying", "primary", s.opts.PrimaryAccessURL.String(), "retry_in", next.Round(time.Millisecond), "err", err)
-		if !s.sleep(ctx, next, "registerBackoff") {
-			return res, ctx.Err()
-		}
-	}
+	}, "wsproxy", "registerBackoff")
 }
 
 // registerAndHeartbeat registers (retrying until the primary answers),
